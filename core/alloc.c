@@ -1,0 +1,134 @@
+/*
+ * alloc.c — the caching allocator for host memory.
+ *
+ * An eager loop allocates the same large temporaries over and over. Going to the system each
+ * time costs an mmap and a page fault per 4 KiB page (glibc returns big blocks to the kernel
+ * on free), which is what makes some frameworks 5-10x slower here. So freed blocks are kept in
+ * per-size-class free lists and handed out again. Size classes: multiples of 64 bytes up to
+ * 512, then four classes per power of two (at most 25% slack). Blocks are 64-byte aligned.
+ * Cached bytes are capped (TIDE_CACHE_LIMIT_MB, default 4096); beyond the cap a freed block goes
+ * back to the system. A free block holds the free-list link in its first bytes.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "tensor.h"
+
+#define SMALL_CLASSES 8 /* 64, 128, ..., 512 */
+#define NUM_CLASSES (SMALL_CLASSES + 4 * 56)
+
+typedef struct free_block {
+    struct free_block *next;
+} free_block;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static free_block *free_lists[NUM_CLASSES];
+static size_t bytes_cached, bytes_in_use, cache_limit;
+
+/* The class of nbytes and the size every block of that class has. */
+static int size_class(size_t nbytes, size_t *rounded)
+{
+    if (nbytes <= 512) {
+        size_t n = nbytes ? (nbytes + 63) / 64 : 1;
+        *rounded = n * 64;
+        return (int)n - 1;
+    }
+    int k = 63 - __builtin_clzll((unsigned long long)(nbytes - 1)); /* 2^k < nbytes <= 2^(k+1) */
+    size_t step = (size_t)1 << (k - 2);
+    size_t q = (nbytes + step - 1) / step; /* 5..8 */
+    *rounded = q * step;
+    return SMALL_CLASSES + (k - 9) * 4 + (int)(q - 5);
+}
+
+static size_t limit_from_env(void)
+{
+    const char *s = getenv("TIDE_CACHE_LIMIT_MB");
+    long long mb = s ? atoll(s) : 4096;
+    return mb < 0 ? 0 : (size_t)mb << 20;
+}
+
+void *td_cache_alloc(size_t nbytes)
+{
+    if (nbytes > ((size_t)1 << 62))
+        return NULL;
+    size_t rounded;
+    int c = size_class(nbytes, &rounded);
+    pthread_mutex_lock(&cache_lock);
+    free_block *b = free_lists[c];
+    if (b) {
+        free_lists[c] = b->next;
+        bytes_cached -= rounded;
+    }
+    if (b)
+        bytes_in_use += rounded;
+    pthread_mutex_unlock(&cache_lock);
+    if (b)
+        return b;
+    void *p = aligned_alloc(64, rounded);
+    if (!p) {
+        /* Memory may be sitting in the cache under other size classes: give it back, retry. */
+        td_cache_empty();
+        p = aligned_alloc(64, rounded);
+        if (!p)
+            return NULL;
+    }
+    pthread_mutex_lock(&cache_lock);
+    bytes_in_use += rounded;
+    pthread_mutex_unlock(&cache_lock);
+    return p;
+}
+
+void td_cache_free(void *ptr, size_t nbytes)
+{
+    if (!ptr)
+        return;
+    size_t rounded;
+    int c = size_class(nbytes, &rounded);
+    pthread_mutex_lock(&cache_lock);
+    if (!cache_limit)
+        cache_limit = limit_from_env();
+    bytes_in_use -= rounded;
+    bool keep = bytes_cached + rounded <= cache_limit;
+    if (keep) {
+        free_block *b = ptr;
+        b->next = free_lists[c];
+        free_lists[c] = b;
+        bytes_cached += rounded;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (!keep)
+        free(ptr);
+}
+
+void td_cache_empty(void)
+{
+    free_block *lists[NUM_CLASSES];
+    pthread_mutex_lock(&cache_lock);
+    for (int c = 0; c < NUM_CLASSES; c++) {
+        lists[c] = free_lists[c];
+        free_lists[c] = NULL;
+    }
+    bytes_cached = 0;
+    pthread_mutex_unlock(&cache_lock);
+    for (int c = 0; c < NUM_CLASSES; c++) {
+        while (lists[c]) {
+            free_block *next = lists[c]->next;
+            free(lists[c]);
+            lists[c] = next;
+        }
+    }
+}
+
+void td_cache_stats(size_t *in_use, size_t *cached)
+{
+    pthread_mutex_lock(&cache_lock);
+    if (in_use)
+        *in_use = bytes_in_use;
+    if (cached)
+        *cached = bytes_cached;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+void tide_empty_cache(void) { td_cache_empty(); }
+
+void tide_memory_stats(size_t *in_use, size_t *cached) { td_cache_stats(in_use, cached); }

@@ -1,0 +1,47 @@
+/*
+ * device.h — what a device is: a plain struct of function pointers (in the spirit of ggml's
+ * backend interface). core/ and ops/ reach device memory and kernels only through it, so a
+ * device whose buffers are not host pointers (Vulkan) and that runs asynchronously fits without
+ * changes elsewhere: buffers are opaque handles, kernels may be queued, and `synchronize` waits.
+ */
+#ifndef TIDE_DEVICE_H
+#define TIDE_DEVICE_H
+
+#include <stddef.h>
+
+#include "primitive.h"
+#include "tide.h"
+
+typedef enum tide_device_kind { TIDE_DEVICE_CPU = 0, TIDE_DEVICE_VULKAN = 1 } tide_device_kind;
+
+typedef struct tide_device tide_device;
+
+struct tide_device {
+    const char *name;
+    tide_device_kind kind;
+    /* A buffer of nbytes (64-byte aligned where that means anything), or NULL when out of
+     * memory. The handle is opaque to everyone but the device. */
+    void *(*alloc)(tide_device *dev, size_t nbytes);
+    void (*free)(tide_device *dev, void *buffer, size_t nbytes);
+    /* Host <-> device copies of raw bytes at a byte offset into a buffer. They complete (or are
+     * ordered before every later kernel) when they return. 0 or -1 with the error set. */
+    int (*write)(tide_device *dev, void *buffer, size_t offset, const void *src, size_t nbytes);
+    int (*read)(tide_device *dev, const void *buffer, size_t offset, void *dst, size_t nbytes);
+    /* The host address of a buffer when the device's memory is host memory, else NULL. */
+    void *(*host_ptr)(tide_device *dev, void *buffer);
+    /* Runs one primitive. The dispatcher has validated everything: shapes, dtypes, attributes.
+     * out is allocated with its final shape and dtype (contiguous, except COPY/FILL whose out
+     * is the destination view); inputs may have any strides, including 0 and negative.
+     * Binary ops get inputs of one dtype (the dispatcher inserts casts); their output dtype is
+     * that dtype, or bool for comparisons and logical ops. 0 or -1 with the error set. */
+    int (*run)(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+               const tide_attrs *attrs);
+    /* Waits until every queued kernel and copy has finished. */
+    int (*synchronize)(tide_device *dev);
+    void *state; /* the device's own data */
+};
+
+/* The CPU device; always present. */
+tide_device *tide_cpu_device(void);
+
+#endif /* TIDE_DEVICE_H */

@@ -1,0 +1,85 @@
+/*
+ * primitive.h — the vocabulary that ops/ and the devices share: the primitive op ids and the
+ * attribute record that travels with each op. ops/ owns what each op means (op_table.c); a
+ * device only needs these ids to run a kernel, so they live in core/, which devices may include.
+ */
+#ifndef TIDE_PRIMITIVE_H
+#define TIDE_PRIMITIVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tide.h"
+
+/* X-macro lists keep the enum, the names and the kernel tables in one order. */
+#define TIDE_UNARY_OPS(X)                                                                          \
+    X(NEG, neg) X(ABS, abs) X(EXP, exp) X(LOG, log) X(SQRT, sqrt) X(RSQRT, rsqrt) X(SIN, sin)     \
+    X(COS, cos) X(TANH, tanh) X(SIGMOID, sigmoid) X(RELU, relu) X(FLOOR, floor) X(CEIL, ceil)     \
+    X(ROUND, round) X(SIGN, sign) X(RECIPROCAL, reciprocal) X(LOGICAL_NOT, logical_not)
+
+#define TIDE_BINARY_OPS(X)                                                                         \
+    X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(POW, pow) X(MAXIMUM, maximum)               \
+    X(MINIMUM, minimum) X(EQ, eq) X(NE, ne) X(LT, lt) X(LE, le) X(GT, gt) X(GE, ge)               \
+    X(LOGICAL_AND, logical_and) X(LOGICAL_OR, logical_or)
+
+#define TIDE_REDUCE_OPS(X) X(SUM, sum) X(PROD, prod) X(MAX, max) X(MIN, min)
+
+#define TIDE_ARGREDUCE_OPS(X) X(ARGMAX, argmax) X(ARGMIN, argmin)
+
+/* Ops that only make a new view of their input's storage. */
+#define TIDE_VIEW_OPS(X)                                                                           \
+    X(RESHAPE, reshape) X(PERMUTE, permute) X(EXPAND, expand) X(SLICE, slice) X(SELECT, select)
+
+/* Ops that write a fresh output (or, for COPY and FILL, into a destination view). */
+#define TIDE_OTHER_OPS(X)                                                                          \
+    X(WHERE, where) X(CAST, cast) X(COPY, copy) X(FILL, fill) X(IOTA, iota) X(CAT, cat)           \
+    X(PAD, pad) X(FLIP, flip)
+
+#define TIDE_ALL_OPS(X)                                                                            \
+    TIDE_UNARY_OPS(X) TIDE_BINARY_OPS(X) TIDE_REDUCE_OPS(X) TIDE_ARGREDUCE_OPS(X)                 \
+    TIDE_VIEW_OPS(X) TIDE_OTHER_OPS(X)
+
+typedef enum tide_op {
+#define TIDE_OP_ENUM(id, name) TIDE_OP_##id,
+    TIDE_ALL_OPS(TIDE_OP_ENUM)
+#undef TIDE_OP_ENUM
+    TIDE_NUM_OPS
+} tide_op;
+
+#define TIDE_OP_FIRST_UNARY TIDE_OP_NEG
+#define TIDE_OP_LAST_UNARY TIDE_OP_LOGICAL_NOT
+#define TIDE_OP_FIRST_BINARY TIDE_OP_ADD
+#define TIDE_OP_LAST_BINARY TIDE_OP_LOGICAL_OR
+
+static inline bool tide_op_is_unary(tide_op op)
+{
+    return op >= TIDE_OP_FIRST_UNARY && op <= TIDE_OP_LAST_UNARY;
+}
+static inline bool tide_op_is_binary(tide_op op)
+{
+    return op >= TIDE_OP_FIRST_BINARY && op <= TIDE_OP_LAST_BINARY;
+}
+
+/*
+ * Attributes of one op application. Which fields mean what, per op:
+ *  reductions SUM/PROD/MAX/MIN: ints = the reduced dims (normalized, ascending), keepdim.
+ *  ARGMAX/ARGMIN: ints[0] = the dim (input made 1-D when reducing everything), keepdim.
+ *  CAST/COPY: the destination dtype is the output's; nothing here.
+ *  FILL: values[0] = the value.  IOTA: out[i] = values[0] + i * values[1]; with ints[0] = 1
+ *  (linspace) the second half counts back from values[2] so both endpoints are exact.
+ *  CAT: ints[0] = the dim.  PAD: ints = (before, after) per dim, dim 0 first; values[0] = fill.
+ *  FLIP: ints = the flipped dims.
+ *  View ops: shape/strides/offset of the result are on the output tensor itself; ints hold the
+ *  user's arguments (RESHAPE: shape; PERMUTE: perm; EXPAND: shape; SLICE: dim, start, end,
+ *  step; SELECT: dim, index) so a tracer can replay them.
+ */
+typedef struct tide_attrs {
+    int64_t ints[2 * TIDE_MAX_DIMS];
+    int nints;
+    double values[3];
+    bool keepdim;
+} tide_attrs;
+
+const char *tide_op_name(tide_op op);
+
+#endif /* TIDE_PRIMITIVE_H */

@@ -1,0 +1,110 @@
+/*
+ * tensor.h — the tensor as the rest of the library sees it (tide.h keeps it opaque), and the
+ * helpers of core/: storage and refcounts, shapes and strides, errors, the caching allocator
+ * and the thread pool. Internal names start with td_.
+ */
+#ifndef TIDE_TENSOR_H
+#define TIDE_TENSOR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "tide.h"
+
+/* ---- storage and tensor ------------------------------------------------------------------- */
+
+typedef struct tide_storage {
+    int refcount; /* atomic through td_ref_* */
+    tide_device *device;
+    void *buffer; /* the device's handle; a host pointer on the CPU */
+    size_t nbytes;
+    bool borrowed;           /* caller-owned memory from tide_wrap: the device never frees it */
+    tide_release_fn release; /* called for borrowed memory when the last view goes; may be NULL */
+    void *release_ctx;
+} tide_storage;
+
+enum {
+    TD_WRAPPED_NUMBER = 1, /* made by tide_number/tide_integer: promotes like a Python scalar */
+    TD_REQUIRES_GRAD = 2,
+};
+
+struct tide_tensor {
+    int refcount;
+    uint8_t dtype;
+    uint8_t ndim;
+    uint8_t flags;
+    int64_t offset; /* in elements, into storage */
+    int64_t shape[TIDE_MAX_DIMS];
+    int64_t strides[TIDE_MAX_DIMS]; /* in elements; 0 for expanded dims */
+    tide_storage *storage;          /* NULL only for a tensor a tracer has not yet computed */
+    tide_device *device;
+    /* Reserved for the rooms that come later, so the struct does not change under them. */
+    void *grad_fn;      /* autograd: the backward node that produced this tensor */
+    tide_tensor *grad;  /* autograd: the accumulated gradient of a leaf */
+    void *trace_node;   /* jit: the graph node this tensor stands for while tracing */
+};
+
+/* A contiguous tensor with fresh storage on dev. NULL with the error set (op names the caller). */
+tide_tensor *td_tensor_new(const char *op, tide_device *dev, int ndim, const int64_t *shape,
+                           tide_dtype dtype);
+/* A new tensor viewing base's storage with the given layout. */
+tide_tensor *td_tensor_view(const tide_tensor *base, int ndim, const int64_t *shape,
+                            const int64_t *strides, int64_t offset);
+/* Host address of the element at the tensor's offset (CPU tensors), else NULL. */
+void *td_tensor_data(const tide_tensor *t);
+tide_storage *td_storage_new(tide_device *dev, size_t nbytes);
+void td_storage_release(tide_storage *s);
+
+static inline void td_ref_inc(int *rc) { __atomic_add_fetch(rc, 1, __ATOMIC_RELAXED); }
+static inline int td_ref_dec(int *rc) { return __atomic_sub_fetch(rc, 1, __ATOMIC_ACQ_REL); }
+
+/* ---- dtypes ------------------------------------------------------------------------------- */
+
+static inline bool td_dtype_valid(int dtype) { return dtype >= 0 && dtype < TIDE_NUM_DTYPES; }
+extern const size_t td_dtype_sizes[TIDE_NUM_DTYPES];
+/* The result dtype of the operands under PyTorch's rules (wrapped numbers and 0-dim tensors
+ * count only when their category is higher). */
+tide_dtype td_result_type(tide_tensor *const *ts, int n);
+
+/* ---- shapes ------------------------------------------------------------------------------- */
+
+int64_t td_numel(int ndim, const int64_t *shape);
+void td_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+bool td_is_contiguous(const tide_tensor *t);
+/* Broadcast shapes a and b into out (ndim in *nout). -1 with no error set when they don't. */
+int td_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
+                       int64_t *out);
+/* Strides that read t as if expanded to shape (ndim >= t's ndim): 0 on broadcast dims. */
+void td_broadcast_strides(const tide_tensor *t, int ndim, const int64_t *shape, int64_t *strides);
+/* dim in [-ndim, ndim) made non-negative, or -1 with an error naming op. */
+int td_normalize_dim(const char *op, int dim, int ndim);
+/* Writes "[2, 3]" into buf. Returns buf. */
+char *td_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
+/* Checks ndim and sizes a user gave (0 <= ndim <= 8, sizes >= 0, total bytes fit). */
+int td_check_shape(const char *op, int ndim, const int64_t *shape, tide_dtype dtype);
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+/* Sets this thread's error message. Always returns -1 so callers can `return td_error(...)`. */
+int td_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- caching allocator (host memory) ----------------------------------------------------- */
+
+/* 64-byte aligned blocks; freed blocks are kept by size class and reused. */
+void *td_cache_alloc(size_t nbytes);
+void td_cache_free(void *ptr, size_t nbytes);
+void td_cache_empty(void);
+void td_cache_stats(size_t *in_use, size_t *cached);
+
+/* ---- thread pool -------------------------------------------------------------------------- */
+
+typedef void (*td_range_fn)(void *ctx, int64_t begin, int64_t end);
+/* Runs fn over [0, n) in chunks of at least grain on the pool's threads; inline when n < 2*grain,
+ * when called from inside a worker, or when another thread is using the pool. */
+void td_parallel_for(int64_t n, int64_t grain, td_range_fn fn, void *ctx);
+int td_num_threads(void);
+
+#endif /* TIDE_TENSOR_H */

@@ -1,0 +1,206 @@
+/*
+ * tide.h — the public C API of tide, a tensor library.
+ *
+ * Conventions (see DESIGN.md "Conventions"):
+ *  - Dims and indices are 0-based; a negative dim or position counts from the end (-1 is the last).
+ *  - Every function that creates a tensor returns a new reference the caller owns and must give
+ *    back with tide_release(). Inputs are borrowed: passing a tensor never consumes it.
+ *  - A function that fails returns NULL (or a negative status) and leaves a message naming the op,
+ *    the shapes and the dtypes in tide_last_error(), which is per thread. Nothing a caller passes
+ *    — NULL, a bad dim, shapes that do not broadcast, a huge size — aborts or crashes the process.
+ *  - Type promotion follows PyTorch (core/README.md). Numbers made with tide_number/tide_integer
+ *    act like Python scalars: they take part in promotion only by category (bool < int < float).
+ */
+#ifndef TIDE_H
+#define TIDE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TIDE_API __attribute__((visibility("default")))
+#else
+#define TIDE_API
+#endif
+
+#define TIDE_MAX_DIMS 8
+/* Pass as the dim of tide_argmax/tide_argmin to reduce over the flattened tensor. */
+#define TIDE_ALL_DIMS INT32_MIN
+
+typedef struct tide_tensor tide_tensor;
+
+typedef enum tide_dtype {
+    TIDE_FLOAT32 = 0,
+    TIDE_FLOAT64,
+    TIDE_INT32,
+    TIDE_INT64,
+    TIDE_UINT8,
+    TIDE_BOOL,
+    TIDE_NUM_DTYPES
+} tide_dtype;
+
+/* ---- errors ------------------------------------------------------------------------------- */
+TIDE_API const char *tide_last_error(void); /* "" when no error has happened on this thread */
+TIDE_API void tide_clear_error(void);
+
+/* ---- dtypes ------------------------------------------------------------------------------- */
+TIDE_API const char *tide_dtype_name(tide_dtype dtype); /* "float32", ...; "invalid" otherwise */
+TIDE_API size_t tide_dtype_size(tide_dtype dtype);      /* bytes per element; 0 for an invalid dtype */
+TIDE_API int tide_dtype_from_name(const char *name);    /* the dtype, or -1 for an unknown name */
+TIDE_API bool tide_dtype_is_floating(tide_dtype dtype);
+TIDE_API tide_dtype tide_promote_types(tide_dtype a, tide_dtype b);
+
+/* ---- lifetime ----------------------------------------------------------------------------- */
+TIDE_API tide_tensor *tide_retain(tide_tensor *t); /* returns t; NULL-safe */
+TIDE_API void tide_release(tide_tensor *t);        /* NULL-safe */
+
+/* ---- creation ----------------------------------------------------------------------------- */
+TIDE_API tide_tensor *tide_empty(int ndim, const int64_t *shape, tide_dtype dtype);
+TIDE_API tide_tensor *tide_zeros(int ndim, const int64_t *shape, tide_dtype dtype);
+TIDE_API tide_tensor *tide_ones(int ndim, const int64_t *shape, tide_dtype dtype);
+TIDE_API tide_tensor *tide_full(int ndim, const int64_t *shape, double value, tide_dtype dtype);
+/* Values start, start+step, ... while < end (> end for a negative step), as torch.arange. */
+TIDE_API tide_tensor *tide_arange(double start, double end, double step, tide_dtype dtype);
+TIDE_API tide_tensor *tide_linspace(double start, double end, int64_t steps, tide_dtype dtype);
+TIDE_API tide_tensor *tide_eye(int64_t n, int64_t m, tide_dtype dtype);
+/* A 0-dim tensor holding value. */
+TIDE_API tide_tensor *tide_scalar(double value, tide_dtype dtype);
+/* Wrapped numbers: 0-dim operands that promote like Python's float and int scalars. */
+TIDE_API tide_tensor *tide_number(double value);
+TIDE_API tide_tensor *tide_integer(int64_t value);
+/* Copies ndim/shape row-major elements of dtype from data. */
+TIDE_API tide_tensor *tide_from_data(const void *data, int ndim, const int64_t *shape, tide_dtype dtype);
+
+/* Wraps a caller's buffer without copying. strides are in elements (NULL: row-major contiguous)
+ * and must keep every element inside the buffer of nbytes. release(data, ctx) is called when the
+ * last tensor viewing the buffer is released; it may be NULL. */
+typedef void (*tide_release_fn)(void *data, void *ctx);
+TIDE_API tide_tensor *tide_wrap(void *data, size_t nbytes, int ndim, const int64_t *shape,
+                       const int64_t *strides, tide_dtype dtype, tide_release_fn release,
+                       void *ctx);
+
+/* ---- reading back ------------------------------------------------------------------------- */
+/* Copies the elements row-major into dst (dst_bytes must be >= numel * dtype size). 0 or -1. */
+TIDE_API int tide_to_buffer(const tide_tensor *t, void *dst, size_t dst_bytes);
+/* The single element of a one-element tensor, as a double. 0 or -1. */
+TIDE_API int tide_item(const tide_tensor *t, double *value);
+
+/* ---- queries (NULL-safe: 0 / NULL / false for a NULL tensor) ------------------------------- */
+TIDE_API int tide_ndim(const tide_tensor *t);
+TIDE_API int64_t tide_size(const tide_tensor *t, int dim); /* -1 (and an error) for a bad dim */
+TIDE_API const int64_t *tide_shape(const tide_tensor *t);   /* ndim entries */
+TIDE_API const int64_t *tide_strides(const tide_tensor *t); /* in elements */
+TIDE_API int64_t tide_offset(const tide_tensor *t);         /* in elements, into the storage */
+TIDE_API int64_t tide_numel(const tide_tensor *t);
+TIDE_API tide_dtype tide_get_dtype(const tide_tensor *t);
+TIDE_API bool tide_is_contiguous(const tide_tensor *t);
+TIDE_API bool tide_shares_storage(const tide_tensor *a, const tide_tensor *b);
+TIDE_API const char *tide_device_name(const tide_tensor *t);
+/* Host pointer to the first element for tensors on the CPU; NULL elsewhere. */
+TIDE_API void *tide_data_ptr(const tide_tensor *t);
+
+/* ---- elementwise unary -------------------------------------------------------------------- */
+/* Integer and bool inputs of exp/log/sqrt/rsqrt/sin/cos/tanh/sigmoid/reciprocal give float32. */
+TIDE_API tide_tensor *tide_neg(const tide_tensor *x);
+TIDE_API tide_tensor *tide_abs(const tide_tensor *x);
+TIDE_API tide_tensor *tide_exp(const tide_tensor *x);
+TIDE_API tide_tensor *tide_log(const tide_tensor *x);
+TIDE_API tide_tensor *tide_sqrt(const tide_tensor *x);
+TIDE_API tide_tensor *tide_rsqrt(const tide_tensor *x);
+TIDE_API tide_tensor *tide_sin(const tide_tensor *x);
+TIDE_API tide_tensor *tide_cos(const tide_tensor *x);
+TIDE_API tide_tensor *tide_tanh(const tide_tensor *x);
+TIDE_API tide_tensor *tide_sigmoid(const tide_tensor *x);
+TIDE_API tide_tensor *tide_relu(const tide_tensor *x);
+TIDE_API tide_tensor *tide_floor(const tide_tensor *x);
+TIDE_API tide_tensor *tide_ceil(const tide_tensor *x);
+TIDE_API tide_tensor *tide_round(const tide_tensor *x); /* half to even, as torch.round */
+TIDE_API tide_tensor *tide_sign(const tide_tensor *x);
+TIDE_API tide_tensor *tide_reciprocal(const tide_tensor *x);
+TIDE_API tide_tensor *tide_logical_not(const tide_tensor *x); /* bool result */
+
+/* ---- elementwise binary (NumPy broadcasting, PyTorch promotion) ---------------------------- */
+TIDE_API tide_tensor *tide_add(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_sub(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_mul(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_div(const tide_tensor *a, const tide_tensor *b); /* true division */
+TIDE_API tide_tensor *tide_pow(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_maximum(const tide_tensor *a, const tide_tensor *b); /* NaN propagates */
+TIDE_API tide_tensor *tide_minimum(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_eq(const tide_tensor *a, const tide_tensor *b); /* bool results */
+TIDE_API tide_tensor *tide_ne(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_lt(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_le(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_gt(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_ge(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_logical_and(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_logical_or(const tide_tensor *a, const tide_tensor *b);
+/* The same with a float scalar on the right (a Python float: int tensors promote to float32). */
+TIDE_API tide_tensor *tide_add_scalar(const tide_tensor *a, double b);
+TIDE_API tide_tensor *tide_sub_scalar(const tide_tensor *a, double b);
+TIDE_API tide_tensor *tide_mul_scalar(const tide_tensor *a, double b);
+TIDE_API tide_tensor *tide_div_scalar(const tide_tensor *a, double b);
+TIDE_API tide_tensor *tide_pow_scalar(const tide_tensor *a, double b);
+
+/* cond ? a : b, all three broadcast together; cond is read as bool. */
+TIDE_API tide_tensor *tide_where(const tide_tensor *cond, const tide_tensor *a, const tide_tensor *b);
+/* A copy converted to dtype; a new reference to x itself when it already has that dtype. */
+TIDE_API tide_tensor *tide_cast(const tide_tensor *x, tide_dtype dtype);
+
+/* ---- reductions --------------------------------------------------------------------------- */
+/* Over the ndims dims listed (ndims == 0 or dims == NULL: every dim). Integer and bool inputs
+ * of sum and prod give int64, as PyTorch; mean needs a floating input. */
+TIDE_API tide_tensor *tide_sum(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_prod(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_mean(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_max(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_min(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+/* int64 0-based positions along dim (TIDE_ALL_DIMS: in the flattened tensor); first one wins. */
+TIDE_API tide_tensor *tide_argmax(const tide_tensor *x, int dim, bool keepdim);
+TIDE_API tide_tensor *tide_argmin(const tide_tensor *x, int dim, bool keepdim);
+
+/* ---- views: share the storage of x --------------------------------------------------------- */
+TIDE_API tide_tensor *tide_view(const tide_tensor *x, int ndim, const int64_t *shape); /* one -1 allowed */
+TIDE_API tide_tensor *tide_reshape(const tide_tensor *x, int ndim, const int64_t *shape); /* copies if needed */
+TIDE_API tide_tensor *tide_permute(const tide_tensor *x, const int *perm);   /* perm has ndim entries */
+TIDE_API tide_tensor *tide_transpose(const tide_tensor *x, int dim0, int dim1);
+TIDE_API tide_tensor *tide_expand(const tide_tensor *x, int ndim, const int64_t *shape); /* -1 keeps */
+/* Elements start, start+step, ... < end along dim; start/end clamp like Python slices. step > 0. */
+TIDE_API tide_tensor *tide_slice(const tide_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+TIDE_API tide_tensor *tide_select(const tide_tensor *x, int dim, int64_t index);
+TIDE_API tide_tensor *tide_squeeze(const tide_tensor *x, int dim); /* no-op unless dim has size 1 */
+TIDE_API tide_tensor *tide_squeeze_all(const tide_tensor *x);
+TIDE_API tide_tensor *tide_unsqueeze(const tide_tensor *x, int dim); /* dim in [-ndim-1, ndim] */
+
+/* ---- copying movement ---------------------------------------------------------------------- */
+TIDE_API tide_tensor *tide_contiguous(const tide_tensor *x); /* new reference to x when already contiguous */
+TIDE_API tide_tensor *tide_clone(const tide_tensor *x);      /* always a fresh contiguous copy */
+TIDE_API tide_tensor *tide_cat(tide_tensor *const *xs, int n, int dim);
+TIDE_API tide_tensor *tide_stack(tide_tensor *const *xs, int n, int dim);
+/* pads holds npads/2 (before, after) pairs, the first pair for the last dim, as torch's F.pad. */
+TIDE_API tide_tensor *tide_pad(const tide_tensor *x, const int64_t *pads, int npads, double value);
+TIDE_API tide_tensor *tide_flip(const tide_tensor *x, const int *dims, int ndims);
+
+/* ---- in place ----------------------------------------------------------------------------- */
+/* Writes src (broadcast to dst's shape, converted to dst's dtype) into dst, which may be a view. */
+TIDE_API int tide_copy_(tide_tensor *dst, const tide_tensor *src);
+TIDE_API int tide_fill_(tide_tensor *dst, double value);
+
+/* ---- runtime ------------------------------------------------------------------------------ */
+/* Threads used by kernels above a size threshold. Default: TIDE_NUM_THREADS, else the cores. */
+TIDE_API void tide_set_num_threads(int n);
+TIDE_API int tide_get_num_threads(void);
+/* Gives cached memory blocks back to the system. */
+TIDE_API void tide_empty_cache(void);
+/* Bytes held by live tensors and bytes cached for reuse. */
+TIDE_API void tide_memory_stats(size_t *in_use, size_t *cached);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIDE_H */

@@ -1,0 +1,51 @@
+/* cpu_isa.c — detects the vector ISA once (cpuid through gcc's builtins); see cpu_isa.h. */
+#include "cpu_isa.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static td_isa_level detect(void)
+{
+    __builtin_cpu_init();
+    td_isa_level best = TD_ISA_BASELINE;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        best = TD_ISA_AVX2;
+    if (best == TD_ISA_AVX2 && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        best = TD_ISA_AVX512;
+    /* A user may ask for less (to compare, or to dodge a CPU erratum), never for more. */
+    const char *want = getenv("TIDE_CPU_ISA");
+    if (want) {
+        td_isa_level cap = best;
+        if (strcmp(want, "baseline") == 0)
+            cap = TD_ISA_BASELINE;
+        else if (strcmp(want, "avx2") == 0)
+            cap = TD_ISA_AVX2;
+        else if (strcmp(want, "avx512") == 0)
+            cap = TD_ISA_AVX512;
+        if (cap < best)
+            best = cap;
+    }
+    return best;
+}
+
+td_isa_level td_cpu_isa(void)
+{
+    static int level = -1; /* benign race: every thread computes the same value */
+    int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (l < 0) {
+        l = (int)detect();
+        __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+    }
+    return (td_isa_level)l;
+}
+
+const char *td_cpu_isa_name(td_isa_level level)
+{
+    switch (level) {
+    case TD_ISA_AVX512: return "avx512";
+    case TD_ISA_AVX2: return "avx2";
+    default: return "baseline";
+    }
+}

@@ -1,0 +1,180 @@
+/*
+ * creation.c — tensors made from nothing or from the caller's memory: empty, zeros, ones, full,
+ * arange, linspace, eye, scalars and wrapped numbers, from_data; and reading a tensor back.
+ * New tensors live on the CPU, the default device.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "dispatch.h"
+
+static tide_tensor *filled(const char *op, int ndim, const int64_t *shape, double value,
+                           tide_dtype dtype)
+{
+    if (td_check_shape(op, ndim, shape, dtype) < 0)
+        return NULL;
+    td_meta meta = {ndim, {0}, dtype, tide_cpu_device()};
+    memcpy(meta.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    tide_attrs attrs = {.values = {value}};
+    return td_dispatch(TIDE_OP_FILL, &meta, NULL, 0, &attrs);
+}
+
+tide_tensor *tide_empty(int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    /* Not a traced op: tracing treats it as the allocation of a later op's output. */
+    return td_tensor_new("empty", tide_cpu_device(), ndim, shape, dtype);
+}
+
+tide_tensor *tide_zeros(int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    return filled("zeros", ndim, shape, 0, dtype);
+}
+
+tide_tensor *tide_ones(int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    return filled("ones", ndim, shape, 1, dtype);
+}
+
+tide_tensor *tide_full(int ndim, const int64_t *shape, double value, tide_dtype dtype)
+{
+    return filled("full", ndim, shape, value, dtype);
+}
+
+tide_tensor *tide_scalar(double value, tide_dtype dtype) { return filled("scalar", 0, NULL, value, dtype); }
+
+static tide_tensor *iota(const char *op, int64_t n, tide_dtype dtype, const tide_attrs *attrs)
+{
+    if (td_check_shape(op, 1, &n, dtype) < 0)
+        return NULL;
+    td_meta meta = {1, {n}, dtype, tide_cpu_device()};
+    return td_dispatch(TIDE_OP_IOTA, &meta, NULL, 0, attrs);
+}
+
+tide_tensor *tide_arange(double start, double end, double step, tide_dtype dtype)
+{
+    if (!isfinite(start) || !isfinite(end) || !isfinite(step)) {
+        td_error("arange: start %g, end %g and step %g must be finite", start, end, step);
+        return NULL;
+    }
+    if (step == 0) {
+        td_error("arange: step must be non-zero");
+        return NULL;
+    }
+    if ((end - start) / step < 0) {
+        td_error("arange: step %g goes away from end (start %g, end %g)", step, start, end);
+        return NULL;
+    }
+    double count = ceil((end - start) / step);
+    if (count > 9.0e18) {
+        td_error("arange: %g elements are too many", count);
+        return NULL;
+    }
+    tide_attrs attrs = {.values = {start, step, end}};
+    return iota("arange", (int64_t)count, dtype, &attrs);
+}
+
+tide_tensor *tide_linspace(double start, double end, int64_t steps, tide_dtype dtype)
+{
+    if (steps < 0) {
+        td_error("linspace: steps must be non-negative, got %lld", (long long)steps);
+        return NULL;
+    }
+    if (!isfinite(start) || !isfinite(end)) {
+        td_error("linspace: start %g and end %g must be finite", start, end);
+        return NULL;
+    }
+    double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
+    tide_attrs attrs = {.nints = 1, .ints = {1}, .values = {start, step, end}};
+    return iota("linspace", steps, dtype, &attrs);
+}
+
+tide_tensor *tide_eye(int64_t n, int64_t m, tide_dtype dtype)
+{
+    int64_t shape[2] = {n, m};
+    tide_tensor *t = filled("eye", 2, shape, 0, dtype);
+    if (!t || n == 0 || m == 0)
+        return t;
+    /* The diagonal is a 1-D view with stride m + 1. */
+    int64_t len = n < m ? n : m, stride = m + 1;
+    tide_tensor *diag = td_tensor_view(t, 1, &len, &stride, 0);
+    if (!diag || tide_fill_(diag, 1) < 0) {
+        tide_release(diag);
+        tide_release(t);
+        return NULL;
+    }
+    tide_release(diag);
+    return t;
+}
+
+static tide_tensor *wrapped(const void *value, tide_dtype dtype)
+{
+    tide_tensor *t = tide_from_data(value, 0, NULL, dtype);
+    if (t)
+        t->flags |= TD_WRAPPED_NUMBER;
+    return t;
+}
+
+tide_tensor *tide_number(double value) { return wrapped(&value, TIDE_FLOAT64); }
+tide_tensor *tide_integer(int64_t value) { return wrapped(&value, TIDE_INT64); }
+
+tide_tensor *tide_from_data(const void *data, int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    if (td_check_shape("from_data", ndim, shape, dtype) < 0)
+        return NULL;
+    size_t nbytes = (size_t)td_numel(ndim, shape) * td_dtype_sizes[dtype];
+    if (!data && nbytes) {
+        td_error("from_data: data is NULL");
+        return NULL;
+    }
+    tide_device *dev = tide_cpu_device();
+    tide_tensor *t = td_tensor_new("from_data", dev, ndim, shape, dtype);
+    if (t && nbytes && dev->write(dev, t->storage->buffer, 0, data, nbytes) < 0) {
+        tide_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+int tide_to_buffer(const tide_tensor *t, void *dst, size_t dst_bytes)
+{
+    if (td_check_tensor("to_buffer", "tensor", t) < 0)
+        return -1;
+    size_t nbytes = (size_t)td_numel(t->ndim, t->shape) * td_dtype_sizes[t->dtype];
+    if (!nbytes)
+        return 0;
+    if (!dst)
+        return td_error("to_buffer: destination is NULL");
+    if (dst_bytes < nbytes) {
+        char s[160];
+        return td_error("to_buffer: the %s tensor of shape %s needs %zu bytes; the buffer has %zu",
+                        tide_dtype_name((tide_dtype)t->dtype),
+                        td_shape_str(s, sizeof s, t->ndim, t->shape), nbytes, dst_bytes);
+    }
+    tide_tensor *c = tide_contiguous(t);
+    if (!c)
+        return -1;
+    tide_device *dev = c->device;
+    int rc = dev->synchronize(dev);
+    if (rc == 0)
+        rc = dev->read(dev, c->storage->buffer, (size_t)c->offset * td_dtype_sizes[c->dtype], dst,
+                       nbytes);
+    tide_release(c);
+    return rc;
+}
+
+int tide_item(const tide_tensor *t, double *value)
+{
+    if (td_check_tensor("item", "tensor", t) < 0)
+        return -1;
+    if (!value)
+        return td_error("item: value is NULL");
+    if (td_numel(t->ndim, t->shape) != 1) {
+        char s[160];
+        return td_error("item: only a one-element tensor has an item; this one has shape %s",
+                        td_shape_str(s, sizeof s, t->ndim, t->shape));
+    }
+    tide_tensor *d = tide_cast(t, TIDE_FLOAT64);
+    int rc = d ? tide_to_buffer(d, value, sizeof *value) : -1;
+    tide_release(d);
+    return rc;
+}

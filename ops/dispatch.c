@@ -1,0 +1,117 @@
+/* dispatch.c — the dispatcher: eager kernel or tracer, then the autograd hook (dispatch.h). */
+#include <stdio.h>
+
+#include "dispatch.h"
+
+static _Thread_local td_hooks thread_hooks;
+
+td_hooks *td_thread_hooks(void) { return &thread_hooks; }
+
+static int record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                       const tide_attrs *attrs)
+{
+    td_hooks *h = &thread_hooks;
+    if (!h->record)
+        return 0;
+    for (int i = 0; i < nin; i++)
+        if (in[i]->flags & TD_REQUIRES_GRAD)
+            return h->record(h->record_ctx, op, out, in, nin, attrs);
+    return 0;
+}
+
+tide_tensor *td_dispatch(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
+                         const tide_attrs *attrs)
+{
+    td_hooks *h = &thread_hooks;
+    tide_tensor *out;
+    if (h->trace) {
+        out = h->trace(h->trace_ctx, op, meta, NULL, in, nin, attrs, NULL);
+        if (!out)
+            return NULL;
+    } else {
+        out = td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape, meta->dtype);
+        if (!out)
+            return NULL;
+        if (td_numel(meta->ndim, meta->shape) > 0 &&
+            meta->device->run(meta->device, op, out, in, nin, attrs) < 0) {
+            tide_release(out);
+            return NULL;
+        }
+    }
+    if (record_grad(op, out, in, nin, attrs) < 0) {
+        tide_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+tide_tensor *td_dispatch_view(tide_op op, const tide_tensor *x, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset, const tide_attrs *attrs)
+{
+    td_hooks *h = &thread_hooks;
+    tide_tensor *in[1] = {(tide_tensor *)x};
+    tide_tensor *out = td_tensor_view(x, ndim, shape, strides, offset);
+    if (!out)
+        return NULL;
+    if (h->trace) {
+        td_meta meta = {ndim, {0}, (tide_dtype)x->dtype, x->device};
+        for (int i = 0; i < ndim; i++)
+            meta.shape[i] = shape[i];
+        tide_tensor *traced = h->trace(h->trace_ctx, op, &meta, NULL, in, 1, attrs, out);
+        tide_release(out);
+        if (!traced)
+            return NULL;
+        out = traced;
+    }
+    if (record_grad(op, out, in, 1, attrs) < 0) {
+        tide_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+int td_dispatch_inplace(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
+                        const tide_attrs *attrs)
+{
+    td_hooks *h = &thread_hooks;
+    if (h->trace) {
+        td_meta meta = {dst->ndim, {0}, (tide_dtype)dst->dtype, dst->device};
+        for (int i = 0; i < dst->ndim; i++)
+            meta.shape[i] = dst->shape[i];
+        tide_tensor *r = h->trace(h->trace_ctx, op, &meta, dst, in, nin, attrs, NULL);
+        if (!r)
+            return -1;
+        tide_release(r);
+    } else if (td_numel(dst->ndim, dst->shape) > 0 &&
+               dst->device->run(dst->device, op, dst, in, nin, attrs) < 0) {
+        return -1;
+    }
+    return record_grad(op, dst, in, nin, attrs);
+}
+
+int td_check_tensor(const char *op, const char *arg, const tide_tensor *t)
+{
+    if (!t)
+        return td_error("%s: %s is NULL", op, arg);
+    return 0;
+}
+
+int td_dims_mask(const char *op, const tide_tensor *x, const int *dims, int ndims)
+{
+    if (!dims || ndims == 0)
+        return x->ndim ? (1 << x->ndim) - 1 : 0;
+    if (ndims < 0 || ndims > TIDE_MAX_DIMS)
+        return td_error("%s: %d dims listed; at most %d", op, ndims, TIDE_MAX_DIMS);
+    int mask = 0;
+    for (int i = 0; i < ndims; i++) {
+        int d = td_normalize_dim(op, dims[i], x->ndim);
+        if (d < 0)
+            return -1;
+        if (x->ndim == 0)
+            continue; /* dim 0 or -1 of a 0-dim tensor names the tensor itself */
+        if (mask & (1 << d))
+            return td_error("%s: dim %d appears more than once in the dims list", op, d);
+        mask |= 1 << d;
+    }
+    return mask;
+}

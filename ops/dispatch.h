@@ -1,0 +1,59 @@
+/*
+ * dispatch.h — the one path every op takes (DESIGN.md "Data flow"). The public functions in
+ * the files of ops/ validate their arguments and infer the result's shape and dtype; then they call
+ * td_dispatch*, which either runs the device's kernel (eager) or hands the op to the tracer
+ * (jit), and afterwards lets autograd record a backward node. Nothing else decides between
+ * eager and traced.
+ */
+#ifndef TIDE_DISPATCH_H
+#define TIDE_DISPATCH_H
+
+#include "../core/tensor.h"
+
+/* The result an op will produce, as inferred before it runs. */
+typedef struct td_meta {
+    int ndim;
+    int64_t shape[TIDE_MAX_DIMS];
+    tide_dtype dtype;
+    tide_device *device;
+} td_meta;
+
+/*
+ * Hooks that the rooms built on ops/ install. Both are NULL until then.
+ *  trace: while a thread traces (jit), every op goes here instead of to a kernel; it returns
+ *    the tensor that stands for the op's result (new reference) or NULL with the error set.
+ *    For views, meta is the view's shape and out_view carries its strides and offset; for
+ *    in-place ops (COPY, FILL) dst is the destination.
+ *  record: after an op ran (or was traced), autograd records a backward node when grad mode is
+ *    on and an input requires grad. 0 or -1 with the error set.
+ */
+typedef struct td_hooks {
+    tide_tensor *(*trace)(void *ctx, tide_op op, const td_meta *meta, tide_tensor *dst,
+                          tide_tensor *const *in, int nin, const tide_attrs *attrs,
+                          const tide_tensor *out_view);
+    void *trace_ctx;
+    int (*record)(void *ctx, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                  const tide_attrs *attrs);
+    void *record_ctx;
+} td_hooks;
+
+/* The hooks of the calling thread (tracing and grad mode are per thread). */
+td_hooks *td_thread_hooks(void);
+
+/* An op that produces a fresh tensor described by meta. */
+tide_tensor *td_dispatch(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
+                         const tide_attrs *attrs);
+/* A view op: the result shares x's storage with the given layout. */
+tide_tensor *td_dispatch_view(tide_op op, const tide_tensor *x, int ndim, const int64_t *shape,
+                              const int64_t *strides, int64_t offset, const tide_attrs *attrs);
+/* An in-place op (COPY, FILL) writing into dst. 0 or -1. */
+int td_dispatch_inplace(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
+                        const tide_attrs *attrs);
+
+/* Shared argument checks: each sets an error naming op and returns -1 on failure. */
+int td_check_tensor(const char *op, const char *arg, const tide_tensor *t);
+/* dims (ndims of them; NULL or 0 = all) normalized for x, sorted, without repeats: bit i of
+ * the result is set when dim i is listed. -1 with an error naming op. */
+int td_dims_mask(const char *op, const tide_tensor *x, const int *dims, int ndims);
+
+#endif

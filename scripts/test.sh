@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test three ways: the release build under
+# ctest, an AddressSanitizer+UndefinedBehaviorSanitizer build under ctest, and the release test
+# programs under valgrind's memcheck. Ends with one line: "tests: N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+jobs=$(nproc)
+passed=0
+failed=0
+
+# Reads ctest's "N% tests passed, F tests failed out of T" line into the totals.
+tally_ctest() {
+  local line total fails
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$1" | tail -1)
+  if [ -z "$line" ]; then failed=$((failed + 1)); return; fi
+  fails=$(echo "$line" | sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/')
+  total=$(echo "$line" | sed -E 's/.*out of ([0-9]+).*/\1/')
+  passed=$((passed + total - fails))
+  failed=$((failed + fails))
+}
+
+build() { # dir, extra cmake args...
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DTIDE_WERROR=ON "$@" >/dev/null && cmake --build "$dir" -j"$jobs"
+}
+
+echo "== release build"
+if build build -DCMAKE_BUILD_TYPE=Release; then
+  (cd build && ctest --output-on-failure) 2>&1 | tee build/ctest.log
+  tally_ctest build/ctest.log
+else
+  echo "release build failed"; failed=$((failed + 1))
+fi
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
+if build build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=ON; then
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure) 2>&1 \
+    | tee build-asan/ctest.log
+  tally_ctest build-asan/ctest.log
+else
+  echo "sanitizer build failed"; failed=$((failed + 1))
+fi
+
+echo "== valgrind memcheck of the release test programs"
+for t in build/tests/test_*; do
+  [ -x "$t" ] || continue
+  if valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+       --show-leak-kinds=definite "$t" > "$t.valgrind.log" 2>&1; then
+    echo "valgrind $(basename "$t"): clean"
+    passed=$((passed + 1))
+  else
+    echo "valgrind $(basename "$t"): FAILED"; tail -40 "$t.valgrind.log"
+    failed=$((failed + 1))
+  fi
+done
+
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

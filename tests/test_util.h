@@ -1,0 +1,46 @@
+/*
+ * test_util.h — the few macros every C test program uses. A failed CHECK prints where and why
+ * and the program goes on, so one run shows every failure; test_summary() prints the closing
+ * "N passed, N failed" line and gives the exit status.
+ */
+#ifndef TIDE_TEST_UTIL_H
+#define TIDE_TEST_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int test_passed, test_failed;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (cond) {                                                                                \
+            test_passed++;                                                                         \
+        } else {                                                                                   \
+            test_failed++;                                                                         \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+/* Checks that x is NULL and tide_last_error() contains every one of the given fragments. */
+#define CHECK_ERROR(x, ...)                                                                        \
+    do {                                                                                           \
+        tide_tensor *check_error_t_ = (x);                                                         \
+        const char *check_error_frags_[] = {__VA_ARGS__, NULL};                                    \
+        int check_error_ok_ = check_error_t_ == NULL;                                              \
+        for (int i_ = 0; check_error_ok_ && check_error_frags_[i_]; i_++)                          \
+            check_error_ok_ = strstr(tide_last_error(), check_error_frags_[i_]) != NULL;          \
+        CHECK(check_error_ok_, "%s gave %s with error \"%s\"", #x,                                \
+              check_error_t_ ? "a tensor" : "NULL", tide_last_error());                           \
+        tide_release(check_error_t_);                                                              \
+    } while (0)
+
+static inline int test_summary(const char *name)
+{
+    printf("%s: %d passed, %d failed\n", name, test_passed, test_failed);
+    return test_failed ? 1 : 0;
+}
+
+#endif
