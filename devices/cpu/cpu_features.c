@@ -1,4 +1,4 @@
-/* cpu_isa.c — detects the vector ISA once (cpuid through gcc's builtins); see cpu_isa.h. */
+/* cpu_features.c — detects the vector ISA once (cpuid through gcc's builtins); see cpu_isa.h. */
 #include "cpu_isa.h"
 
 #include <stdlib.h>
