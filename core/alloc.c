@@ -8,9 +8,14 @@
  * 512, then four classes per power of two (at most 25% slack). Blocks are 64-byte aligned.
  * Cached bytes are capped (TIDE_CACHE_LIMIT_MB, default 4096); beyond the cap a freed block goes
  * back to the system. A free block holds the free-list link in its first bytes.
+ *
+ * Live bytes are capped too (TIDE_MAX_MEMORY in MiB, default the machine's physical memory):
+ * past the cap an allocation fails with an error instead of the kernel killing the process
+ * when an overcommitted block is first touched.
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tensor.h"
 
@@ -40,6 +45,27 @@ static int size_class(size_t nbytes, size_t *rounded)
     return SMALL_CLASSES + (k - 9) * 4 + (int)(q - 5);
 }
 
+static size_t memory_cap;
+static pthread_once_t memory_cap_once = PTHREAD_ONCE_INIT;
+
+static void memory_cap_init(void)
+{
+    const char *s = getenv("TIDE_MAX_MEMORY");
+    long long mb = s ? atoll(s) : 0;
+    if (mb > 0) {
+        memory_cap = (size_t)mb << 20;
+        return;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    memory_cap = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : (size_t)1 << 46;
+}
+
+size_t td_memory_cap(void)
+{
+    pthread_once(&memory_cap_once, memory_cap_init);
+    return memory_cap;
+}
+
 static size_t limit_from_env(void)
 {
     const char *s = getenv("TIDE_CACHE_LIMIT_MB");
@@ -49,7 +75,8 @@ static size_t limit_from_env(void)
 
 void *td_cache_alloc(size_t nbytes)
 {
-    if (nbytes > ((size_t)1 << 62))
+    size_t cap = td_memory_cap();
+    if (nbytes > cap)
         return NULL;
     size_t rounded;
     int c = size_class(nbytes, &rounded);
@@ -64,6 +91,13 @@ void *td_cache_alloc(size_t nbytes)
     pthread_mutex_unlock(&cache_lock);
     if (b)
         return b;
+    pthread_mutex_lock(&cache_lock);
+    bool over_cap = bytes_in_use + rounded > cap;
+    pthread_mutex_unlock(&cache_lock);
+    if (over_cap) {
+        td_cache_empty();
+        return NULL;
+    }
     void *p = aligned_alloc(64, rounded);
     if (!p) {
         /* Memory may be sitting in the cache under other size classes: give it back, retry. */

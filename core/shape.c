@@ -84,7 +84,9 @@ char *td_shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
     return buf;
 }
 
-int td_check_shape(const char *op, int ndim, const int64_t *shape, tide_dtype dtype)
+/* Sizes must be non-negative and unit_size times every size at most 2^limit_log2 units. */
+static int check_sizes(const char *op, int ndim, const int64_t *shape, tide_dtype dtype,
+                       uint64_t unit_size, int limit_log2, const char *unit)
 {
     if (!td_dtype_valid(dtype))
         return td_error("%s: invalid dtype %d", op, (int)dtype);
@@ -93,9 +95,8 @@ int td_check_shape(const char *op, int ndim, const int64_t *shape, tide_dtype dt
                         TIDE_MAX_DIMS);
     if (ndim > 0 && !shape)
         return td_error("%s: shape is NULL for %d dims", op, ndim);
-    /* Sizes and their product in bytes must fit, so no later arithmetic overflows. */
-    uint64_t bytes = td_dtype_sizes[dtype];
     bool empty = false;
+    uint64_t total = unit_size;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             char s[160];
@@ -108,12 +109,29 @@ int td_check_shape(const char *op, int ndim, const int64_t *shape, tide_dtype dt
     if (empty)
         return 0;
     for (int i = 0; i < ndim; i++) {
-        if (bytes > ((uint64_t)1 << 62) / (uint64_t)shape[i]) {
+        if (total > ((uint64_t)1 << limit_log2) / (uint64_t)shape[i]) {
             char s[160];
-            return td_error("%s: shape %s of %s is too large (more than 2^62 bytes)", op,
-                            td_shape_str(s, sizeof s, ndim, shape), tide_dtype_name(dtype));
+            return td_error("%s: shape %s of %s is too large (more than 2^%d %s)", op,
+                            td_shape_str(s, sizeof s, ndim, shape), tide_dtype_name(dtype),
+                            limit_log2, unit);
         }
-        bytes *= (uint64_t)shape[i];
+        total *= (uint64_t)shape[i];
     }
     return 0;
+}
+
+/* 2^47 bytes (128 TiB) is beyond any machine's memory and keeps every later size computation
+ * far from overflow; smaller requests that still exceed the memory there is fail in the
+ * device's allocator. */
+int td_check_shape(const char *op, int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    if (!td_dtype_valid(dtype)) /* before td_dtype_sizes is indexed with it */
+        return td_error("%s: invalid dtype %d", op, (int)dtype);
+    return check_sizes(op, ndim, shape, dtype, td_dtype_sizes[dtype], 47, "bytes");
+}
+
+/* A view owns no memory, so only its element count is bounded (strides stay in int64). */
+int td_check_view_shape(const char *op, int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    return check_sizes(op, ndim, shape, dtype, 1, 62, "elements");
 }

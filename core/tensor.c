@@ -68,9 +68,10 @@ tide_tensor *td_tensor_new(const char *op, tide_device *dev, int ndim, const int
     t->storage = td_storage_new(dev, nbytes);
     if (!t->storage) {
         char s[160];
-        td_error("%s: out of memory allocating %zu bytes for a %s tensor of shape %s on %s", op,
+        td_error("%s: out of memory allocating %zu bytes for a %s tensor of shape %s on %s "
+                 "(host memory cap %zu MiB, set by TIDE_MAX_MEMORY)", op,
                  nbytes, tide_dtype_name(dtype), td_shape_str(s, sizeof s, ndim, shape),
-                 dev->name);
+                 dev->name, td_memory_cap() >> 20);
         free(t);
         return NULL;
     }

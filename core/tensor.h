@@ -85,6 +85,8 @@ int td_normalize_dim(const char *op, int dim, int ndim);
 char *td_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 /* Checks ndim and sizes a user gave (0 <= ndim <= 8, sizes >= 0, total bytes fit). */
 int td_check_shape(const char *op, int ndim, const int64_t *shape, tide_dtype dtype);
+/* The same for a view's shape: bounds the element count, not bytes. */
+int td_check_view_shape(const char *op, int ndim, const int64_t *shape, tide_dtype dtype);
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
@@ -97,6 +99,8 @@ int td_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void *td_cache_alloc(size_t nbytes);
 void td_cache_free(void *ptr, size_t nbytes);
 void td_cache_empty(void);
+/* The most bytes of host memory live tensors may hold (TIDE_MAX_MEMORY, MiB). */
+size_t td_memory_cap(void);
 void td_cache_stats(size_t *in_use, size_t *cached);
 
 /* ---- thread pool -------------------------------------------------------------------------- */

@@ -14,7 +14,8 @@ static tide_tensor *filled(const char *op, int ndim, const int64_t *shape, doubl
     if (td_check_shape(op, ndim, shape, dtype) < 0)
         return NULL;
     td_meta meta = {ndim, {0}, dtype, tide_cpu_device()};
-    memcpy(meta.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    if (ndim > 0)
+        memcpy(meta.shape, shape, sizeof(int64_t) * (size_t)ndim);
     tide_attrs attrs = {.values = {value}};
     return td_dispatch(TIDE_OP_FILL, &meta, NULL, 0, &attrs);
 }
@@ -84,7 +85,9 @@ tide_tensor *tide_linspace(double start, double end, int64_t steps, tide_dtype d
         return NULL;
     }
     double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
-    tide_attrs attrs = {.nints = 1, .ints = {1}, .values = {start, step, end}};
+    /* Symmetric: the second half counts back from end so the last value is exactly end; one
+     * step is just start, as PyTorch. */
+    tide_attrs attrs = {.nints = 1, .ints = {steps > 1}, .values = {start, step, end}};
     return iota("linspace", steps, dtype, &attrs);
 }
 

@@ -30,6 +30,9 @@ tide_tensor *tide_contiguous(const tide_tensor *x)
         return NULL;
     if (td_is_contiguous(x))
         return tide_retain((tide_tensor *)x);
+    /* An expanded view may describe more memory than can exist; say so under this op's name. */
+    if (td_check_shape("contiguous", x->ndim, x->shape, (tide_dtype)x->dtype) < 0)
+        return NULL;
     return tide_clone(x);
 }
 
@@ -103,6 +106,14 @@ tide_tensor *tide_stack(tide_tensor *const *xs, int n, int dim)
             return NULL;
         }
     }
+    /* The new dim is checked here so the error names stack, not the unsqueeze it is made of. */
+    if (xs[0]->ndim >= TIDE_MAX_DIMS) {
+        td_error("stack: the inputs already have %d dims, the most a tensor can have",
+                 TIDE_MAX_DIMS);
+        return NULL;
+    }
+    if (td_normalize_dim("stack", dim, xs[0]->ndim + 1) < 0)
+        return NULL;
     tide_tensor *stack_parts[64], **parts = stack_parts;
     if (n > 64 && !(parts = malloc(sizeof(tide_tensor *) * (size_t)n))) {
         td_error("stack: out of memory");

@@ -110,9 +110,14 @@ static tide_tensor *argreduce(tide_op op, const tide_tensor *x, int dim, bool ke
         td_error("%s: not supported for bool tensors; cast to uint8 first", name);
         return NULL;
     }
-    if (td_numel(x->ndim, x->shape) == 0) {
+    int d = 0;
+    if (dim != TIDE_ALL_DIMS && (d = td_normalize_dim(name, dim, x->ndim)) < 0)
+        return NULL;
+    /* There is no position of the maximum of nothing: only reducing an empty dim (or all of an
+     * empty tensor) is an error; other empty shapes give an empty result, as PyTorch. */
+    if (td_numel(x->ndim, x->shape) == 0 && (dim == TIDE_ALL_DIMS || x->shape[d] == 0)) {
         char s[160];
-        td_error("%s: the input of shape %s is empty", name,
+        td_error("%s: cannot reduce an empty dim of the input of shape %s", name,
                  td_shape_str(s, sizeof s, x->ndim, x->shape));
         return NULL;
     }
@@ -125,15 +130,12 @@ static tide_tensor *argreduce(tide_op op, const tide_tensor *x, int dim, bool ke
         if (!r || !keepdim)
             return r;
         int64_t ones[TIDE_MAX_DIMS];
-        for (int d = 0; d < x->ndim; d++)
-            ones[d] = 1;
+        for (int i = 0; i < x->ndim; i++)
+            ones[i] = 1;
         tide_tensor *shaped = tide_reshape(r, x->ndim, ones);
         tide_release(r);
         return shaped;
     }
-    int d = td_normalize_dim(name, dim, x->ndim);
-    if (d < 0)
-        return NULL;
     if (x->ndim == 0) /* the position of the only element */
         return tide_full(0, NULL, 0, TIDE_INT64);
     td_meta meta = {x->ndim, {0}, TIDE_INT64, x->device};

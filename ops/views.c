@@ -199,7 +199,7 @@ tide_tensor *tide_expand(const tide_tensor *x, int ndim, const int64_t *shape)
             return NULL;
         }
     }
-    if (td_check_shape("expand", ndim, sh, (tide_dtype)x->dtype) < 0)
+    if (td_check_view_shape("expand", ndim, sh, (tide_dtype)x->dtype) < 0)
         return NULL;
     tide_attrs a = shape_attrs(ndim, sh);
     return td_dispatch_view(TIDE_OP_EXPAND, x, ndim, sh, st, x->offset, &a);

@@ -1,0 +1,431 @@
+/*
+ * cpu_elementwise_isa.c — the arithmetic of the elementwise ops, as contiguous 1-D loops.
+ *
+ * Compiled three times (TD_ISA = baseline, avx2, avx512; see cpu_isa.h), so the plain loops
+ * below become SSE2, AVX2 or AVX-512 code by gcc's auto-vectorizer, and the transcendental ops
+ * call SLEEF's vector functions of the matching width (float32 tanh has its own vector code,
+ * below). cpu_elementwise.c picks one table at run time and deals with strides, broadcasting
+ * and threads; everything here sees contiguous data.
+ *
+ * Integer arithmetic goes through unsigned types so overflow wraps instead of being undefined.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <immintrin.h>
+#include <sleef.h>
+
+#include "cpu_elementwise.h"
+#include "cpu_isa.h"
+
+#ifndef TD_ISA
+#error "cpu_elementwise_isa.c is compiled with TD_ISA set (see CMakeLists.txt)"
+#endif
+
+/* SLEEF's u10 functions (1.0 ulp) at this ISA's vector width, and the min instruction (which
+ * returns its second operand when either is NaN). */
+#if defined(__AVX512F__)
+typedef __m512 vec_f32;
+typedef __m512d vec_f64;
+#define SLEEF_F32(fn) Sleef_##fn##f16_u10avx512f
+#define SLEEF_F64(fn) Sleef_##fn##d8_u10avx512f
+#define MIN_F32(a, b) ((__typeof__(a))_mm512_min_ps((__m512)(a), (__m512)(b)))
+#elif defined(__AVX2__)
+typedef __m256 vec_f32;
+typedef __m256d vec_f64;
+#define SLEEF_F32(fn) Sleef_##fn##f8_u10avx2
+#define SLEEF_F64(fn) Sleef_##fn##d4_u10avx2
+#define MIN_F32(a, b) ((__typeof__(a))_mm256_min_ps((__m256)(a), (__m256)(b)))
+#else
+typedef __m128 vec_f32;
+typedef __m128d vec_f64;
+#define SLEEF_F32(fn) Sleef_##fn##f4_u10sse2
+#define SLEEF_F64(fn) Sleef_##fn##d2_u10sse2
+#define MIN_F32(a, b) ((__typeof__(a))_mm_min_ps((__m128)(a), (__m128)(b)))
+#endif
+
+/* Composite ops (sigmoid) work through a stack buffer this many elements long: small enough to
+ * stay in L1, long enough that the loops around the SLEEF call run at full vector speed. */
+#define BLOCK 512
+
+static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- vector maps: out[i] = fn(x[i]) over whole vectors, the tail through a padded vector so
+ * every element gets exactly the value the vector path would give it. out may equal x. ---- */
+
+#define DEFINE_VEC_MAP1(name, T, V, fn)                                                            \
+    static void name(int64_t n, T *out, const T *x)                                                \
+    {                                                                                              \
+        enum { W = sizeof(V) / sizeof(T) };                                                        \
+        int64_t i = 0;                                                                             \
+        for (; i + W <= n; i += W) {                                                               \
+            V v;                                                                                   \
+            memcpy(&v, x + i, sizeof v);                                                           \
+            v = fn(v);                                                                             \
+            memcpy(out + i, &v, sizeof v);                                                         \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            T pad[W] = {0};                                                                        \
+            size_t rest = (size_t)(n - i) * sizeof(T);                                             \
+            memcpy(pad, x + i, rest);                                                              \
+            V v;                                                                                   \
+            memcpy(&v, pad, sizeof v);                                                             \
+            v = fn(v);                                                                             \
+            memcpy(pad, &v, sizeof v);                                                             \
+            memcpy(out + i, pad, rest);                                                            \
+        }                                                                                          \
+    }
+
+#define DEFINE_VEC_MAP2(name, T, V, fn)                                                            \
+    static void name(int64_t n, T *out, const T *a, const T *b)                                    \
+    {                                                                                              \
+        enum { W = sizeof(V) / sizeof(T) };                                                        \
+        int64_t i = 0;                                                                             \
+        for (; i + W <= n; i += W) {                                                               \
+            V va, vb;                                                                              \
+            memcpy(&va, a + i, sizeof va);                                                         \
+            memcpy(&vb, b + i, sizeof vb);                                                         \
+            va = fn(va, vb);                                                                       \
+            memcpy(out + i, &va, sizeof va);                                                       \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            T pa[W] = {0}, pb[W] = {0};                                                            \
+            size_t rest = (size_t)(n - i) * sizeof(T);                                             \
+            memcpy(pa, a + i, rest);                                                               \
+            memcpy(pb, b + i, rest);                                                               \
+            V va, vb;                                                                              \
+            memcpy(&va, pa, sizeof va);                                                            \
+            memcpy(&vb, pb, sizeof vb);                                                            \
+            va = fn(va, vb);                                                                       \
+            memcpy(pa, &va, sizeof va);                                                            \
+            memcpy(out + i, pa, rest);                                                             \
+        }                                                                                          \
+    }
+
+DEFINE_VEC_MAP1(map_exp_f32, float, vec_f32, SLEEF_F32(exp))
+DEFINE_VEC_MAP1(map_log_f32, float, vec_f32, SLEEF_F32(log))
+DEFINE_VEC_MAP1(map_sin_f32, float, vec_f32, SLEEF_F32(sin))
+DEFINE_VEC_MAP1(map_cos_f32, float, vec_f32, SLEEF_F32(cos))
+DEFINE_VEC_MAP2(map_pow_f32, float, vec_f32, SLEEF_F32(pow))
+DEFINE_VEC_MAP1(map_exp_f64, double, vec_f64, SLEEF_F64(exp))
+DEFINE_VEC_MAP1(map_log_f64, double, vec_f64, SLEEF_F64(log))
+DEFINE_VEC_MAP1(map_sin_f64, double, vec_f64, SLEEF_F64(sin))
+DEFINE_VEC_MAP1(map_cos_f64, double, vec_f64, SLEEF_F64(cos))
+DEFINE_VEC_MAP1(map_tanh_f64, double, vec_f64, SLEEF_F64(tanh))
+DEFINE_VEC_MAP2(map_pow_f64, double, vec_f64, SLEEF_F64(pow))
+
+/* Kernels with the table's void-pointer signature around the typed maps. */
+#define DEFINE_MAP_UNARY(name, T, map)                                                             \
+    static void name(int64_t n, void *out, const void *x) { map(n, (T *)out, (const T *)x); }
+#define DEFINE_MAP_BINARY(name, T, map)                                                            \
+    static void name(int64_t n, void *out, const void *a, const void *b)                           \
+    {                                                                                              \
+        map(n, (T *)out, (const T *)a, (const T *)b);                                              \
+    }
+
+DEFINE_MAP_UNARY(exp_f32, float, map_exp_f32)
+DEFINE_MAP_UNARY(log_f32, float, map_log_f32)
+DEFINE_MAP_UNARY(sin_f32, float, map_sin_f32)
+DEFINE_MAP_UNARY(cos_f32, float, map_cos_f32)
+DEFINE_MAP_BINARY(pow_f32, float, map_pow_f32)
+DEFINE_MAP_UNARY(exp_f64, double, map_exp_f64)
+DEFINE_MAP_UNARY(log_f64, double, map_log_f64)
+DEFINE_MAP_UNARY(sin_f64, double, map_sin_f64)
+DEFINE_MAP_UNARY(cos_f64, double, map_cos_f64)
+DEFINE_MAP_UNARY(tanh_f64, double, map_tanh_f64)
+DEFINE_MAP_BINARY(pow_f64, double, map_pow_f64)
+
+/*
+ * sigmoid(x) = 1/(1+e^-x) written with e = exp(-|x|), which never overflows: x >= 0 gives
+ * 1/(1+e), x < 0 gives e/(1+e). So large negative inputs keep their tiny (denormal) values
+ * instead of rounding to 0 through an infinite exp, and a NaN stays NaN (it takes the e branch).
+ * The division runs in double (TW) for float32, so the result is exp's error (1 ulp) plus one
+ * rounding; in float it would reach 2-3 ulp.
+ */
+#define DEFINE_SIGMOID(name, T, TW, map_exp, fabs_fn)                                              \
+    static void name(int64_t n, void *outv, const void *xv)                                        \
+    {                                                                                              \
+        T *restrict out = outv;                                                                    \
+        const T *restrict x = xv;                                                                  \
+        _Alignas(64) T e[BLOCK];                                                                   \
+        for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {                                                \
+            int64_t m = min_i64(BLOCK, n - i0);                                                    \
+            for (int64_t j = 0; j < m; j++)                                                        \
+                e[j] = -fabs_fn(x[i0 + j]);                                                        \
+            map_exp(m, e, e);                                                                      \
+            for (int64_t j = 0; j < m; j++)                                                        \
+                out[i0 + j] = (T)((x[i0 + j] >= 0 ? (TW)1 : (TW)e[j]) / ((TW)1 + (TW)e[j]));       \
+        }                                                                                          \
+    }
+
+DEFINE_SIGMOID(sigmoid_f32, float, double, map_exp_f32, fabsf)
+DEFINE_SIGMOID(sigmoid_f64, double, double, map_exp_f64, fabs)
+
+/*
+ * tanh in float32, written out in vector arithmetic (gcc vector extensions at this compile's
+ * width) because SLEEF's tanhf runs at a sixth of memory speed. With a = |x|, t = 2a:
+ *     tanh a = e / (e + 2),  e = e^t - 1,
+ * which cancels nowhere, so one formula serves every input and no lanes are computed twice.
+ * e comes from t = k ln2 + r with k = floor(t/ln2), so r is in [0, ln2) and the two terms of
+ *     e = 2^k (e^r - 1) + (2^k - 1),  e^r - 1 = r + r^2 Q(r)
+ * are both >= 0 (with k rounded to nearest they could cancel and cost 2 ulp). Q is a degree-5
+ * fit (Chebyshev nodes, [-0.01, 0.7]) of (e^r - 1 - r)/r^2 with error 2e-9, and the first line
+ * is one fused multiply-add. t is clamped to 19, where the quotient already rounds to 1, so
+ * k <= 27 and 2^k goes straight into the exponent bits: no overflow case. The sign is put back
+ * last (tanh is odd; -0 stays -0), and a NaN passes through every step as NaN.
+ * Worst error over all floats, checked exhaustively: 1.64 ulp (2.0 on SSE2, which has no FMA).
+ */
+typedef float vf32 __attribute__((vector_size(sizeof(vec_f32))));
+typedef int32_t vi32 __attribute__((vector_size(sizeof(vec_f32))));
+typedef uint32_t vu32 __attribute__((vector_size(sizeof(vec_f32))));
+
+/* x < lim ? a : b per lane, as one blend instruction where the ISA has one (gcc's lowering of
+ * the generic bit-select costs AVX-512 a third more time in tanh). */
+static inline vf32 select_lt_f32(vf32 x, float lim, vf32 a, vf32 b)
+{
+#if defined(__AVX512F__)
+    __mmask16 m = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(lim), _CMP_LT_OQ);
+    return (vf32)_mm512_mask_blend_ps(m, (__m512)b, (__m512)a);
+#elif defined(__AVX2__)
+    __m256 m = _mm256_cmp_ps((__m256)x, _mm256_set1_ps(lim), _CMP_LT_OQ);
+    return (vf32)_mm256_blendv_ps((__m256)b, (__m256)a, m);
+#else
+    vi32 m = x < lim;
+    return (vf32)((m & (vi32)a) | (~m & (vi32)b));
+#endif
+}
+
+static inline vf32 tanh_vec_f32(vf32 x)
+{
+    vi32 sign = (vi32)x & (int32_t)0x80000000;
+    vf32 t = (vf32)((vi32)x ^ sign);
+    t = t + t;
+    t = MIN_F32((vf32){0} + 19.0f, t); /* the second operand wins for NaN: NaN stays */
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    vf32 kb = (t * 1.44269504f - 0.5f) + magic; /* k = floor(t / ln2), so r >= 0 */
+    vf32 kf = kb - magic;
+#ifdef __FMA__
+    vf32 r = t - kf * 0.693147182f; /* fused: ln2's own rounding error is all that remains */
+#else
+    vf32 r = t - kf * 0.693359375f; /* Cody-Waite: ln2_hi has 9 bits, so k ln2_hi is exact */
+    r = r - kf * -2.12194440e-4f;
+#endif
+    vf32 q = 0.000258009123f * r + 0.00134076278f;
+    q = q * r + 0.00835059459f;
+    q = q * r + 0.0416639743f;
+    q = q * r + 0.166666806f;
+    q = q * r + 0.5f;
+    vf32 em1 = r + r * r * q;
+    /* kb's low mantissa bits hold k; the shift drops everything above them */
+    vf32 scale = (vf32)(((vu32)kb << 23) + (127u << 23));
+    vf32 e = scale * em1 + (scale - 1.0f);
+    vf32 th = e / (e + 2.0f);
+    /* For small a, the rounding of e + 2 and of the quotient would cost up to 2.4 ulp; h - h th
+     * (h = e/2, the same value) carries those errors only scaled by h. */
+    vf32 h = 0.5f * e;
+    vf32 th_small = h - h * th;
+    th = select_lt_f32(h, 0.5f, th_small, th);
+    return (vf32)((vi32)th | sign);
+}
+
+DEFINE_VEC_MAP1(map_tanh_f32, float, vf32, tanh_vec_f32)
+DEFINE_MAP_UNARY(tanh_f32, float, map_tanh_f32)
+
+/* ---- plain loops: gcc -O3 vectorizes these for the ISA of this compile ---------------------- */
+
+/* `v` is the element read from x; expr is out's value. */
+#define DEFINE_UNARY(name, T, TOut, expr)                                                          \
+    static void name(int64_t n, void *outv, const void *xv)                                        \
+    {                                                                                              \
+        TOut *restrict out = outv;                                                                 \
+        const T *restrict x = xv;                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T v = x[i];                                                                            \
+            out[i] = (expr);                                                                       \
+        }                                                                                          \
+    }
+
+/* `a` and `b` are the elements read; expr is out's value. */
+#define DEFINE_BINARY(name, T, TOut, expr)                                                         \
+    static void name(int64_t n, void *outv, const void *av, const void *bv)                        \
+    {                                                                                              \
+        TOut *restrict out = outv;                                                                 \
+        const T *restrict pa = av;                                                                 \
+        const T *restrict pb = bv;                                                                 \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T a = pa[i], b = pb[i];                                                                \
+            out[i] = (expr);                                                                       \
+        }                                                                                          \
+    }
+
+/* Floating types: suffix, type, and the libm names of that precision. */
+#define FLOAT_TYPES(X)                                                                             \
+    X(f32, float, fabsf, sqrtf, floorf, ceilf, rintf)                                              \
+    X(f64, double, fabs, sqrt, floor, ceil, rint)
+
+/* Integer types: suffix, type, and the unsigned type its arithmetic wraps in. */
+#define INT_TYPES(X) X(i32, int32_t, uint32_t) X(i64, int64_t, uint64_t) X(u8, uint8_t, uint32_t)
+
+#define FLOAT_UNARY(sfx, T, FABS, SQRT, FLOOR, CEIL, RINT)                                         \
+    DEFINE_UNARY(neg_##sfx, T, T, -v)                                                              \
+    DEFINE_UNARY(abs_##sfx, T, T, FABS(v))                                                         \
+    DEFINE_UNARY(sqrt_##sfx, T, T, SQRT(v))                                                        \
+    /* a true division, not the ~12-bit rsqrt instruction */                                       \
+    DEFINE_UNARY(rsqrt_##sfx, T, T, (T)1 / SQRT(v))                                                \
+    /* v < 0 is false for NaN, so NaN passes through */                                            \
+    DEFINE_UNARY(relu_##sfx, T, T, v < 0 ? (T)0 : v)                                               \
+    DEFINE_UNARY(floor_##sfx, T, T, FLOOR(v))                                                      \
+    DEFINE_UNARY(ceil_##sfx, T, T, CEIL(v))                                                        \
+    /* ties to even in the default rounding mode; rint, unlike nearbyint, inlines on SSE2 */       \
+    DEFINE_UNARY(round_##sfx, T, T, RINT(v))                                                       \
+    /* NaN and +-0 map to themselves */                                                            \
+    DEFINE_UNARY(sign_##sfx, T, T, v > 0 ? (T)1 : v < 0 ? (T)-1 : v)                               \
+    DEFINE_UNARY(reciprocal_##sfx, T, T, (T)1 / v)                                                 \
+    DEFINE_UNARY(not_##sfx, T, uint8_t, v == 0)
+FLOAT_TYPES(FLOAT_UNARY)
+
+#define INT_UNARY(sfx, T, U)                                                                       \
+    DEFINE_UNARY(neg_##sfx, T, T, (T)(0u - (U)v))                                                  \
+    DEFINE_UNARY(abs_##sfx, T, T, v < 0 ? (T)(0u - (U)v) : v)                                      \
+    DEFINE_UNARY(relu_##sfx, T, T, v > 0 ? v : 0)                                                  \
+    DEFINE_UNARY(sign_##sfx, T, T, (T)((v > 0) - (v < 0)))                                         \
+    DEFINE_UNARY(not_##sfx, T, uint8_t, v == 0)
+INT_UNARY(i32, int32_t, uint32_t)
+INT_UNARY(i64, int64_t, uint64_t)
+
+/* uint8 has no negative values, so abs and relu are the identity. */
+DEFINE_UNARY(neg_u8, uint8_t, uint8_t, (uint8_t)(0u - v))
+DEFINE_UNARY(abs_u8, uint8_t, uint8_t, v)
+DEFINE_UNARY(relu_u8, uint8_t, uint8_t, v)
+DEFINE_UNARY(sign_u8, uint8_t, uint8_t, v != 0)
+DEFINE_UNARY(not_u8, uint8_t, uint8_t, v == 0)
+
+DEFINE_UNARY(not_bool, uint8_t, uint8_t, v == 0)
+
+/* ---- binary --------------------------------------------------------------------------------- */
+
+/* max/min that return NaN when either side is NaN: a NaN a is kept by the a != a test, a NaN b
+ * wins because every comparison with it is false. */
+#define FLOAT_BINARY(sfx, T, FABS, SQRT, FLOOR, CEIL, RINT)                                        \
+    DEFINE_BINARY(add_##sfx, T, T, a + b)                                                          \
+    DEFINE_BINARY(sub_##sfx, T, T, a - b)                                                          \
+    DEFINE_BINARY(mul_##sfx, T, T, a * b)                                                          \
+    DEFINE_BINARY(div_##sfx, T, T, a / b)                                                          \
+    DEFINE_BINARY(maximum_##sfx, T, T, (a > b || a != a) ? a : b)                                  \
+    DEFINE_BINARY(minimum_##sfx, T, T, (a < b || a != a) ? a : b)                                  \
+    DEFINE_BINARY(and_##sfx, T, uint8_t, (a != 0) & (b != 0))                                      \
+    DEFINE_BINARY(or_##sfx, T, uint8_t, (a != 0) | (b != 0))
+FLOAT_TYPES(FLOAT_BINARY)
+
+#define INT_BINARY(sfx, T, U)                                                                      \
+    DEFINE_BINARY(add_##sfx, T, T, (T)((U)a + (U)b))                                               \
+    DEFINE_BINARY(sub_##sfx, T, T, (T)((U)a - (U)b))                                               \
+    DEFINE_BINARY(mul_##sfx, T, T, (T)((U)a * (U)b))                                               \
+    DEFINE_BINARY(maximum_##sfx, T, T, a > b ? a : b)                                              \
+    DEFINE_BINARY(minimum_##sfx, T, T, a < b ? a : b)                                              \
+    DEFINE_BINARY(and_##sfx, T, uint8_t, (a != 0) & (b != 0))                                      \
+    DEFINE_BINARY(or_##sfx, T, uint8_t, (a != 0) | (b != 0))
+INT_TYPES(INT_BINARY)
+
+/* Comparisons for every dtype; bool compares as its truth value, so stray bytes other than
+ * 0/1 still give a 0/1 answer. */
+#define CMP_TYPES(X)                                                                               \
+    X(f32, float, a, b) X(f64, double, a, b) X(i32, int32_t, a, b) X(i64, int64_t, a, b)           \
+    X(u8, uint8_t, a, b) X(bool, uint8_t, (a != 0), (b != 0))
+#define CMP_BINARY(sfx, T, A, B)                                                                   \
+    DEFINE_BINARY(eq_##sfx, T, uint8_t, A == B)                                                    \
+    DEFINE_BINARY(ne_##sfx, T, uint8_t, A != B)                                                    \
+    DEFINE_BINARY(lt_##sfx, T, uint8_t, A < B)                                                     \
+    DEFINE_BINARY(le_##sfx, T, uint8_t, A <= B)                                                    \
+    DEFINE_BINARY(gt_##sfx, T, uint8_t, A > B)                                                     \
+    DEFINE_BINARY(ge_##sfx, T, uint8_t, A >= B)
+CMP_TYPES(CMP_BINARY)
+
+/* Bool arithmetic is logic: add and maximum are or, mul and minimum are and. */
+DEFINE_BINARY(or_bool, uint8_t, uint8_t, (a != 0) | (b != 0))
+DEFINE_BINARY(and_bool, uint8_t, uint8_t, (a != 0) & (b != 0))
+
+/* ---- integer pow: repeated squaring in wrapping unsigned arithmetic ------------------------ */
+
+static inline uint64_t pow_wrap(uint64_t base, uint64_t e)
+{
+    uint64_t r = 1;
+    while (e) {
+        if (e & 1)
+            r *= base;
+        base *= base;
+        e >>= 1;
+    }
+    return r;
+}
+
+/* A negative exponent truncates 1/a^|e| toward zero: 0, except for bases 1 and -1. */
+static inline uint64_t pow_signed(int64_t a, int64_t e)
+{
+    if (e >= 0)
+        return pow_wrap((uint64_t)a, (uint64_t)e);
+    if (a == 1)
+        return 1;
+    if (a == -1)
+        return (e & 1) ? (uint64_t)-1 : 1;
+    return 0;
+}
+
+DEFINE_BINARY(pow_i32, int32_t, int32_t, (int32_t)(uint32_t)pow_signed(a, b))
+DEFINE_BINARY(pow_i64, int64_t, int64_t, (int64_t)pow_signed(a, b))
+DEFINE_BINARY(pow_u8, uint8_t, uint8_t, (uint8_t)pow_wrap(a, b))
+
+/* ---- where: only the element size matters, so bits are copied as unsigned integers --------- */
+
+#define DEFINE_WHERE(name, T)                                                                      \
+    static void name(int64_t n, void *outv, const void *cv, const void *av, const void *bv)        \
+    {                                                                                              \
+        T *restrict out = outv;                                                                    \
+        const uint8_t *restrict c = cv;                                                            \
+        const T *restrict a = av;                                                                  \
+        const T *restrict b = bv;                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T x = a[i], y = b[i]; /* both read: a blend, not two masked loads */                   \
+            out[i] = c[i] ? x : y;                                                                 \
+        }                                                                                          \
+    }
+DEFINE_WHERE(where_1, uint8_t)
+DEFINE_WHERE(where_4, uint32_t)
+DEFINE_WHERE(where_8, uint64_t)
+
+/* ---- the table ------------------------------------------------------------------------------ */
+
+#define U(op, dt, fn) [TIDE_OP_##op - TIDE_OP_FIRST_UNARY][TIDE_##dt] = fn
+#define B(op, dt, fn) [TIDE_OP_##op - TIDE_OP_FIRST_BINARY][TIDE_##dt] = fn
+#define U_FLOAT(op, name) U(op, FLOAT32, name##_f32), U(op, FLOAT64, name##_f64)
+#define U_NUMERIC(op, name)                                                                        \
+    U_FLOAT(op, name), U(op, INT32, name##_i32), U(op, INT64, name##_i64), U(op, UINT8, name##_u8)
+#define B_FLOAT(op, name) B(op, FLOAT32, name##_f32), B(op, FLOAT64, name##_f64)
+#define B_NUMERIC(op, name)                                                                        \
+    B_FLOAT(op, name), B(op, INT32, name##_i32), B(op, INT64, name##_i64), B(op, UINT8, name##_u8)
+#define B_ALL(op, name) B_NUMERIC(op, name), B(op, BOOL, name##_bool)
+
+const td_ew_kernels TD_ISA_FN(td_ew_kernels) = {
+    .unary = {
+        U_NUMERIC(NEG, neg), U_NUMERIC(ABS, abs), U_FLOAT(EXP, exp), U_FLOAT(LOG, log),
+        U_FLOAT(SQRT, sqrt), U_FLOAT(RSQRT, rsqrt), U_FLOAT(SIN, sin), U_FLOAT(COS, cos),
+        U_FLOAT(TANH, tanh), U_FLOAT(SIGMOID, sigmoid), U_NUMERIC(RELU, relu),
+        U_FLOAT(FLOOR, floor), U_FLOAT(CEIL, ceil), U_FLOAT(ROUND, round),
+        U_NUMERIC(SIGN, sign), U_FLOAT(RECIPROCAL, reciprocal), U_NUMERIC(LOGICAL_NOT, not),
+        U(LOGICAL_NOT, BOOL, not_bool),
+    },
+    .binary = {
+        B_NUMERIC(ADD, add), B(ADD, BOOL, or_bool),
+        B_NUMERIC(SUB, sub),
+        B_NUMERIC(MUL, mul), B(MUL, BOOL, and_bool),
+        B_FLOAT(DIV, div),
+        B_NUMERIC(POW, pow),
+        B_NUMERIC(MAXIMUM, maximum), B(MAXIMUM, BOOL, or_bool),
+        B_NUMERIC(MINIMUM, minimum), B(MINIMUM, BOOL, and_bool),
+        B_ALL(EQ, eq), B_ALL(NE, ne), B_ALL(LT, lt), B_ALL(LE, le), B_ALL(GT, gt), B_ALL(GE, ge),
+        B_NUMERIC(LOGICAL_AND, and), B(LOGICAL_AND, BOOL, and_bool),
+        B_NUMERIC(LOGICAL_OR, or), B(LOGICAL_OR, BOOL, or_bool),
+    },
+    .where = {[0] = where_1, [2] = where_4, [3] = where_8},
+};
