@@ -13,31 +13,6 @@
 static const tide_dtype DTYPES[NDT] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_INT32,
                                        TIDE_INT64,   TIDE_UINT8,   TIDE_BOOL};
 
-/* Checks dtype, shape and values; float32 values within rtol of want (exact when rtol is 0). */
-static void check_tensor(const char *desc, const tide_tensor *t, tide_dtype dt, int ndim,
-                         const int64_t *shape, const double *want, double rtol)
-{
-    if (!t) {
-        CHECK(t != NULL, "%s: failed: %s", desc, tide_last_error());
-        return;
-    }
-    CHECK(tide_get_dtype(t) == dt, "%s: dtype %s, want %s", desc, ref_dtype_name(tide_get_dtype(t)),
-          ref_dtype_name(dt));
-    bool shape_ok = ref_same_shape(t, ndim, shape);
-    CHECK(shape_ok, "%s: shape %s, want %s", desc, ref_tensor_shape_str(t),
-          ref_shape_str(ndim, shape));
-    if (!shape_ok)
-        return;
-    double *got = ref_read(t);
-    CHECK(got != NULL, "%s: reading failed: %s", desc, tide_last_error());
-    if (!got)
-        return;
-    int64_t bad = ref_mismatch(got, want, ref_numel(ndim, shape), rtol, 0);
-    CHECK(bad < 0, "%s: first mismatch at %s: got %.10g, want %.10g", desc,
-          ref_index_str(ndim, shape, bad), got[bad], want[bad]);
-    free(got);
-}
-
 static void test_dtype_helpers(void)
 {
     static const char *names[NDT] = {"float32", "float64", "int32", "int64", "uint8", "bool"};
@@ -99,14 +74,14 @@ static void test_empty_zeros_ones_full(void)
                 want[i] = 0;
             snprintf(desc, sizeof desc, "zeros(%s, %s)", ref_shape_str(nd, sh), ref_dtype_name(dt));
             tide_tensor *z = tide_zeros(nd, sh, dt);
-            check_tensor(desc, z, dt, nd, sh, want, 0);
+            ref_check_tensor(desc, z, dt, nd, sh, want, 0);
             tide_release(z);
 
             for (int64_t i = 0; i < n; i++)
                 want[i] = 1;
             snprintf(desc, sizeof desc, "ones(%s, %s)", ref_shape_str(nd, sh), ref_dtype_name(dt));
             tide_tensor *o = tide_ones(nd, sh, dt);
-            check_tensor(desc, o, dt, nd, sh, want, 0);
+            ref_check_tensor(desc, o, dt, nd, sh, want, 0);
             tide_release(o);
 
             double fill = dt == TIDE_UINT8 ? 200.7 : -2.7;
@@ -115,16 +90,16 @@ static void test_empty_zeros_ones_full(void)
             snprintf(desc, sizeof desc, "full(%s, %g, %s)", ref_shape_str(nd, sh), fill,
                      ref_dtype_name(dt));
             tide_tensor *f = tide_full(nd, sh, fill, dt);
-            check_tensor(desc, f, dt, nd, sh, want, 0);
+            ref_check_tensor(desc, f, dt, nd, sh, want, 0);
             tide_release(f);
         }
     int64_t s3[1] = {3};
     double nans[3] = {NAN, NAN, NAN}, infs[3] = {-INFINITY, -INFINITY, -INFINITY};
     tide_tensor *f = tide_full(1, s3, NAN, TIDE_FLOAT32);
-    check_tensor("full(NaN)", f, TIDE_FLOAT32, 1, s3, nans, 0);
+    ref_check_tensor("full(NaN)", f, TIDE_FLOAT32, 1, s3, nans, 0);
     tide_release(f);
     f = tide_full(1, s3, -INFINITY, TIDE_FLOAT64);
-    check_tensor("full(-inf)", f, TIDE_FLOAT64, 1, s3, infs, 0);
+    ref_check_tensor("full(-inf)", f, TIDE_FLOAT64, 1, s3, infs, 0);
     tide_release(f);
     /* Every one of 8 dims. */
     int64_t s8[8] = {1, 2, 1, 2, 1, 2, 1, 2};
@@ -163,7 +138,7 @@ static void test_arange(void)
         for (int64_t i = 0; i < cases[c].n; i++)
             want[i] = ref_quantize(cases[c].dt, cases[c].vals[i]);
         tide_tensor *t = tide_arange(cases[c].start, cases[c].end, cases[c].step, cases[c].dt);
-        check_tensor(desc, t, cases[c].dt, 1, &cases[c].n, want,
+        ref_check_tensor(desc, t, cases[c].dt, 1, &cases[c].n, want,
                      cases[c].dt == TIDE_FLOAT32 ? 2e-6 : cases[c].dt == TIDE_FLOAT64 ? 1e-12 : 0);
         tide_release(t);
     }
@@ -173,7 +148,7 @@ static void test_arange(void)
     double *want = malloc((size_t)n * sizeof *want);
     for (int64_t i = 0; i < n; i++)
         want[i] = (double)(float)(0.1 * (double)i);
-    check_tensor("arange(0, 999.95, 0.1)", t, TIDE_FLOAT32, 1, &n, want, 2e-6);
+    ref_check_tensor("arange(0, 999.95, 0.1)", t, TIDE_FLOAT32, 1, &n, want, 2e-6);
     free(want);
     tide_release(t);
     /* A step of the wrong sign: PyTorch refuses; an empty result is the only other answer. */
@@ -193,20 +168,20 @@ static void test_linspace(void)
 {
     int64_t n0 = 0, n1 = 1;
     tide_tensor *t = tide_linspace(0, 1, 0, TIDE_FLOAT32);
-    check_tensor("linspace(0, 1, 0)", t, TIDE_FLOAT32, 1, &n0, NULL, 0);
+    ref_check_tensor("linspace(0, 1, 0)", t, TIDE_FLOAT32, 1, &n0, NULL, 0);
     tide_release(t);
     double three = 3;
     t = tide_linspace(3, 7, 1, TIDE_FLOAT64);
-    check_tensor("linspace(3, 7, 1)", t, TIDE_FLOAT64, 1, &n1, &three, 0);
+    ref_check_tensor("linspace(3, 7, 1)", t, TIDE_FLOAT64, 1, &n1, &three, 0);
     tide_release(t);
     int64_t n5 = 5;
     double w5[5] = {0, 0.25, 0.5, 0.75, 1};
     t = tide_linspace(0, 1, 5, TIDE_FLOAT32);
-    check_tensor("linspace(0, 1, 5)", t, TIDE_FLOAT32, 1, &n5, w5, 0);
+    ref_check_tensor("linspace(0, 1, 5)", t, TIDE_FLOAT32, 1, &n5, w5, 0);
     tide_release(t);
     double wi[5] = {0, 2, 5, 7, 10};
     t = tide_linspace(0, 10, 5, TIDE_INT64);
-    check_tensor("linspace(0, 10, 5, int64)", t, TIDE_INT64, 1, &n5, wi, 0);
+    ref_check_tensor("linspace(0, 10, 5, int64)", t, TIDE_INT64, 1, &n5, wi, 0);
     tide_release(t);
 
     /* Endpoints are exact whatever rounding the steps take. */
@@ -272,7 +247,7 @@ static void test_eye(void)
         snprintf(desc, sizeof desc, "eye(%lld, %lld, %s)", (long long)cases[c].n,
                  (long long)cases[c].m, ref_dtype_name(cases[c].dt));
         tide_tensor *t = tide_eye(cases[c].n, cases[c].m, cases[c].dt);
-        check_tensor(desc, t, cases[c].dt, 2, shape, want, 0);
+        ref_check_tensor(desc, t, cases[c].dt, 2, shape, want, 0);
         tide_release(t);
     }
     CHECK_ERROR(tide_eye(-1, 3, TIDE_FLOAT32), "eye");
@@ -310,7 +285,7 @@ static void test_scalar_from_data(void)
         memset(buf, 0, sizeof buf);
         char desc[64];
         snprintf(desc, sizeof desc, "from_data(%s [2, 3]) then clearing the source", ref_dtype_name(dt));
-        check_tensor(desc, t, dt, 2, shape, want, 0);
+        ref_check_tensor(desc, t, dt, 2, shape, want, 0);
         tide_release(t);
     }
     /* 0-dim and empty */
@@ -388,10 +363,10 @@ static void test_wrap(void)
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 3; j++)
             want[i * 3 + j] = j * 4 + i;
-    check_tensor("wrap [4, 3] strides [1, 4]", w, TIDE_FLOAT32, 2, s43, want, 0);
+    ref_check_tensor("wrap [4, 3] strides [1, 4]", w, TIDE_FLOAT32, 2, s43, want, 0);
     CHECK(w && !tide_is_contiguous(w), "a column-major wrap is not contiguous");
     tide_tensor *c = tide_contiguous(w);
-    check_tensor("contiguous of a strided wrap", c, TIDE_FLOAT32, 2, s43, want, 0);
+    ref_check_tensor("contiguous of a strided wrap", c, TIDE_FLOAT32, 2, s43, want, 0);
     CHECK(c && !tide_shares_storage(c, w), "contiguous of a strided wrap copies");
     tide_release(c);
     tide_release(w);
@@ -402,13 +377,13 @@ static void test_wrap(void)
     double dv = 2.5;
     w = tide_wrap(&dv, sizeof dv, 1, s5, st0, TIDE_FLOAT64, NULL, NULL);
     double fives[5] = {2.5, 2.5, 2.5, 2.5, 2.5};
-    check_tensor("wrap with stride 0", w, TIDE_FLOAT64, 1, s5, fives, 0);
+    ref_check_tensor("wrap with stride 0", w, TIDE_FLOAT64, 1, s5, fives, 0);
     tide_release(w);
     /* a wrap over an offset inside a bigger buffer, int64 */
     int64_t ibuf[6] = {10, 11, 12, 13, 14, 15}, s2[1] = {2}, st2[1] = {2};
     w = tide_wrap(ibuf + 1, 5 * sizeof *ibuf, 1, s2, st2, TIDE_INT64, NULL, NULL);
     double wi[2] = {11, 13};
-    check_tensor("wrap of ibuf+1 with stride 2", w, TIDE_INT64, 1, s2, wi, 0);
+    ref_check_tensor("wrap of ibuf+1 with stride 2", w, TIDE_INT64, 1, s2, wi, 0);
     tide_release(w);
 }
 

@@ -16,31 +16,6 @@
 #define U8 TIDE_UINT8
 #define BOOL TIDE_BOOL
 
-/* Checks t's dtype, shape and values exactly (want: numel values, row-major). */
-static void check_tensor(const char *desc, const tide_tensor *t, tide_dtype dt, int ndim,
-                         const int64_t *shape, const double *want)
-{
-    if (!t) {
-        CHECK(t != NULL, "%s: failed: %s", desc, tide_last_error());
-        return;
-    }
-    CHECK(tide_get_dtype(t) == dt, "%s: dtype %s, want %s", desc, ref_dtype_name(tide_get_dtype(t)),
-          ref_dtype_name(dt));
-    bool shape_ok = ref_same_shape(t, ndim, shape);
-    CHECK(shape_ok, "%s: shape %s, want %s", desc, ref_tensor_shape_str(t),
-          ref_shape_str(ndim, shape));
-    if (!shape_ok)
-        return;
-    double *got = ref_read(t);
-    CHECK(got != NULL, "%s: reading failed: %s", desc, tide_last_error());
-    if (!got)
-        return;
-    int64_t bad = ref_mismatch(got, want, ref_numel(ndim, shape), 0, 0);
-    CHECK(bad < 0, "%s: first mismatch at %s: got %.10g, want %.10g", desc,
-          ref_index_str(ndim, shape, bad), got[bad], want[bad]);
-    free(got);
-}
-
 static void check_strides(const char *desc, const tide_tensor *t, const int64_t *want, int64_t offset)
 {
     if (!t)
@@ -73,24 +48,24 @@ static void test_view_reshape(void)
 
     int64_t s46[2] = {4, 6}, st46[2] = {6, 1};
     tide_tensor *y = tide_view(x, 2, s46);
-    check_tensor("view [2,3,4] -> [4,6]", y, F32, 2, s46, v);
+    ref_check_tensor("view [2,3,4] -> [4,6]", y, F32, 2, s46, v, 0);
     check_strides("view [2,3,4] -> [4,6]", y, st46, 0);
     CHECK(tide_shares_storage(x, y), "view shares storage");
     tide_release(y);
 
     int64_t sm1[2] = {-1, 4}, s64[2] = {6, 4};
     y = tide_view(x, 2, sm1);
-    check_tensor("view [2,3,4] -> [-1,4]", y, F32, 2, s64, v);
+    ref_check_tensor("view [2,3,4] -> [-1,4]", y, F32, 2, s64, v, 0);
     tide_release(y);
 
     int64_t sm2[3] = {2, -1, 2}, s262[3] = {2, 6, 2};
     y = tide_view(x, 3, sm2);
-    check_tensor("view [2,3,4] -> [2,-1,2]", y, F32, 3, s262, v);
+    ref_check_tensor("view [2,3,4] -> [2,-1,2]", y, F32, 3, s262, v, 0);
     tide_release(y);
 
     int64_t s24[1] = {24}, sflat[1] = {-1};
     y = tide_view(x, 1, sflat);
-    check_tensor("view [2,3,4] -> [-1]", y, F32, 1, s24, v);
+    ref_check_tensor("view [2,3,4] -> [-1]", y, F32, 1, s24, v, 0);
     tide_release(y);
 
     /* A one-element tensor views as 0-dim and back. */
@@ -120,7 +95,7 @@ static void test_view_reshape(void)
 
     /* reshape of a contiguous tensor is a view; of a transposed one a copy in logical order. */
     y = tide_reshape(x, 2, s46);
-    check_tensor("reshape contiguous", y, F32, 2, s46, v);
+    ref_check_tensor("reshape contiguous", y, F32, 2, s46, v, 0);
     CHECK(tide_shares_storage(x, y), "reshape of a contiguous tensor shares storage");
     tide_release(y);
 
@@ -131,7 +106,7 @@ static void test_view_reshape(void)
             for (int k = 0; k < 2; k++)
                 tv[(i * 3 + j) * 2 + k] = v[(k * 3 + j) * 4 + i];
     tide_tensor *r = tide_reshape(t, 1, s24);
-    check_tensor("reshape of transposed [4,3,2] -> [24]", r, F32, 1, s24, tv);
+    ref_check_tensor("reshape of transposed [4,3,2] -> [24]", r, F32, 1, s24, tv, 0);
     CHECK(r && !tide_shares_storage(t, r), "reshape of a non-viewable tensor copies");
     CHECK(r && tide_is_contiguous(r), "reshape's copy is contiguous");
     tide_release(r);
@@ -145,7 +120,7 @@ static void test_view_reshape(void)
         for (int k = 0; k < 2; k++)
             slv[i * 2 + k] = v[i * 4 + k];
     tide_tensor *slview = tide_view(sl, 2, s62);
-    check_tensor("view of x[:, :, 0:2] as [6,2]", slview, F32, 2, s62, slv);
+    ref_check_tensor("view of x[:, :, 0:2] as [6,2]", slview, F32, 2, s62, slv, 0);
     check_strides("view of x[:, :, 0:2] as [6,2]", slview, st62, 0);
     CHECK(slview && tide_shares_storage(x, slview), "that view shares storage");
     tide_release(slview);
@@ -155,7 +130,7 @@ static void test_view_reshape(void)
     tide_tensor *tu = tide_reshape(t, 4, s4321);
     double tu_want[24];
     memcpy(tu_want, tv, sizeof tv);
-    check_tensor("reshape [4,3,2] transposed -> [4,3,1,2]", tu, F32, 4, s4321, tu_want);
+    ref_check_tensor("reshape [4,3,2] transposed -> [4,3,1,2]", tu, F32, 4, s4321, tu_want, 0);
     CHECK(tu && tide_shares_storage(t, tu), "adding a unit dim needs no copy");
     tide_release(tu);
     tide_release(t);
@@ -175,19 +150,19 @@ static void test_permute_transpose(void)
             for (int j = 0; j < 3; j++)
                 want[(k * 2 + i) * 3 + j] = v[(i * 3 + j) * 4 + k];
     tide_tensor *p = tide_permute(x, perm);
-    check_tensor("permute {2,0,1}", p, I64, 3, s423, want);
+    ref_check_tensor("permute {2,0,1}", p, I64, 3, s423, want, 0);
     check_strides("permute {2,0,1}", p, st, 0);
     CHECK(tide_shares_storage(x, p), "permute shares storage");
     CHECK(p && !tide_is_contiguous(p), "a permuted tensor is not contiguous");
     int permneg[3] = {-1, 0, 1};
     tide_tensor *pn = tide_permute(x, permneg);
-    check_tensor("permute {-1,0,1}", pn, I64, 3, s423, want);
+    ref_check_tensor("permute {-1,0,1}", pn, I64, 3, s423, want, 0);
     tide_release(pn);
     /* Permuting back gives the original layout. */
     int inv[3] = {1, 2, 0};
     tide_tensor *back = tide_permute(p, inv);
     int64_t stx[3] = {12, 4, 1};
-    check_tensor("permute back", back, I64, 3, s234, v);
+    ref_check_tensor("permute back", back, I64, 3, s234, v, 0);
     check_strides("permute back", back, stx, 0);
     CHECK(back && tide_is_contiguous(back), "permuted back is contiguous");
     tide_release(back);
@@ -199,12 +174,12 @@ static void test_permute_transpose(void)
             for (int i = 0; i < 2; i++)
                 want[(k * 3 + j) * 2 + i] = v[(i * 3 + j) * 4 + k];
     tide_tensor *t = tide_transpose(x, 0, -1);
-    check_tensor("transpose(0, -1)", t, I64, 3, s432, want);
+    ref_check_tensor("transpose(0, -1)", t, I64, 3, s432, want, 0);
     check_strides("transpose(0, -1)", t, st432, 0);
     CHECK(tide_shares_storage(x, t), "transpose shares storage");
     tide_release(t);
     t = tide_transpose(x, 1, 1);
-    check_tensor("transpose(1, 1)", t, I64, 3, s234, v);
+    ref_check_tensor("transpose(1, 1)", t, I64, 3, s234, v, 0);
     tide_release(t);
     tide_release(x);
 }
@@ -218,7 +193,7 @@ static void test_expand(void)
     for (int i = 0; i < 24; i++)
         want[i] = v[(i / 4) % 3];
     tide_tensor *e = tide_expand(x, 3, s234);
-    check_tensor("expand [3,1] -> [2,3,4]", e, F32, 3, s234, want);
+    ref_check_tensor("expand [3,1] -> [2,3,4]", e, F32, 3, s234, want, 0);
     check_strides("expand [3,1] -> [2,3,4]", e, st, 0);
     CHECK(tide_shares_storage(x, e), "expand shares storage");
     tide_release(e);
@@ -227,10 +202,10 @@ static void test_expand(void)
     for (int i = 0; i < 15; i++)
         want[i] = v[i / 5];
     e = tide_expand(x, 2, skeep);
-    check_tensor("expand [3,1] -> [-1,5]", e, F32, 2, s35, want);
+    ref_check_tensor("expand [3,1] -> [-1,5]", e, F32, 2, s35, want, 0);
     /* An expanded tensor made contiguous is a real copy. */
     tide_tensor *c = tide_contiguous(e);
-    check_tensor("contiguous(expanded)", c, F32, 2, s35, want);
+    ref_check_tensor("contiguous(expanded)", c, F32, 2, s35, want, 0);
     CHECK(c && !tide_shares_storage(c, e) && tide_is_contiguous(c), "contiguous of expanded copies");
     tide_release(c);
     tide_release(e);
@@ -240,7 +215,7 @@ static void test_expand(void)
     int64_t s23[2] = {2, 3}, st00[2] = {0, 0};
     double sevens[6] = {7, 7, 7, 7, 7, 7};
     e = tide_expand(z, 2, s23);
-    check_tensor("expand 0-dim -> [2,3]", e, I32, 2, s23, sevens);
+    ref_check_tensor("expand 0-dim -> [2,3]", e, I32, 2, s23, sevens, 0);
     check_strides("expand 0-dim -> [2,3]", e, st00, 0);
     tide_release(e);
     tide_release(z);
@@ -273,7 +248,7 @@ static void test_slice_select(void)
         snprintf(desc, sizeof desc, "slice([10], 0, %lld, %lld, %lld)", (long long)cases[c].start,
                  (long long)cases[c].end, (long long)cases[c].step);
         tide_tensor *s = tide_slice(x, 0, cases[c].start, cases[c].end, cases[c].step);
-        check_tensor(desc, s, I32, 1, &cases[c].n, cases[c].vals);
+        ref_check_tensor(desc, s, I32, 1, &cases[c].n, cases[c].vals, 0);
         if (s && cases[c].n > 0) {
             int64_t st = cases[c].step;
             check_strides(desc, s, &st, (int64_t)cases[c].vals[0]);
@@ -294,7 +269,7 @@ static void test_slice_select(void)
         for (int j = 1; j < 4; j += 2)
             for (int l = 0; l < 5; l += 2)
                 want[k++] = v[(i * 4 + j) * 5 + l];
-    check_tensor("x[:, 1:4:2, ::2]", b, F64, 3, s323, want);
+    ref_check_tensor("x[:, 1:4:2, ::2]", b, F64, 3, s323, want, 0);
     check_strides("x[:, 1:4:2, ::2]", b, st, 5);
     CHECK(tide_shares_storage(x, b), "slices share storage");
     /* select on the sliced view: element [.., 1, ..] of dim 1, negative index */
@@ -304,7 +279,7 @@ static void test_slice_select(void)
     for (int i = 0; i < 3; i++)
         for (int l = 0; l < 5; l += 2)
             want[k++] = v[(i * 4 + 3) * 5 + l];
-    check_tensor("select(x[:, 1:4:2, ::2], 1, -1)", sel, F64, 2, s33, want);
+    ref_check_tensor("select(x[:, 1:4:2, ::2], 1, -1)", sel, F64, 2, s33, want, 0);
     check_strides("select(x[:, 1:4:2, ::2], 1, -1)", sel, st33, 15);
     tide_release(sel);
     tide_release(a);
@@ -312,12 +287,12 @@ static void test_slice_select(void)
 
     sel = tide_select(x, 0, 2);
     int64_t s45[2] = {4, 5};
-    check_tensor("select(x, 0, 2)", sel, F64, 2, s45, v + 40);
+    ref_check_tensor("select(x, 0, 2)", sel, F64, 2, s45, v + 40, 0);
     check_strides("select(x, 0, 2)", sel, (int64_t[]){5, 1}, 40);
     tide_tensor *sel2 = tide_select(sel, -1, -5);
     int64_t s4[1] = {4};
     double w4[4] = {40, 45, 50, 55};
-    check_tensor("select(select(x, 0, 2), -1, -5)", sel2, F64, 1, s4, w4);
+    ref_check_tensor("select(select(x, 0, 2), -1, -5)", sel2, F64, 1, s4, w4, 0);
     tide_tensor *sel3 = tide_select(sel2, 0, 3);
     double item = 0;
     CHECK(sel3 && tide_ndim(sel3) == 0 && tide_item(sel3, &item) == 0 && item == 55,
@@ -351,7 +326,7 @@ static void test_squeeze_unsqueeze(void)
         {"unsqueeze(2)", tide_unsqueeze(x, 2), 5, {2, 1, 1, 3, 1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        check_tensor(cases[c].desc, cases[c].r, U8, cases[c].ndim, cases[c].shape, v);
+        ref_check_tensor(cases[c].desc, cases[c].r, U8, cases[c].ndim, cases[c].shape, v, 0);
         CHECK(tide_shares_storage(x, cases[c].r), "%s shares storage", cases[c].desc);
         tide_release(cases[c].r);
     }
@@ -382,7 +357,7 @@ static void test_squeeze_unsqueeze(void)
     tide_tensor *sq = tide_squeeze(sl, 1);
     int64_t s24[2] = {2, 4};
     double want[8] = {4, 5, 6, 7, 16, 17, 18, 19};
-    check_tensor("squeeze(y[:, 1:2, :], 1)", sq, F32, 2, s24, want);
+    ref_check_tensor("squeeze(y[:, 1:2, :], 1)", sq, F32, 2, s24, want, 0);
     check_strides("squeeze(y[:, 1:2, :], 1)", sq, (int64_t[]){12, 1}, 4);
     tide_release(sq);
     tide_release(sl);
@@ -408,7 +383,7 @@ static void test_contiguous_clone(void)
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 3; j++)
             want[i * 3 + j] = v[j * 4 + i];
-    check_tensor("contiguous(transposed)", c, F32, 2, s43, want);
+    ref_check_tensor("contiguous(transposed)", c, F32, 2, s43, want, 0);
     check_strides("contiguous(transposed)", c, st43, 0);
     CHECK(c && !tide_shares_storage(c, x) && tide_is_contiguous(c), "contiguous(transposed) copies");
     tide_release(c);
@@ -422,7 +397,7 @@ static void test_contiguous_clone(void)
     tide_release(sl);
 
     tide_tensor *cl = tide_clone(x);
-    check_tensor("clone", cl, F32, 2, s34, v);
+    ref_check_tensor("clone", cl, F32, 2, s34, v, 0);
     CHECK(cl && !tide_shares_storage(cl, x), "clone does not share storage");
     CHECK(cl && tide_fill_(cl, 9) == 0, "fill_ of a clone");
     double *g = ref_read(x);
@@ -430,13 +405,13 @@ static void test_contiguous_clone(void)
     free(g);
     tide_release(cl);
     cl = tide_clone(t);
-    check_tensor("clone(transposed)", cl, F32, 2, s43, want);
+    ref_check_tensor("clone(transposed)", cl, F32, 2, s43, want, 0);
     CHECK(cl && tide_is_contiguous(cl) && !tide_shares_storage(cl, t), "clone(transposed) is fresh");
     tide_release(cl);
     tide_tensor *z = tide_scalar(2, BOOL);
     cl = tide_clone(z);
     double one = 1;
-    check_tensor("clone(0-dim bool)", cl, BOOL, 0, NULL, &one);
+    ref_check_tensor("clone(0-dim bool)", cl, BOOL, 0, NULL, &one, 0);
     tide_release(cl);
     tide_release(z);
     tide_release(t);
@@ -501,7 +476,7 @@ static void test_cat_stack(void)
                          ref_dtype_name(dtsets[ds][1]), ref_shape_str(3, shapes[1]),
                          ref_dtype_name(dtsets[ds][2]), ref_shape_str(3, shapes[2]), dim);
                 tide_tensor *r = tide_cat(xs, 3, dim);
-                check_tensor(desc, r, dtwant[ds], 3, oshape, want);
+                ref_check_tensor(desc, r, dtwant[ds], 3, oshape, want, 0);
                 tide_release(r);
                 for (int i = 0; i < 3; i++)
                     tide_release(xs[i]);
@@ -538,7 +513,7 @@ static void test_cat_stack(void)
             char desc[128];
             snprintf(desc, sizeof desc, "stack(3 x [2,3] %s, dim %d)", ref_layout_name(l), dim);
             tide_tensor *r = tide_stack(xs, 3, dim);
-            check_tensor(desc, r, want_dt, 3, oshape, want);
+            ref_check_tensor(desc, r, want_dt, 3, oshape, want, 0);
             tide_release(r);
             for (int i = 0; i < 3; i++)
                 tide_release(xs[i]);
@@ -548,12 +523,12 @@ static void test_cat_stack(void)
     double v[6];
     tide_tensor *x = iota(2, s23, F32, v);
     tide_tensor *c = tide_cat(&x, 1, 1);
-    check_tensor("cat of one", c, F32, 2, s23, v);
+    ref_check_tensor("cat of one", c, F32, 2, s23, v, 0);
     CHECK(c && !tide_shares_storage(c, x), "cat of one tensor is a copy");
     tide_release(c);
     c = tide_stack(&x, 1, 0);
     int64_t s123[3] = {1, 2, 3};
-    check_tensor("stack of one", c, F32, 3, s123, v);
+    ref_check_tensor("stack of one", c, F32, 3, s123, v, 0);
     tide_release(c);
     tide_release(x);
 }
@@ -567,19 +542,19 @@ static void test_pad(void)
     int64_t p1[2] = {1, 2}, s26[2] = {2, 6};
     double w1[12] = {7.5, 0, 1, 2, 7.5, 7.5, 7.5, 3, 4, 5, 7.5, 7.5};
     tide_tensor *r = tide_pad(x, p1, 2, 7.5);
-    check_tensor("pad [2,3] (1,2) with 7.5", r, F32, 2, s26, w1);
+    ref_check_tensor("pad [2,3] (1,2) with 7.5", r, F32, 2, s26, w1, 0);
     CHECK(r && !tide_shares_storage(r, x), "pad copies");
     tide_release(r);
 
     int64_t p2[4] = {1, 0, 0, 2}, s44[2] = {4, 4};
     double w2[16] = {-1, 0, 1, 2, -1, 3, 4, 5, -1, -1, -1, -1, -1, -1, -1, -1};
     r = tide_pad(x, p2, 4, -1);
-    check_tensor("pad [2,3] (1,0, 0,2) with -1", r, F32, 2, s44, w2);
+    ref_check_tensor("pad [2,3] (1,0, 0,2) with -1", r, F32, 2, s44, w2, 0);
     tide_release(r);
 
     int64_t p0[4] = {0, 0, 0, 0};
     r = tide_pad(x, p0, 4, 3);
-    check_tensor("pad with zeros everywhere", r, F32, 2, s23, v);
+    ref_check_tensor("pad with zeros everywhere", r, F32, 2, s23, v, 0);
     tide_release(r);
 
     /* Integer tensor, transposed input, 3-D with one pair. */
@@ -593,7 +568,7 @@ static void test_pad(void)
             for (int k = 0; k < 6; k++)
                 w3[(i * 4 + j) * 6 + k] = k >= 2 && k < 5 ? v[(i * 3 + (k - 2)) * 4 + j] : 3;
     r = tide_pad(t, p3, 2, 3);
-    check_tensor("pad int32 transposed [2,4,3] (2,1) with 3", r, I32, 3, s246, w3);
+    ref_check_tensor("pad int32 transposed [2,4,3] (2,1) with 3", r, I32, 3, s246, w3, 0);
     tide_release(r);
     /* All three dims. */
     int64_t p6[6] = {0, 1, 1, 0, 1, 1}, s454[3] = {4, 5, 4};
@@ -605,7 +580,7 @@ static void test_pad(void)
                 w6[(i * 5 + j) * 4 + k] = in ? v[((i - 1) * 3 + k) * 4 + (j - 1)] : 0;
             }
     r = tide_pad(t, p6, 6, 0);
-    check_tensor("pad int32 transposed [2,4,3] over 3 dims", r, I32, 3, s454, w6);
+    ref_check_tensor("pad int32 transposed [2,4,3] over 3 dims", r, I32, 3, s454, w6, 0);
     tide_release(r);
     tide_release(t);
     tide_release(y);
@@ -643,12 +618,12 @@ static void test_flip(void)
             char desc[96];
             snprintf(desc, sizeof desc, "flip(%s, case %zu)", src ? "permuted [3,2,4]" : "[2,3,4]", c);
             tide_tensor *r = tide_flip(src ? t : x, cases[c].dims, cases[c].n);
-            check_tensor(desc, r, F64, 3, sh, want);
+            ref_check_tensor(desc, r, F64, 3, sh, want, 0);
             CHECK(r && !tide_shares_storage(r, x), "%s copies", desc);
             tide_release(r);
         }
     tide_tensor *r = tide_flip(x, NULL, 0);
-    check_tensor("flip over no dims", r, F64, 3, s234, v);
+    ref_check_tensor("flip over no dims", r, F64, 3, s234, v, 0);
     tide_release(r);
     tide_release(t);
     tide_release(x);
@@ -665,7 +640,7 @@ static void test_copy_fill(void)
     tide_tensor *src = tide_from_data(src_data, 1, &two, I32);
     CHECK(tide_copy_(cols, src) == 0, "copy_ into a strided view: %s", tide_last_error());
     double w1[12] = {5, 0, -6, 0, 5, 0, -6, 0, 5, 0, -6, 0};
-    check_tensor("dst after copy_ of [5,-6] into dst[:, ::2]", dst, F32, 2, s34, w1);
+    ref_check_tensor("dst after copy_ of [5,-6] into dst[:, ::2]", dst, F32, 2, s34, w1, 0);
     tide_release(src);
     tide_release(cols);
 
@@ -681,7 +656,7 @@ static void test_copy_fill(void)
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 4; j++)
             w2[i * 4 + j] = (double)(float)sv[j * 3 + i];
-    check_tensor("dst after copy_ into its transpose", dst, F32, 2, s34, w2);
+    ref_check_tensor("dst after copy_ into its transpose", dst, F32, 2, s34, w2, 0);
     tide_release(src64);
     tide_release(dt);
 
@@ -693,13 +668,13 @@ static void test_copy_fill(void)
     tide_tensor *fsrc = ref_from_doubles(fv, 1, &four, F32);
     CHECK(tide_copy_(row, fsrc) == 0, "copy_ float32 -> int32 row: %s", tide_last_error());
     double w3[12] = {-1, -1, -1, -1, 2, -2, 0, 100, -1, -1, -1, -1};
-    check_tensor("int32 dst after copy_ of floats into row 1", idst, I32, 2, s34, w3);
+    ref_check_tensor("int32 dst after copy_ of floats into row 1", idst, I32, 2, s34, w3, 0);
     /* a 0-dim source fills the view */
     tide_tensor *z = tide_scalar(9, F64);
     tide_tensor *col = tide_select(idst, 1, -1);
     CHECK(tide_copy_(col, z) == 0, "copy_ 0-dim into a column: %s", tide_last_error());
     w3[3] = w3[7] = w3[11] = 9;
-    check_tensor("int32 dst after copy_ of 9 into column -1", idst, I32, 2, s34, w3);
+    ref_check_tensor("int32 dst after copy_ of 9 into column -1", idst, I32, 2, s34, w3, 0);
     tide_release(z);
     tide_release(col);
     tide_release(fsrc);
@@ -709,7 +684,7 @@ static void test_copy_fill(void)
     tide_tensor *r0 = tide_select(idst, 0, 0);
     CHECK(tide_fill_(r0, 3.9) == 0, "fill_ a row view: %s", tide_last_error());
     w3[0] = w3[1] = w3[2] = w3[3] = 3;
-    check_tensor("int32 dst after fill_(row 0, 3.9)", idst, I32, 2, s34, w3);
+    ref_check_tensor("int32 dst after fill_(row 0, 3.9)", idst, I32, 2, s34, w3, 0);
     tide_release(r0);
     tide_tensor *rows = tide_slice(dst, 0, 1, 3, 1);
     tide_tensor *block = tide_slice(rows, 1, 1, 4, 2); /* dst[1:3, 1::2] */
@@ -717,7 +692,7 @@ static void test_copy_fill(void)
     for (int i = 1; i < 3; i++)
         for (int j = 1; j < 4; j += 2)
             w2[i * 4 + j] = -0.5;
-    check_tensor("dst after fill_(dst[1:3, 1::2], -0.5)", dst, F32, 2, s34, w2);
+    ref_check_tensor("dst after fill_(dst[1:3, 1::2], -0.5)", dst, F32, 2, s34, w2, 0);
     tide_release(block);
     tide_release(rows);
 
@@ -725,14 +700,14 @@ static void test_copy_fill(void)
     tide_tensor *ue = tide_slice(u, 0, 1, 4, 2);
     CHECK(tide_fill_(ue, 255) == 0, "fill_ uint8 view: %s", tide_last_error());
     double w4[4] = {0, 255, 0, 255};
-    check_tensor("uint8 after fill_ of [1::2]", u, U8, 1, &four, w4);
+    ref_check_tensor("uint8 after fill_ of [1::2]", u, U8, 1, &four, w4, 0);
     tide_release(ue);
     tide_release(u);
 
     tide_tensor *b = tide_zeros(1, &four, BOOL);
     CHECK(tide_fill_(b, 0.25) == 0, "fill_ bool: %s", tide_last_error());
     double w5[4] = {1, 1, 1, 1};
-    check_tensor("bool after fill_(0.25)", b, BOOL, 1, &four, w5);
+    ref_check_tensor("bool after fill_(0.25)", b, BOOL, 1, &four, w5, 0);
     tide_release(b);
 
     /* copy_ between two disjoint views of one storage. */
@@ -742,7 +717,7 @@ static void test_copy_fill(void)
     tide_tensor *lo = tide_slice(a, 0, 0, 4, 1), *hi = tide_slice(a, 0, 4, 8, 1);
     CHECK(tide_copy_(lo, hi) == 0, "copy_ hi -> lo: %s", tide_last_error());
     double w6[8] = {4, 5, 6, 7, 4, 5, 6, 7};
-    check_tensor("after copy_(a[0:4], a[4:8])", a, F64, 1, &eight, w6);
+    ref_check_tensor("after copy_(a[0:4], a[4:8])", a, F64, 1, &eight, w6, 0);
     tide_release(lo);
     tide_release(hi);
     tide_release(a);

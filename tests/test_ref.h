@@ -426,4 +426,34 @@ static inline const char *ref_tensor_shape_str(const tide_tensor *t)
     return ref_shape_str(tide_ndim(t), tide_shape(t));
 }
 
+/* ---- checking a result ------------------------------------------------------------------- */
+
+#ifdef TIDE_TEST_UTIL_H
+/* Checks dtype, shape and values (needs test_util.h's CHECK); float32 values within rtol of want (exact when rtol is 0). */
+static inline void ref_check_tensor(const char *desc, const tide_tensor *t, tide_dtype dt, int ndim,
+                         const int64_t *shape, const double *want,
+                                    double rtol)
+{
+    if (!t) {
+        CHECK(t != NULL, "%s: failed: %s", desc, tide_last_error());
+        return;
+    }
+    CHECK(tide_get_dtype(t) == dt, "%s: dtype %s, want %s", desc, ref_dtype_name(tide_get_dtype(t)),
+          ref_dtype_name(dt));
+    bool shape_ok = ref_same_shape(t, ndim, shape);
+    CHECK(shape_ok, "%s: shape %s, want %s", desc, ref_tensor_shape_str(t),
+          ref_shape_str(ndim, shape));
+    if (!shape_ok)
+        return;
+    double *got = ref_read(t);
+    CHECK(got != NULL, "%s: reading failed: %s", desc, tide_last_error());
+    if (!got)
+        return;
+    int64_t bad = ref_mismatch(got, want, ref_numel(ndim, shape), rtol, 0);
+    CHECK(bad < 0, "%s: first mismatch at %s: got %.10g, want %.10g", desc,
+          ref_index_str(ndim, shape, bad), got[bad], want[bad]);
+    free(got);
+}
+#endif
+
 #endif /* TIDE_TEST_REF_H */
