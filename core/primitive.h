@@ -35,9 +35,19 @@
     X(WHERE, where) X(CAST, cast) X(COPY, copy) X(FILL, fill) X(IOTA, iota) X(CAT, cat)           \
     X(PAD, pad) X(FLIP, flip)
 
+/* Index-valued ops; the index input is int64 or int32. */
+#define TIDE_INDEX_OPS(X) X(GATHER, gather) X(SCATTER_ADD, scatter_add) X(INDEX_SELECT, index_select)
+
+/* Library ops, opaque to fusion (BLAS, convolution, pooling) and the random-number source. */
+#define TIDE_LIBRARY_OPS(X)                                                                        \
+    X(MATMUL, matmul) X(CONV2D, conv2d) X(CONV2D_GRAD_INPUT, conv2d_grad_input)                   \
+    X(CONV2D_GRAD_WEIGHT, conv2d_grad_weight) X(MAX_POOL2D, max_pool2d)                           \
+    X(MAX_POOL2D_INDICES, max_pool2d_indices) X(AVG_POOL2D, avg_pool2d)                           \
+    X(AVG_POOL2D_GRAD, avg_pool2d_grad) X(RANDOM, random)
+
 #define TIDE_ALL_OPS(X)                                                                            \
     TIDE_UNARY_OPS(X) TIDE_BINARY_OPS(X) TIDE_REDUCE_OPS(X) TIDE_ARGREDUCE_OPS(X)                 \
-    TIDE_VIEW_OPS(X) TIDE_OTHER_OPS(X)
+    TIDE_VIEW_OPS(X) TIDE_OTHER_OPS(X) TIDE_INDEX_OPS(X) TIDE_LIBRARY_OPS(X)
 
 typedef enum tide_op {
 #define TIDE_OP_ENUM(id, name) TIDE_OP_##id,
@@ -69,6 +79,19 @@ static inline bool tide_op_is_binary(tide_op op)
  *  (linspace) the second half counts back from values[2] so both endpoints are exact.
  *  CAT: ints[0] = the dim.  PAD: ints = (before, after) per dim, dim 0 first; values[0] = fill.
  *  FLIP: ints = the flipped dims.
+ *  GATHER, INDEX_SELECT: in = (x, index), ints[0] = dim.  SCATTER_ADD: in = (x, index, src),
+ *  ints[0] = dim; out = x with src added at the indexed places. Kernels check every index.
+ *  MATMUL: in = (a [..., M, K], b [..., K, N]) with equal ndim >= 2 whose batch dims broadcast
+ *  (expanded views with stride 0 are fine); out [batch..., M, N].
+ *  CONV2D: in = (x [N,C,H,W], w [O,C/g,kH,kW]); CONV2D_GRAD_INPUT: in = (grad_out, w), out has
+ *  the input's shape; CONV2D_GRAD_WEIGHT: in = (x, grad_out), out has w's shape. For all three
+ *  ints = (stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups).
+ *  MAX_POOL2D, MAX_POOL2D_INDICES (int64 out: position in the H*W plane), AVG_POOL2D:
+ *  in = (x), ints = (k_h, k_w, stride_h, stride_w, pad_h, pad_w, count_include_pad).
+ *  AVG_POOL2D_GRAD: in = (grad_out), out has the input's shape, the same ints.
+ *  RANDOM: no inputs; ints = (distribution: 0 uniform [a, b), 1 normal (mean a, std b),
+ *  2 integers uniform in [a, b); seed; offset), values = (a, b). Element i of the output is a
+ *  function of (seed, offset + i) alone, so every thread count and device agrees.
  *  View ops: shape/strides/offset of the result are on the output tensor itself; ints hold the
  *  user's arguments (RESHAPE: shape; PERMUTE: perm; EXPAND: shape; SLICE: dim, start, end,
  *  step; SELECT: dim, index) so a tracer can replay them.

@@ -191,6 +191,126 @@ TIDE_API tide_tensor *tide_flip(const tide_tensor *x, const int *dims, int ndims
 TIDE_API int tide_copy_(tide_tensor *dst, const tide_tensor *src);
 TIDE_API int tide_fill_(tide_tensor *dst, double value);
 
+/* ---- linear algebra ------------------------------------------------------------------------ */
+/* torch.matmul: 1-D·1-D is a dot product, 2-D·2-D a matrix product, 1-D operands gain a dim that
+ * is then dropped, and dims before the last two broadcast as batch dims. float32/float64 go to
+ * BLAS; integer dtypes use a plain loop; bool is an error. */
+TIDE_API tide_tensor *tide_matmul(const tide_tensor *a, const tide_tensor *b);
+
+/* ---- convolution and pooling (NCHW) --------------------------------------------------------- */
+/* x [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or NULL. stride, padding and dilation
+ * hold (height, width). */
+TIDE_API tide_tensor *tide_conv2d(const tide_tensor *x, const tide_tensor *weight,
+                                  const tide_tensor *bias, const int stride[2],
+                                  const int padding[2], const int dilation[2], int groups);
+/* The gradients of conv2d (autograd uses them; also useful alone): with respect to the input
+ * (whose H and W are given, since stride can make them ambiguous) and to the weight. */
+TIDE_API tide_tensor *tide_conv2d_grad_input(const tide_tensor *grad_out, const tide_tensor *weight,
+                                             const int64_t input_hw[2], const int stride[2],
+                                             const int padding[2], const int dilation[2], int groups);
+TIDE_API tide_tensor *tide_conv2d_grad_weight(const tide_tensor *x, const tide_tensor *grad_out,
+                                              const int64_t kernel_hw[2], const int stride[2],
+                                              const int padding[2], const int dilation[2],
+                                              int groups);
+/* Padding counts as -inf. With indices non-NULL, *indices receives (new reference) the int64
+ * position of each maximum in its H*W plane, as PyTorch's return_indices. */
+TIDE_API tide_tensor *tide_max_pool2d(const tide_tensor *x, const int kernel[2], const int stride[2],
+                                      const int padding[2], tide_tensor **indices);
+/* count_include_pad as PyTorch (its default is true). */
+TIDE_API tide_tensor *tide_avg_pool2d(const tide_tensor *x, const int kernel[2], const int stride[2],
+                                      const int padding[2], bool count_include_pad);
+TIDE_API tide_tensor *tide_avg_pool2d_grad(const tide_tensor *grad_out, const int64_t input_hw[2],
+                                           const int kernel[2], const int stride[2],
+                                           const int padding[2], bool count_include_pad);
+/* Output [N, C, out_h, out_w]; bins as PyTorch's adaptive_avg_pool2d. */
+TIDE_API tide_tensor *tide_adaptive_avg_pool2d(const tide_tensor *x, int64_t out_h, int64_t out_w);
+
+/* ---- indexing (index tensors are int64 or int32; every index is bounds-checked) ------------ */
+TIDE_API tide_tensor *tide_gather(const tide_tensor *x, int dim, const tide_tensor *index);
+/* A copy of x with src[i][j][k] added at index[i][j][k] along dim (functional). */
+TIDE_API tide_tensor *tide_scatter_add(const tide_tensor *x, int dim, const tide_tensor *index,
+                                       const tide_tensor *src);
+TIDE_API tide_tensor *tide_index_select(const tide_tensor *x, int dim, const tide_tensor *index);
+/* weight [V, D], indices of any shape: result indices.shape + [D]. */
+TIDE_API tide_tensor *tide_embedding(const tide_tensor *weight, const tide_tensor *indices);
+/* int64 result indices.shape + [num_classes]; num_classes < 0: max index + 1. */
+TIDE_API tide_tensor *tide_one_hot(const tide_tensor *indices, int64_t num_classes);
+TIDE_API tide_tensor *tide_masked_fill(const tide_tensor *x, const tide_tensor *mask, double value);
+
+/* ---- random numbers ------------------------------------------------------------------------ */
+/* Counter-based (Philox4x32-10): a seed gives the same numbers for any thread count and on
+ * every device. The state is (seed, offset); each call consumes numbers and advances offset. */
+TIDE_API void tide_manual_seed(uint64_t seed);
+TIDE_API void tide_get_rng_state(uint64_t state[2]);
+TIDE_API void tide_set_rng_state(const uint64_t state[2]);
+TIDE_API tide_tensor *tide_rand(int ndim, const int64_t *shape, tide_dtype dtype);  /* [0, 1) */
+TIDE_API tide_tensor *tide_randn(int ndim, const int64_t *shape, tide_dtype dtype); /* N(0, 1) */
+/* Integers uniform in [low, high). */
+TIDE_API tide_tensor *tide_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
+                                   tide_dtype dtype);
+/* 1 with probability p (a tensor of probabilities), else 0; p's shape and dtype. */
+TIDE_API tide_tensor *tide_bernoulli(const tide_tensor *p);
+TIDE_API tide_tensor *tide_randperm(int64_t n, tide_dtype dtype);
+TIDE_API int tide_uniform_(tide_tensor *t, double low, double high);
+TIDE_API int tide_normal_(tide_tensor *t, double mean, double std);
+
+/* ---- composite neural-network ops (built from the ops above) -------------------------------- */
+typedef enum tide_reduction {
+    TIDE_REDUCTION_NONE = 0,
+    TIDE_REDUCTION_MEAN,
+    TIDE_REDUCTION_SUM
+} tide_reduction;
+TIDE_API tide_tensor *tide_softmax(const tide_tensor *x, int dim);
+TIDE_API tide_tensor *tide_log_softmax(const tide_tensor *x, int dim);
+TIDE_API tide_tensor *tide_logsumexp(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+/* Normalizes over the last n_normalized dims; weight and bias (that shape) may be NULL. */
+TIDE_API tide_tensor *tide_layer_norm(const tide_tensor *x, int n_normalized,
+                                      const tide_tensor *weight, const tide_tensor *bias, double eps);
+/* x [N, C, ...]. Training: batch statistics, and running_mean/running_var (if given) are updated
+ * in place with momentum (unbiased variance, as PyTorch). Eval: the running statistics. */
+TIDE_API tide_tensor *tide_batch_norm(const tide_tensor *x, tide_tensor *running_mean,
+                                      tide_tensor *running_var, const tide_tensor *weight,
+                                      const tide_tensor *bias, bool training, double momentum,
+                                      double eps);
+/* x @ weight^T + bias; weight [out, in]; bias may be NULL. */
+TIDE_API tide_tensor *tide_linear(const tide_tensor *x, const tide_tensor *weight,
+                                  const tide_tensor *bias);
+TIDE_API tide_tensor *tide_dropout(const tide_tensor *x, double p, bool training);
+/* logits [N, C] or [N, C, d...] (or [C]); target class indices (0-based, int64) [N] or
+ * [N, d...]; ignore_index as PyTorch (-100 by default there). */
+TIDE_API tide_tensor *tide_cross_entropy(const tide_tensor *logits, const tide_tensor *target,
+                                         tide_reduction reduction, double label_smoothing,
+                                         int64_t ignore_index);
+TIDE_API tide_tensor *tide_nll_loss(const tide_tensor *log_probs, const tide_tensor *target,
+                                    tide_reduction reduction, int64_t ignore_index);
+TIDE_API tide_tensor *tide_mse_loss(const tide_tensor *input, const tide_tensor *target,
+                                    tide_reduction reduction);
+TIDE_API tide_tensor *tide_binary_cross_entropy_with_logits(const tide_tensor *logits,
+                                                            const tide_tensor *target,
+                                                            tide_reduction reduction);
+/* approximate_tanh: the tanh approximation (PyTorch's approximate="tanh"); else erf-exact. */
+TIDE_API tide_tensor *tide_gelu(const tide_tensor *x, bool approximate_tanh);
+TIDE_API tide_tensor *tide_silu(const tide_tensor *x);
+
+/* ---- autograd ------------------------------------------------------------------------------ */
+/* Marks a floating-point leaf as needing gradients (or not). 0 or -1. */
+TIDE_API int tide_requires_grad_(tide_tensor *t, bool requires_grad);
+TIDE_API bool tide_requires_grad(const tide_tensor *t);
+/* The accumulated gradient (new reference), or NULL when there is none (not an error). */
+TIDE_API tide_tensor *tide_grad(const tide_tensor *t);
+/* Replaces the gradient (NULL clears it). 0 or -1. */
+TIDE_API int tide_set_grad(tide_tensor *t, const tide_tensor *grad);
+/* Accumulates d(root)/d(leaf) into every leaf's grad. grad_root NULL means 1 (root must have
+ * one element). Without retain_graph the graph's saved tensors are freed. 0 or -1. */
+TIDE_API int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph);
+/* The same values, outside the graph (shares storage). */
+TIDE_API tide_tensor *tide_detach(const tide_tensor *t);
+/* Grad mode of the calling thread; returns the previous setting. */
+TIDE_API bool tide_set_grad_enabled(bool enabled);
+TIDE_API bool tide_is_grad_enabled(void);
+/* The name of the op that made t inside a graph ("add", "matmul"...), or NULL for a leaf. */
+TIDE_API const char *tide_grad_fn_name(const tide_tensor *t);
+
 /* ---- runtime ------------------------------------------------------------------------------ */
 /* Threads used by kernels above a size threshold. Default: TIDE_NUM_THREADS, else the cores. */
 TIDE_API void tide_set_num_threads(int n);

@@ -75,6 +75,29 @@ static int cpu_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *
         return td_cpu_pad(out, in[0], a->ints, a->values[0]);
     case TIDE_OP_FLIP:
         return td_cpu_flip(out, in[0], a->ints, a->nints);
+    case TIDE_OP_GATHER:
+        return td_cpu_gather(out, in[0], in[1], (int)a->ints[0]);
+    case TIDE_OP_SCATTER_ADD:
+        return td_cpu_scatter_add(out, in[0], in[1], in[2], (int)a->ints[0]);
+    case TIDE_OP_INDEX_SELECT:
+        return td_cpu_index_select(out, in[0], in[1], (int)a->ints[0]);
+    case TIDE_OP_MATMUL:
+        return td_cpu_matmul(out, in[0], in[1]);
+    case TIDE_OP_CONV2D:
+        return td_cpu_conv2d(out, in[0], in[1], a->ints);
+    case TIDE_OP_CONV2D_GRAD_INPUT:
+        return td_cpu_conv2d_grad_input(out, in[0], in[1], a->ints);
+    case TIDE_OP_CONV2D_GRAD_WEIGHT:
+        return td_cpu_conv2d_grad_weight(out, in[0], in[1], a->ints);
+    case TIDE_OP_MAX_POOL2D:
+    case TIDE_OP_MAX_POOL2D_INDICES:
+    case TIDE_OP_AVG_POOL2D:
+        return td_cpu_pool2d(op, out, in[0], a->ints);
+    case TIDE_OP_AVG_POOL2D_GRAD:
+        return td_cpu_avg_pool2d_grad(out, in[0], a->ints);
+    case TIDE_OP_RANDOM:
+        return td_cpu_random(out, (int)a->ints[0], (uint64_t)a->ints[1], (uint64_t)a->ints[2],
+                             a->values[0], a->values[1]);
     default:
         return td_error("cpu: no kernel for op %s", tide_op_name(op));
     }

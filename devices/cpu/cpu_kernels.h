@@ -45,4 +45,34 @@ int td_cpu_cat(tide_tensor *out, tide_tensor *const *xs, int n, int dim);
 int td_cpu_pad(tide_tensor *out, const tide_tensor *x, const int64_t *pads, double value);
 int td_cpu_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int ndims);
 
+/* ---- cpu_matmul.c ---- */
+/* a [..., M, K] and b [..., K, N] have out's dtype and ndim; batch dims broadcast to out's
+ * (stride 0 where expanded). float32/float64 through BLAS, integers by a blocked loop. */
+int td_cpu_matmul(tide_tensor *out, const tide_tensor *a, const tide_tensor *b);
+
+/* ---- cpu_conv.c ---- */
+/* p = (stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups); float32/float64. */
+int td_cpu_conv2d(tide_tensor *out, const tide_tensor *x, const tide_tensor *w, const int64_t *p);
+int td_cpu_conv2d_grad_input(tide_tensor *out, const tide_tensor *grad_out, const tide_tensor *w,
+                             const int64_t *p);
+int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide_tensor *grad_out,
+                              const int64_t *p);
+/* op is MAX_POOL2D, MAX_POOL2D_INDICES or AVG_POOL2D; p = (k_h, k_w, stride_h, stride_w, pad_h,
+ * pad_w, count_include_pad). */
+int td_cpu_pool2d(tide_op op, tide_tensor *out, const tide_tensor *x, const int64_t *p);
+int td_cpu_avg_pool2d_grad(tide_tensor *out, const tide_tensor *grad_out, const int64_t *p);
+
+/* ---- cpu_index.c ---- */
+/* Every index value is checked against its bound; an error names the index and the bound. */
+int td_cpu_gather(tide_tensor *out, const tide_tensor *x, const tide_tensor *index, int dim);
+int td_cpu_scatter_add(tide_tensor *out, const tide_tensor *x, const tide_tensor *index,
+                       const tide_tensor *src, int dim);
+int td_cpu_index_select(tide_tensor *out, const tide_tensor *x, const tide_tensor *index, int dim);
+
+/* ---- cpu_random.c ---- */
+/* distribution 0: uniform [a, b); 1: normal(mean a, std b); 2: integers in [a, b). Element i
+ * depends only on (seed, offset + i). */
+int td_cpu_random(tide_tensor *out, int distribution, uint64_t seed, uint64_t offset, double a,
+                  double b);
+
 #endif
