@@ -7,7 +7,8 @@ packages=(
   build-essential cmake pkg-config
   libopenblas-dev liblua5.4-dev lua5.4 libtcc-dev libsleef-dev
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools
-  valgrind
+  valgrind zlib1g-dev
+  dataset-fashion-mnist
 )
 
 missing=()
