@@ -1,46 +1,519 @@
-/* cpu_conv.c — placeholder until this file is written. */
+/*
+ * cpu_conv.c — conv2d and its input and weight gradients on the CPU. Most convolutions are
+ * GEMMs over column matrices (cpu_conv.h, cpu_im2col.c):
+ *   forward      out_g[Og, P]  = W_g[Og, K] x col[K, P]
+ *   grad input   col[K, P]     = W_g^T x gout_g[Og, P], then col2im adds col into dx
+ *   grad weight  dW_g[Og, K]  += gout_g[Og, P] x col^T
+ * for each group g and each block of P output positions, with K = C/groups * kH * kW. Large
+ * stride-1 convolutions skip the columns in the forward and grad-input directions
+ * (cpu_conv_shift.c).
+ *
+ * Blocks keep the temporaries bounded and in cache: a large image is cut into tiles, and small
+ * images are batched whole into one block so that the GEMM still gets a useful width (the
+ * forward result of such a block goes to a scratch matrix and is scattered to NCHW; the
+ * gradient is gathered into one). A 1x1 convolution with stride 1 and no padding needs no
+ * columns at all: each image's plane already is the matrix.
+ *
+ * Threads: OpenBLAS threads a GEMM by itself above TD_BLAS_GEMM_SINGLE_THREAD_MNK
+ * multiply-adds and runs it on the calling thread below. Two pools busy at once on the same
+ * cores slow each other down badly (a waiting worker spins), so a convolution uses one or the
+ * other, never both: when blocks can be made small enough for single-threaded GEMMs, the blocks
+ * (im2col, GEMM, scatter) are spread over tide's threads; otherwise blocks run one after
+ * another on the calling thread, the moves serially and each GEMM on OpenBLAS's threads.
+ */
+#include <string.h>
+
+#include "cpu_blas.h"
+#include "cpu_conv.h"
 #include "cpu_kernels.h"
+
+/* Column bytes per block when BLAS threads the GEMMs: about an L2's worth with BLAS's packed
+ * copy, and wide enough (>= MIN_COLS) for full-speed GEMMs. */
+#define COL_BYTES (1 << 20)
+#define MIN_COLS 256
+/* Single-threaded GEMMs narrower than this are not worth spreading over threads. */
+#define MIN_PAR_COLS 64
+/* Images with fewer output positions than this go through the batched column path even when
+ * they need no columns (1x1), since one GEMM per small image is slower than a copy. */
+#define DIRECT_MIN_L 256
+/* Partial weight gradients summed at the end when blocks run in parallel. */
+#define MAX_PIECES 16
+
+typedef struct conv_plan {
+    td_conv_dims d;
+    td_conv_geom g_out; /* 1x1 over grad_out: gathers it into [Og, P] */
+    bool parallel;      /* blocks on tide's threads, single-threaded GEMMs */
+    bool direct;        /* 1x1, stride 1, no padding: no columns */
+    /* blocks: tiles of `tile` positions of one image, or `imgs` whole images */
+    int64_t tile, imgs, max_p, tiles, img_blocks;
+} conv_plan;
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* x: the input's [N, C, H, W]; o: [O, OH, OW]; k: [kh, kw]; p: the attributes. */
+static void plan_init(conv_plan *pl, const int64_t *x, const int64_t *o, const int64_t *k,
+                      const int64_t *p, tide_dtype dt)
+{
+    memset(pl, 0, sizeof *pl);
+    td_conv_dims *d = &pl->d;
+    d->g = (td_conv_geom){.H = x[2], .W = x[3], .OH = o[1], .OW = o[2], .L = o[1] * o[2],
+                          .kh = k[0], .kw = k[1], .sh = p[0], .sw = p[1], .ph = p[2],
+                          .pw = p[3], .dh = p[4], .dw = p[5]};
+    pl->g_out = (td_conv_geom){.H = o[1], .W = o[2], .OH = o[1], .OW = o[2], .L = o[1] * o[2],
+                               .kh = 1, .kw = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1};
+    d->N = x[0];
+    d->C = x[1];
+    d->O = o[0];
+    d->groups = p[6];
+    d->Cg = d->C / d->groups;
+    d->Og = d->O / d->groups;
+    d->K = d->Cg * k[0] * k[1];
+    d->dt = dt;
+    d->es = td_dtype_sizes[dt];
+}
+
+/* A 1x1 window with stride 1 and no padding over planes big enough to be GEMM operands. */
+static bool pointwise(const conv_plan *pl)
+{
+    const td_conv_geom *g = &pl->d.g;
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
+           g->L >= DIRECT_MIN_L;
+}
+
+/* Whether nrows planes (H x W) of v, from any channel, read as a [nrows, H*W] matrix with a
+ * BLAS-sized leading dimension. */
+static bool plane_matrix(const td_nchw *v, int64_t H, int64_t W, int64_t nrows)
+{
+    bool flat = (W == 1 || v->s[3] == 1) && (H == 1 || v->s[2] == W);
+    return flat && (nrows == 1 || (v->s[1] >= H * W && v->s[1] <= INT32_MAX));
+}
+
+/* Chooses threads and cuts the positions into blocks. direct: one whole image per block. */
+static void plan_blocks(conv_plan *pl, bool direct)
+{
+    const td_conv_dims *d = &pl->d;
+    int64_t L = d->g.L;
+    int64_t small = TD_BLAS_GEMM_SINGLE_THREAD_MNK / max64(1, d->Og * d->K);
+    pl->direct = direct;
+    pl->parallel = td_num_threads() > 1 && (direct ? small >= L : small >= MIN_PAR_COLS);
+    int64_t target = pl->parallel ? small : max64(MIN_COLS, COL_BYTES / (d->K * (int64_t)d->es));
+    if (direct || L >= target) {
+        pl->tile = direct ? L : ceil_div(L, ceil_div(L, target));
+        pl->imgs = 1;
+        pl->max_p = pl->tile;
+    } else {
+        pl->tile = L;
+        pl->imgs = max64(1, min64(d->N, target / L));
+        pl->max_p = pl->imgs * L;
+    }
+    pl->tiles = ceil_div(L, pl->tile);
+    pl->img_blocks = ceil_div(d->N, pl->imgs);
+}
+
+/* Block b (image block b / tiles, tile b % tiles): first image, first position in it, width. */
+static void block_at(const conv_plan *pl, int64_t b, int64_t *n0, int64_t *l0, int64_t *P)
+{
+    int64_t L = pl->d.g.L;
+    *n0 = b / pl->tiles * pl->imgs;
+    *l0 = b % pl->tiles * pl->tile;
+    *P = pl->imgs > 1 ? min64(pl->imgs, pl->d.N - *n0) * L : min64(pl->tile, L - *l0);
+}
+
+/* BLAS takes 32-bit sizes (the fallback loop of cpu_blas.c would take forever at these). */
+static int check_blas_range(const char *op, const conv_plan *pl)
+{
+    const td_conv_dims *d = &pl->d;
+    if (d->K > INT32_MAX || d->g.L > INT32_MAX || d->O > INT32_MAX || d->C > INT32_MAX ||
+        pl->max_p > INT32_MAX)
+        return td_error("cpu: %s: sizes beyond BLAS's 32-bit range (K %lld, positions per "
+                        "image %lld, channels %lld -> %lld)",
+                        op, (long long)d->K, (long long)d->g.L, (long long)d->C, (long long)d->O);
+    return 0;
+}
+
+void td_conv_gemm(tide_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                  int64_t ldc)
+{
+    if (m == 0 || n == 0)
+        return;
+    size_t es = td_dtype_sizes[dt];
+    if (k == 0) {
+        if (beta == 0)
+            for (int64_t i = 0; i < m; i++)
+                memset((char *)c + (size_t)(i * ldc) * es, 0, (size_t)n * es);
+        return;
+    }
+    if (dt == TIDE_FLOAT32)
+        td_blas_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, (float)beta, c, ldc);
+    else
+        td_blas_dgemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+static int out_of_memory(const char *op)
+{
+    return td_error("cpu: %s: out of memory for its temporaries", op);
+}
+
+/* ---- temporaries ------------------------------------------------------------------------- */
+
+/* Up to two blocks from the caching allocator. Workers cannot report errors (they are per
+ * thread), so running out of memory is a flag the calling thread turns into an error. */
+typedef struct scratch {
+    void *ptr[2];
+    size_t bytes[2];
+    int n;
+    bool failed;
+} scratch;
+
+static char *scratch_get(scratch *s, bool needed, int64_t elements, size_t es)
+{
+    if (!needed || s->failed)
+        return NULL;
+    size_t bytes = (size_t)max64(1, elements) * es;
+    void *p = td_cache_alloc(bytes);
+    if (!p) {
+        s->failed = true;
+        return NULL;
+    }
+    s->ptr[s->n] = p;
+    s->bytes[s->n++] = bytes;
+    return p;
+}
+
+static void scratch_free(scratch *s)
+{
+    for (int i = 0; i < s->n; i++)
+        td_cache_free(s->ptr[i], s->bytes[i]);
+    s->n = 0;
+}
+
+/* ---- the column path's shared parts -------------------------------------------------------- */
+
+typedef struct conv_job {
+    conv_plan pl;
+    td_nchw x, gout, dx; /* the operands the op has */
+    const char *w;       /* the weight as a row-major [O, K] matrix */
+    char *out;
+    bool gout_in_place;  /* grad_out's planes are usable as GEMM operands */
+    char *partials;      /* grad_weight: one [O, K] sum per piece */
+    int64_t npieces;
+    int failed;          /* atomic */
+} conv_job;
+
+static void job_failed(conv_job *j) { __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED); }
+
+/* Runs fn over tasks [0, n) on tide's threads or, when BLAS threads the GEMMs, here. */
+static void run_tasks(conv_job *j, int64_t n, td_range_fn fn)
+{
+    if (j->pl.parallel)
+        td_parallel_for(n, 1, fn, j);
+    else
+        fn(j, 0, n);
+}
+
+/* The weight as a row-major [O, K] matrix: its own memory when contiguous, else packed into
+ * *packed (give it back with weight_free). NULL when out of memory. */
+static const char *weight_matrix(const tide_tensor *w, const td_conv_dims *d, void **packed)
+{
+    *packed = NULL;
+    if (td_is_contiguous(w))
+        return td_tensor_data(w);
+    char *m = td_cache_alloc((size_t)max64(1, d->O * d->K) * d->es);
+    if (!m)
+        return NULL;
+    /* Output channel o's [Cg, kh, kw] block, read as a Cg-channel image through a 1x1 window,
+     * comes out row-major: the packed rows of o. */
+    td_conv_geom g = {.H = w->shape[2], .W = w->shape[3], .OH = w->shape[2],
+                      .OW = w->shape[3], .L = w->shape[2] * w->shape[3], .kh = 1, .kw = 1,
+                      .sh = 1, .sw = 1, .dh = 1, .dw = 1};
+    td_nchw v = {td_tensor_data(w), {0, w->strides[1], w->strides[2], w->strides[3]}};
+    for (int64_t o = 0; o < d->O; o++) {
+        td_nchw vo = v;
+        vo.base += o * w->strides[0] * (int64_t)d->es;
+        td_im2col(&g, &vo, 0, d->Cg, 0, g.L, m + (size_t)(o * d->K) * d->es, d->es);
+    }
+    *packed = m;
+    return m;
+}
+
+static void weight_free(const td_conv_dims *d, void *packed)
+{
+    if (packed)
+        td_cache_free(packed, (size_t)max64(1, d->O * d->K) * d->es);
+}
+
+/* The input's columns for group g over a block: its planes in place for a direct plan, else
+ * im2col into col. */
+static const char *x_matrix(const conv_job *j, int64_t g, int64_t n0, int64_t p0, int64_t P,
+                            char *col, int64_t *ld)
+{
+    const td_conv_dims *d = &j->pl.d;
+    if (j->pl.direct) {
+        *ld = d->Cg > 1 ? j->x.s[1] : P;
+        return j->x.base + (n0 * j->x.s[0] + g * d->Cg * j->x.s[1]) * (int64_t)d->es;
+    }
+    td_im2col(&d->g, &j->x, g * d->Cg, d->Cg, p0, P, col, d->es);
+    *ld = P;
+    return col;
+}
+
+/* grad_out of group g over a block as a matrix: in place when its planes allow, else gathered
+ * into buf. */
+static const char *gout_matrix(const conv_job *j, int64_t g, int64_t n0, int64_t p0, int64_t P,
+                               char *buf, int64_t *ld)
+{
+    const td_conv_dims *d = &j->pl.d;
+    if (j->gout_in_place) {
+        *ld = d->Og > 1 ? j->gout.s[1] : P;
+        return j->gout.base +
+               (n0 * j->gout.s[0] + g * d->Og * j->gout.s[1] + (p0 - n0 * d->g.L)) *
+                   (int64_t)d->es;
+    }
+    td_im2col(&j->pl.g_out, &j->gout, g * d->Og, d->Og, p0, P, buf, d->es);
+    *ld = P;
+    return buf;
+}
+
+/* ---- forward ----------------------------------------------------------------------------- */
+
+/* Tasks are (block, group) pairs. */
+static void forward_tasks(void *ctx, int64_t begin, int64_t end)
+{
+    conv_job *j = ctx;
+    const conv_plan *pl = &j->pl;
+    const td_conv_dims *d = &pl->d;
+    size_t es = d->es;
+    scratch s = {0};
+    char *col = scratch_get(&s, !pl->direct, d->K * pl->max_p, es);
+    char *tmp = scratch_get(&s, pl->imgs > 1, d->Og * pl->max_p, es);
+    if (s.failed) {
+        scratch_free(&s);
+        job_failed(j);
+        return;
+    }
+    int64_t L = d->g.L;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t g = t % d->groups, n0, l0, P, ldb;
+        block_at(pl, t / d->groups, &n0, &l0, &P);
+        const char *b = x_matrix(j, g, n0, n0 * L + l0, P, col, &ldb);
+        const char *a = j->w + (size_t)(g * d->Og * d->K) * es;
+        if (pl->imgs == 1) {
+            td_conv_gemm(d->dt, false, false, d->Og, P, d->K, a, d->K, b, ldb, 0,
+                         j->out + (size_t)((n0 * d->O + g * d->Og) * L + l0) * es, L);
+        } else {
+            td_conv_gemm(d->dt, false, false, d->Og, P, d->K, a, d->K, b, ldb, 0, tmp, P);
+            td_scatter_rows(j->out, d->O, L, g * d->Og, d->Og, n0 * L, P, tmp, es);
+        }
+    }
+    scratch_free(&s);
+}
 
 int td_cpu_conv2d(tide_tensor *out, const tide_tensor *x, const tide_tensor *w, const int64_t *p)
 {
-    (void)out;
-    (void)x;
-    (void)w;
-    (void)p;
-    return td_error("cpu: conv2d is not implemented yet");
+    const char *op = "conv2d";
+    conv_job j = {0};
+    conv_plan *pl = &j.pl;
+    const td_conv_dims *d = &pl->d;
+    plan_init(pl, x->shape, out->shape + 1, w->shape + 2, p, (tide_dtype)x->dtype);
+    j.out = td_tensor_data(out);
+    if (d->K == 0) { /* no input channels: every sum is empty */
+        memset(j.out, 0, (size_t)td_numel(4, out->shape) * d->es);
+        return 0;
+    }
+    if (td_blas_ready(op) < 0)
+        return -1;
+    j.x = td_nchw_of(x);
+    plan_blocks(pl, pointwise(pl) && plane_matrix(&j.x, d->g.H, d->g.W, d->Cg));
+    if (check_blas_range(op, pl) < 0)
+        return -1;
+    if (!pl->parallel && !pl->direct && td_conv_shift_fits(d))
+        return td_conv_shift(TD_CONV_FORWARD, d, j.out, &j.x, NULL, w) < 0 ? out_of_memory(op)
+                                                                          : 0;
+    void *packed;
+    j.w = weight_matrix(w, d, &packed);
+    if (!j.w)
+        return out_of_memory(op);
+    run_tasks(&j, pl->img_blocks * pl->tiles * d->groups, forward_tasks);
+    weight_free(d, packed);
+    return j.failed ? out_of_memory(op) : 0;
 }
 
-int td_cpu_conv2d_grad_input(tide_tensor *out, const tide_tensor *grad_out, const tide_tensor *w, const int64_t *p)
+/* ---- gradient with respect to the input -------------------------------------------------- */
+
+/* Tasks are (image block, group) pairs: their writes to dx never overlap (those of two tiles
+ * of one image do, through the kernel's reach). */
+static void grad_input_tasks(void *ctx, int64_t begin, int64_t end)
 {
-    (void)out;
-    (void)grad_out;
-    (void)w;
-    (void)p;
-    return td_error("cpu: conv2d_grad_input is not implemented yet");
+    conv_job *j = ctx;
+    const conv_plan *pl = &j->pl;
+    const td_conv_dims *d = &pl->d;
+    size_t es = d->es;
+    scratch s = {0};
+    char *col = scratch_get(&s, !pl->direct, d->K * pl->max_p, es);
+    char *gbuf = scratch_get(&s, !j->gout_in_place, d->Og * pl->max_p, es);
+    if (s.failed) {
+        scratch_free(&s);
+        job_failed(j);
+        return;
+    }
+    int64_t L = d->g.L, plane = d->g.H * d->g.W;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t g = t % d->groups, ib = t / d->groups;
+        int64_t n_first = ib * pl->imgs, nb = min64(pl->imgs, d->N - n_first);
+        if (!pl->direct) /* col2im adds into these channels */
+            for (int64_t n = n_first; n < n_first + nb; n++)
+                memset(j->out + (size_t)((n * d->C + g * d->Cg) * plane) * es, 0,
+                       (size_t)(d->Cg * plane) * es);
+        for (int64_t b = ib * pl->tiles; b < (ib + 1) * pl->tiles; b++) {
+            int64_t n0, l0, P, ldg;
+            block_at(pl, b, &n0, &l0, &P);
+            const char *gm = gout_matrix(j, g, n0, n0 * L + l0, P, gbuf, &ldg);
+            const char *a = j->w + (size_t)(g * d->Og * d->K) * es;
+            if (pl->direct) { /* col2im is the identity: write dx */
+                td_conv_gemm(d->dt, true, false, d->Cg, P, d->Og, a, d->K, gm, ldg, 0,
+                             j->out + (size_t)((n0 * d->C + g * d->Cg) * L) * es, L);
+            } else {
+                td_conv_gemm(d->dt, true, false, d->K, P, d->Og, a, d->K, gm, ldg, 0, col, P);
+                td_col2im(&d->g, &j->dx, d->dt, g * d->Cg, d->Cg, n0 * L + l0, P, col);
+            }
+        }
+    }
+    scratch_free(&s);
 }
 
-int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide_tensor *grad_out, const int64_t *p)
+int td_cpu_conv2d_grad_input(tide_tensor *out, const tide_tensor *grad_out, const tide_tensor *w,
+                             const int64_t *p)
 {
-    (void)out;
-    (void)x;
-    (void)grad_out;
-    (void)p;
-    return td_error("cpu: conv2d_grad_weight is not implemented yet");
+    const char *op = "conv2d_grad_input";
+    conv_job j = {0};
+    conv_plan *pl = &j.pl;
+    const td_conv_dims *d = &pl->d;
+    int64_t o_shape[3] = {grad_out->shape[1], grad_out->shape[2], grad_out->shape[3]};
+    plan_init(pl, out->shape, o_shape, w->shape + 2, p, (tide_dtype)out->dtype);
+    j.out = td_tensor_data(out);
+    if (d->Og == 0) { /* no output channels: nothing flows back */
+        memset(j.out, 0, (size_t)td_numel(4, out->shape) * d->es);
+        return 0;
+    }
+    if (td_blas_ready(op) < 0)
+        return -1;
+    j.gout = td_nchw_of(grad_out);
+    j.dx = td_nchw_of(out);
+    plan_blocks(pl, pointwise(pl)); /* dx is contiguous */
+    if (check_blas_range(op, pl) < 0)
+        return -1;
+    if (!pl->parallel && !pl->direct && td_conv_shift_fits(d))
+        return td_conv_shift(TD_CONV_GRAD_INPUT, d, j.out, NULL, &j.gout, w) < 0
+                   ? out_of_memory(op)
+                   : 0;
+    j.gout_in_place = pl->imgs == 1 && plane_matrix(&j.gout, d->g.OH, d->g.OW, d->Og);
+    void *packed;
+    j.w = weight_matrix(w, d, &packed);
+    if (!j.w)
+        return out_of_memory(op);
+    run_tasks(&j, pl->img_blocks * d->groups, grad_input_tasks);
+    weight_free(d, packed);
+    return j.failed ? out_of_memory(op) : 0;
 }
 
-int td_cpu_pool2d(tide_op op, tide_tensor *out, const tide_tensor *x, const int64_t *p)
+/* ---- gradient with respect to the weight ------------------------------------------------- */
+
+/* Tasks are pieces: fixed runs of blocks, each summed into its own [O, K] partial (dw itself
+ * when there is one piece), so the result does not depend on the number of threads. */
+static void grad_weight_tasks(void *ctx, int64_t begin, int64_t end)
 {
-    (void)op;
-    (void)out;
-    (void)x;
-    (void)p;
-    return td_error("cpu: pool2d is not implemented yet");
+    conv_job *j = ctx;
+    const conv_plan *pl = &j->pl;
+    const td_conv_dims *d = &pl->d;
+    size_t es = d->es;
+    scratch s = {0};
+    char *col = scratch_get(&s, !pl->direct, d->K * pl->max_p, es);
+    char *gbuf = scratch_get(&s, !j->gout_in_place, d->Og * pl->max_p, es);
+    if (s.failed) {
+        scratch_free(&s);
+        job_failed(j);
+        return;
+    }
+    int64_t L = d->g.L, nblocks = pl->img_blocks * pl->tiles;
+    for (int64_t piece = begin; piece < end; piece++) {
+        char *dw = j->npieces > 1 ? j->partials + (size_t)(piece * d->O * d->K) * es : j->out;
+        for (int64_t b = nblocks * piece / j->npieces; b < nblocks * (piece + 1) / j->npieces;
+             b++) {
+            int64_t n0, l0, P;
+            block_at(pl, b, &n0, &l0, &P);
+            for (int64_t g = 0; g < d->groups; g++) {
+                int64_t ldg, ldb;
+                const char *gm = gout_matrix(j, g, n0, n0 * L + l0, P, gbuf, &ldg);
+                const char *xm = x_matrix(j, g, n0, n0 * L + l0, P, col, &ldb);
+                td_conv_gemm(d->dt, false, true, d->Og, d->K, P, gm, ldg, xm, ldb, 1,
+                             dw + (size_t)(g * d->Og * d->K) * es, d->K);
+            }
+        }
+    }
+    scratch_free(&s);
 }
 
-int td_cpu_avg_pool2d_grad(tide_tensor *out, const tide_tensor *grad_out, const int64_t *p)
+/* dw = the sum of the partials, in piece order. */
+#define SUM_PARTIALS(T)                                                                            \
+    do {                                                                                           \
+        T *d_ = (T *)(void *)j->out;                                                               \
+        const T *p_ = (const T *)(const void *)j->partials;                                        \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T acc = p_[i];                                                                         \
+            for (int64_t k = 1; k < j->npieces; k++)                                               \
+                acc += p_[k * n + i];                                                              \
+            d_[i] = acc;                                                                           \
+        }                                                                                          \
+    } while (0)
+
+static void sum_partials(conv_job *j, int64_t n)
 {
-    (void)out;
-    (void)grad_out;
-    (void)p;
-    return td_error("cpu: avg_pool2d_grad is not implemented yet");
+    if (j->pl.d.dt == TIDE_FLOAT32)
+        SUM_PARTIALS(float);
+    else
+        SUM_PARTIALS(double);
+}
+
+int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide_tensor *grad_out,
+                              const int64_t *p)
+{
+    const char *op = "conv2d_grad_weight";
+    conv_job j = {0};
+    conv_plan *pl = &j.pl;
+    const td_conv_dims *d = &pl->d;
+    int64_t o_shape[3] = {grad_out->shape[1], grad_out->shape[2], grad_out->shape[3]};
+    plan_init(pl, x->shape, o_shape, out->shape + 2, p, (tide_dtype)out->dtype);
+    j.out = td_tensor_data(out);
+    int64_t n = td_numel(4, out->shape);
+    memset(j.out, 0, (size_t)n * d->es);
+    if (d->N == 0) /* a sum over no images */
+        return 0;
+    if (td_blas_ready(op) < 0)
+        return -1;
+    j.x = td_nchw_of(x);
+    j.gout = td_nchw_of(grad_out);
+    plan_blocks(pl, pointwise(pl) && plane_matrix(&j.x, d->g.H, d->g.W, d->Cg));
+    if (check_blas_range(op, pl) < 0)
+        return -1;
+    /* No shifted path here: its per-tap GEMMs have a [Og, Cg] result, too small for BLAS's
+     * threads (measured on the ResNet layer: 100 GFLOP/s against 140 through columns). */
+    j.gout_in_place = pl->imgs == 1 && plane_matrix(&j.gout, d->g.OH, d->g.OW, d->Og);
+    j.npieces = pl->parallel ? min64(MAX_PIECES, pl->img_blocks * pl->tiles) : 1;
+    size_t partial_bytes = (size_t)(j.npieces * n) * d->es;
+    if (j.npieces > 1) {
+        j.partials = td_cache_alloc(partial_bytes);
+        if (!j.partials)
+            return out_of_memory(op);
+        memset(j.partials, 0, partial_bytes);
+    }
+    run_tasks(&j, j.npieces, grad_weight_tasks);
+    if (j.npieces > 1) {
+        if (!j.failed)
+            sum_partials(&j, n);
+        td_cache_free(j.partials, partial_bytes);
+    }
+    return j.failed ? out_of_memory(op) : 0;
 }

@@ -1,0 +1,73 @@
+/*
+ * cpu_conv.h — what cpu_conv.c (the GEMM side of conv2d and its gradients) shares with
+ * cpu_im2col.c (moving windows of an NCHW tensor to and from the columns a GEMM reads).
+ *
+ * Positions: the outputs of one convolution, flattened over (n, oh, ow) into [0, N*OH*OW); a
+ * block of P consecutive positions starting at p0 may span images. A column matrix holds one
+ * row per (channel, kernel row i, kernel column j) and one column per position of a block.
+ */
+#ifndef TIDE_CPU_CONV_H
+#define TIDE_CPU_CONV_H
+
+#include "../../core/tensor.h"
+
+/* A 4-D strided host operand: the address of element [0, 0, 0, 0], strides in elements. */
+typedef struct td_nchw {
+    char *base;
+    int64_t s[4];
+} td_nchw;
+
+/* One sliding window: planes of H x W read as OH x OW outputs (L = OH * OW per plane). */
+typedef struct td_conv_geom {
+    int64_t H, W, OH, OW, L;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+} td_conv_geom;
+
+td_nchw td_nchw_of(const tide_tensor *t);
+/* n elements of es bytes, step elements apart in src, to consecutive dst (bits only). */
+void td_copy_strided(char *dst, const char *src, int64_t n, int64_t step, size_t es);
+
+/* One convolution's sizes: the window, the input's N and C, the output's O, groups, and per
+ * group Cg = C/groups input channels, Og = O/groups output channels, K = Cg*kh*kw. */
+typedef struct td_conv_dims {
+    td_conv_geom g;
+    int64_t N, C, O, groups, Cg, Og, K;
+    tide_dtype dt;
+    size_t es;
+} td_conv_dims;
+
+/* C = op(A) op(B) + beta C through td_blas_*gemm for dt; k = 0 leaves beta C. */
+void td_conv_gemm(tide_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                  int64_t ldc);
+
+/* ---- cpu_conv_shift.c: stride-1 convolutions without columns ---- */
+
+enum { TD_CONV_FORWARD, TD_CONV_GRAD_INPUT };
+
+/* Whether the shifted path suits a convolution whose GEMMs BLAS threads: stride 1, enough
+ * channels per group for k = Cg GEMMs, and little padding next to the plane. */
+bool td_conv_shift_fits(const td_conv_dims *d);
+/* which: forward (x, w -> out) or grad input (gout, w -> out = dx); out is contiguous and the
+ * operand the direction does not use may be NULL. 0, or -1 when out of memory (no error set:
+ * the caller names the op). */
+int td_conv_shift(int which, const td_conv_dims *d, char *out, const td_nchw *x,
+                  const td_nchw *gout, const tide_tensor *w);
+
+/* col[r][q] (row-major, P columns) = x[n, c0 + c, ih, iw] at position p0 + q for row
+ * r = (c * kh + i) * kw + j, c < nc, where ih = oh*sh - ph + i*dh and iw = ow*sw - pw + j*dw;
+ * 0 outside the plane. es is the element size (4 or 8): this is a copy of bits. */
+void td_im2col(const td_conv_geom *g, const td_nchw *x, int64_t c0, int64_t nc, int64_t p0,
+               int64_t P, void *col, size_t es);
+
+/* The adjoint of td_im2col: dx[n, c0 + c, ih, iw] += col[r][q] for every in-plane entry. Writes
+ * to channel c of image n come only from rows of c, so the work splits by (image, channel). */
+void td_col2im(const td_conv_geom *g, const td_nchw *dx, tide_dtype dt, int64_t c0, int64_t nc,
+               int64_t p0, int64_t P, const void *col);
+
+/* out[n, c0 + r, l] = rows[r][q] for r < nr at position p0 + q = n*L + l; out is contiguous
+ * NCHW with C channels and L elements per plane. */
+void td_scatter_rows(char *out, int64_t C, int64_t L, int64_t c0, int64_t nr, int64_t p0,
+                     int64_t P, const void *rows, size_t es);
+
+#endif

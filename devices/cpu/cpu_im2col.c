@@ -1,0 +1,159 @@
+/*
+ * cpu_im2col.c — moving the windows of a strided NCHW tensor into column matrices and back
+ * (cpu_conv.h). A block's positions are walked as runs that share an image and an output row:
+ * along such a run the input column advances by the stride, so each run is a zero head, a
+ * copy (a memcpy when stride and layout allow) and a zero tail. Everything here runs on the
+ * calling thread: cpu_conv.c decides what runs in parallel.
+ */
+#include <string.h>
+
+#include "cpu_conv.h"
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+td_nchw td_nchw_of(const tide_tensor *t)
+{
+    td_nchw v = {td_tensor_data(t), {t->strides[0], t->strides[1], t->strides[2], t->strides[3]}};
+    return v;
+}
+
+void td_copy_strided(char *dst, const char *src, int64_t n, int64_t step, size_t es)
+{
+    if (step == 1) {
+        memcpy(dst, src, (size_t)n * es);
+    } else if (es == 4) {
+        for (int64_t t = 0; t < n; t++)
+            memcpy(dst + 4 * t, src + 4 * t * step, 4);
+    } else {
+        for (int64_t t = 0; t < n; t++)
+            memcpy(dst + 8 * t, src + 8 * t * step, 8);
+    }
+}
+
+/* The run [lo, hi) of t in [0, len) whose input column iw0 + t*sw lies in [0, W). */
+static void valid_run(const td_conv_geom *g, int64_t iw0, int64_t len, int64_t *lo, int64_t *hi)
+{
+    int64_t a = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw;
+    int64_t b = iw0 >= g->W ? 0 : (g->W - 1 - iw0) / g->sw + 1;
+    a = min64(a, len);
+    *lo = a;
+    *hi = max64(a, min64(b, len));
+}
+
+/* One row (channel c of x, kernel offset i, j) of the column matrix, P positions from p0. */
+static void im2col_row(const td_conv_geom *g, const td_nchw *x, int64_t c, int64_t i, int64_t j,
+                       int64_t p0, int64_t P, char *dst, size_t es)
+{
+    int64_t n = p0 / g->L, l = p0 % g->L, oh = l / g->OW, ow = l % g->OW;
+    const int64_t *s = x->s;
+    for (int64_t q = 0; q < P;) {
+        int64_t len = min64(g->OW - ow, P - q);
+        char *d = dst + (size_t)q * es;
+        int64_t ih = oh * g->sh - g->ph + i * g->dh;
+        if (ih < 0 || ih >= g->H) {
+            memset(d, 0, (size_t)len * es);
+        } else {
+            int64_t iw0 = ow * g->sw - g->pw + j * g->dw, lo, hi;
+            valid_run(g, iw0, len, &lo, &hi);
+            memset(d, 0, (size_t)lo * es);
+            if (hi > lo) {
+                int64_t e = n * s[0] + c * s[1] + ih * s[2] + (iw0 + lo * g->sw) * s[3];
+                td_copy_strided(d + (size_t)lo * es, x->base + e * (int64_t)es, hi - lo,
+                             g->sw * s[3], es);
+            }
+            memset(d + (size_t)hi * es, 0, (size_t)(len - hi) * es);
+        }
+        q += len;
+        ow = 0;
+        if (++oh == g->OH) {
+            oh = 0;
+            n++;
+        }
+    }
+}
+
+void td_im2col(const td_conv_geom *g, const td_nchw *x, int64_t c0, int64_t nc, int64_t p0,
+               int64_t P, void *col, size_t es)
+{
+    int64_t kk = g->kh * g->kw;
+    for (int64_t r = 0; r < nc * kk; r++) {
+        int64_t ch = r / kk, ij = r % kk;
+        im2col_row(g, x, c0 + ch, ij / g->kw, ij % g->kw, p0, P,
+                   (char *)col + (size_t)(r * P) * es, es);
+    }
+}
+
+/* ---- col2im ------------------------------------------------------------------------------ */
+
+#define ACCUMULATE(T)                                                                              \
+    do {                                                                                           \
+        T *d_ = (T *)(void *)dst;                                                                  \
+        const T *s_ = (const T *)(const void *)src;                                                \
+        for (int64_t t = 0; t < cnt; t++)                                                          \
+            d_[t * step] += s_[t];                                                                 \
+    } while (0)
+
+/* dst[t*step] += src[t] for t < cnt. */
+static void accumulate(tide_dtype dt, char *dst, const char *src, int64_t cnt, int64_t step)
+{
+    if (dt == TIDE_FLOAT32)
+        ACCUMULATE(float);
+    else
+        ACCUMULATE(double);
+}
+
+/* Adds the columns of positions [pa, pb) (one image, n) of row (c, i, j) into dx; row holds
+ * the block's columns from p0. */
+static void col2im_row(const td_conv_geom *g, const td_nchw *dx, tide_dtype dt, int64_t n,
+                       int64_t ch, int64_t i, int64_t j, int64_t p0, int64_t pa, int64_t pb,
+                       const char *row)
+{
+    const int64_t *s = dx->s;
+    size_t es = td_dtype_sizes[dt];
+    int64_t l = pa - n * g->L, oh = l / g->OW, ow = l % g->OW;
+    for (int64_t q = pa - p0; q < pb - p0;) {
+        int64_t len = min64(g->OW - ow, pb - p0 - q);
+        int64_t ih = oh * g->sh - g->ph + i * g->dh;
+        if (ih >= 0 && ih < g->H) {
+            int64_t iw0 = ow * g->sw - g->pw + j * g->dw, lo, hi;
+            valid_run(g, iw0, len, &lo, &hi);
+            if (hi > lo) {
+                int64_t e = n * s[0] + ch * s[1] + ih * s[2] + (iw0 + lo * g->sw) * s[3];
+                accumulate(dt, dx->base + e * (int64_t)es, row + (size_t)(q + lo) * es, hi - lo,
+                           g->sw * s[3]);
+            }
+        }
+        q += len;
+        ow = 0;
+        oh++;
+    }
+}
+
+void td_col2im(const td_conv_geom *g, const td_nchw *dx, tide_dtype dt, int64_t c0, int64_t nc,
+               int64_t p0, int64_t P, const void *col)
+{
+    size_t es = td_dtype_sizes[dt];
+    int64_t kk = g->kh * g->kw;
+    for (int64_t n = p0 / g->L; n * g->L < p0 + P; n++) {
+        int64_t pa = max64(p0, n * g->L), pb = min64(p0 + P, (n + 1) * g->L);
+        for (int64_t r = 0; r < nc * kk; r++) {
+            int64_t ch = r / kk, ij = r % kk;
+            col2im_row(g, dx, dt, n, c0 + ch, ij / g->kw, ij % g->kw, p0, pa, pb,
+                       (const char *)col + (size_t)(r * P) * es);
+        }
+    }
+}
+
+/* ---- scatter ----------------------------------------------------------------------------- */
+
+void td_scatter_rows(char *out, int64_t C, int64_t L, int64_t c0, int64_t nr, int64_t p0,
+                     int64_t P, const void *rows, size_t es)
+{
+    for (int64_t n = p0 / L; n * L < p0 + P; n++) {
+        int64_t pa = max64(p0, n * L), pb = min64(p0 + P, (n + 1) * L);
+        for (int64_t r = 0; r < nr; r++)
+            memcpy(out + (size_t)((n * C + c0 + r) * L + pa - n * L) * es,
+                   (const char *)rows + (size_t)(r * P + pa - p0) * es, (size_t)(pb - pa) * es);
+    }
+}
