@@ -1,0 +1,234 @@
+/*
+ * idx.c — the IDX format of MNIST and Fashion-MNIST: two zero bytes, a type code, the number of
+ * dims, one big-endian uint32 size per dim, then the big-endian data. The files usually ship
+ * gzipped; zlib's gzread reads both gzipped and plain files.
+ *
+ * A gzip stream does not say how much it decompresses to, so the declared size is never used to
+ * size an allocation up front: the data is read into a buffer that grows (doubling, capped by
+ * the declared size) only as the stream delivers bytes. A 100-byte file that declares 4 GB
+ * therefore costs at most a few MB before it fails as truncated.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "io_internal.h"
+
+#define IDX_FIRST_CHUNK ((size_t)1 << 20)
+#define IDX_MAX_BYTES ((uint64_t)1 << 47) /* the same bound core puts on any tensor */
+
+static const struct {
+    int code;
+    const char *name;
+    size_t size;       /* bytes per element in the file */
+    tide_dtype dtype;  /* what tide holds it as */
+} idx_types[] = {
+    {0x08, "uint8", 1, TIDE_UINT8},   {0x09, "int8", 1, TIDE_INT32},
+    {0x0B, "int16", 2, TIDE_INT32},   {0x0C, "int32", 4, TIDE_INT32},
+    {0x0D, "float32", 4, TIDE_FLOAT32}, {0x0E, "float64", 8, TIDE_FLOAT64},
+};
+
+static int gz_fail(const td_io_ctx *c, gzFile gz, const char *what)
+{
+    int errnum = 0;
+    const char *msg = gzerror(gz, &errnum);
+    if (errnum == Z_ERRNO)
+        return td_io_error(c, "read failed in %s: %s", what, strerror(errno));
+    return td_io_error(c, "corrupt gzip data in %s: %s", what, msg ? msg : "unknown error");
+}
+
+/* Reads up to n bytes; returns how many arrived (fewer only at the end of the data), or -1
+ * with the error set. gzread takes an unsigned int count, so large reads go in pieces. */
+static int64_t gz_read_some(const td_io_ctx *c, gzFile gz, void *dst, size_t n, const char *what)
+{
+    size_t got = 0;
+    while (got < n) {
+        size_t want = n - got < (size_t)1 << 30 ? n - got : (size_t)1 << 30;
+        int r = gzread(gz, (char *)dst + got, (unsigned)want);
+        if (r < 0)
+            return gz_fail(c, gz, what);
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    /* gzread stops at a truncated stream without failing; gzerror tells. */
+    int errnum = 0;
+    gzerror(gz, &errnum);
+    if (errnum != Z_OK && errnum != Z_BUF_ERROR)
+        return gz_fail(c, gz, what);
+    if (got < n && errnum == Z_BUF_ERROR)
+        return td_io_error(c, "gzip stream ends early, in %s (truncated file?)", what);
+    return (int64_t)got;
+}
+
+/* The declared data, all of it, in a malloc'ed buffer that grows as bytes arrive. */
+static uint8_t *read_data(const td_io_ctx *c, gzFile gz, size_t nbytes, const char *shape)
+{
+    size_t cap = nbytes < IDX_FIRST_CHUNK ? nbytes : IDX_FIRST_CHUNK, have = 0;
+    uint8_t *buf = malloc(cap ? cap : 1);
+    if (!buf) {
+        td_io_error(c, "out of memory");
+        return NULL;
+    }
+    while (have < nbytes) {
+        if (have == cap) {
+            size_t next = cap > nbytes / 2 ? nbytes : 2 * cap;
+            uint8_t *p = realloc(buf, next);
+            if (!p) {
+                td_io_error(c, "out of memory after %zu bytes of data", have);
+                free(buf);
+                return NULL;
+            }
+            buf = p;
+            cap = next;
+        }
+        int64_t r = gz_read_some(c, gz, buf + have, cap - have, "the data");
+        if (r < 0) {
+            free(buf);
+            return NULL;
+        }
+        have += (size_t)r;
+        if (have < cap && have < nbytes) {
+            td_io_error(c, "data ends after %zu of the %zu bytes its dims %s declare "
+                        "(truncated file?)", have, nbytes, shape);
+            free(buf);
+            return NULL;
+        }
+    }
+    uint8_t extra;
+    int64_t r = gz_read_some(c, gz, &extra, 1, "the end of the file");
+    if (r != 0) {
+        if (r > 0)
+            td_io_error(c, "more data follows the %zu bytes its dims %s declare", nbytes, shape);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* File bytes (big-endian, file type) into the tensor's elements (little-endian, tide type). */
+static void convert(void *dst, const uint8_t *src, size_t n, int code)
+{
+    switch (code) {
+    case 0x08:
+        memcpy(dst, src, n);
+        break;
+    case 0x09:
+        for (size_t i = 0; i < n; i++)
+            ((int32_t *)dst)[i] = (int8_t)src[i];
+        break;
+    case 0x0B:
+        for (size_t i = 0; i < n; i++)
+            ((int32_t *)dst)[i] = (int16_t)(uint16_t)(src[2 * i] << 8 | src[2 * i + 1]);
+        break;
+    case 0x0C:
+    case 0x0D:
+        memcpy(dst, src, 4 * n);
+        td_io_swap_bytes(dst, n, 4);
+        break;
+    case 0x0E:
+        memcpy(dst, src, 8 * n);
+        td_io_swap_bytes(dst, n, 8);
+        break;
+    }
+}
+
+tide_tensor *tide_load_idx(const char *path)
+{
+    if (td_io_check_path("load_idx", path) < 0)
+        return NULL;
+    td_io_ctx ctx = {"load_idx", path};
+    /* Open with stdio first: gzopen's errors do not say why a file cannot be opened. */
+    uint64_t size;
+    FILE *f = td_io_open_read(&ctx, &size);
+    if (!f)
+        return NULL;
+    int fd = dup(fileno(f));
+    fclose(f);
+    gzFile gz = fd >= 0 ? gzdopen(fd, "rb") : NULL;
+    if (!gz) {
+        if (fd >= 0)
+            close(fd);
+        td_io_error(&ctx, "cannot open: %s", fd < 0 ? strerror(errno) : "out of memory");
+        return NULL;
+    }
+    gzbuffer(gz, 1 << 17);
+    tide_tensor *t = NULL;
+    uint8_t *data = NULL;
+    uint8_t head[4 + 4 * TIDE_MAX_DIMS];
+    int64_t r = gz_read_some(&ctx, gz, head, 4, "the magic number");
+    if (r < 0)
+        goto done;
+    if (r < 4) {
+        td_io_error(&ctx, "file has %lld bytes, too few for an IDX magic number", (long long)r);
+        goto done;
+    }
+    if (head[0] != 0 || head[1] != 0) {
+        td_io_error(&ctx, "not an IDX file: the magic number %02x%02x%02x%02x does not start "
+                    "with two zero bytes", head[0], head[1], head[2], head[3]);
+        goto done;
+    }
+    int type = -1;
+    for (int i = 0; i < (int)(sizeof idx_types / sizeof idx_types[0]); i++)
+        if (idx_types[i].code == head[2])
+            type = i;
+    if (type < 0) {
+        td_io_error(&ctx, "unknown IDX type code 0x%02x (known: 0x08 0x09 0x0B 0x0C 0x0D 0x0E)",
+                    head[2]);
+        goto done;
+    }
+    int ndim = head[3];
+    if (ndim > TIDE_MAX_DIMS) {
+        td_io_error(&ctx, "IDX header declares %d dims; tide tensors have at most %d", ndim,
+                    TIDE_MAX_DIMS);
+        goto done;
+    }
+    r = gz_read_some(&ctx, gz, head + 4, 4 * (size_t)ndim, "the dims");
+    if (r < 0)
+        goto done;
+    if (r < 4 * ndim) {
+        td_io_error(&ctx, "file ends inside the %d dims of the header", ndim);
+        goto done;
+    }
+    int64_t shape[TIDE_MAX_DIMS];
+    uint64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        const uint8_t *p = head + 4 + 4 * i;
+        shape[i] = (int64_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+                             p[3]);
+        /* Saturates just past the limit; a later 0 still makes it 0. */
+        if (shape[i] && numel > (IDX_MAX_BYTES + 1) / (uint64_t)shape[i])
+            numel = IDX_MAX_BYTES + 1;
+        else
+            numel *= (uint64_t)shape[i];
+    }
+    char s[160];
+    td_io_shape_str(s, sizeof s, ndim, shape);
+    size_t esize = idx_types[type].size;
+    if (numel > IDX_MAX_BYTES / esize) {
+        td_io_error(&ctx, "dims %s of %s declare more than 2^47 bytes", s, idx_types[type].name);
+        goto done;
+    }
+    if (!td_io_strides_fit(ndim, shape)) {
+        td_io_error(&ctx, "dims %s have sizes other than 0 that multiply past 2^62", s);
+        goto done;
+    }
+    size_t nbytes = (size_t)numel * esize;
+    data = read_data(&ctx, gz, nbytes, s);
+    if (!data)
+        goto done;
+    t = tide_empty(ndim, shape, idx_types[type].dtype);
+    if (!t) {
+        td_io_error(&ctx, "%s", tide_last_error());
+        goto done;
+    }
+    if (numel)
+        convert(tide_data_ptr(t), data, (size_t)numel, idx_types[type].code);
+done:
+    free(data);
+    gzclose(gz);
+    return t;
+}
