@@ -1,0 +1,106 @@
+-- test_autograd.lua — autograd from Lua: requires_grad (option, attribute, method), backward
+-- with and without a gradient and retain_graph, x.grad (nil when none, assignable to nil),
+-- grad_fn, detach, no_grad / set_grad_enabled restoring the mode even when the function errors.
+package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+local H = require "harness"
+local tide = require "tide"
+
+H.test("requires_grad as an option, an attribute and a method", function()
+  local x = tide.tensor({ 1.0, 2.0, 3.0 }, { requires_grad = true })
+  H.eq(x.requires_grad, true)
+  H.eq(x.is_leaf, true)
+  H.eq(x.grad_fn, nil)
+  local y = tide.ones(3)
+  H.eq(y.requires_grad, false)
+  H.eq(y:requires_grad_() == y, true, "returns self")
+  H.eq(y.requires_grad, true)
+  y:requires_grad_(false)
+  H.eq(y.requires_grad, false)
+  y.requires_grad = true
+  H.eq(y.requires_grad, true)
+  H.eq(tide.zeros(2, { requires_grad = true }).requires_grad, true)
+  H.raises(function() return tide.tensor({ 1, 2 }, { requires_grad = true }) end, "requires_grad")
+end)
+
+H.test("backward fills x.grad", function()
+  local x = tide.tensor({ 1.0, 2.0, 3.0 }, { requires_grad = true })
+  H.eq(x.grad, nil, "no grad before backward")
+  local loss = (x * x):sum()
+  H.ok(loss.grad_fn ~= nil, "a result inside the graph has a grad_fn")
+  H.eq(loss.is_leaf, false)
+  loss:backward()
+  H.values(x.grad, { 2, 4, 6 })
+  -- gradients accumulate
+  local loss2 = (x * 3):sum()
+  loss2:backward()
+  H.values(x.grad, { 5, 7, 9 })
+  x.grad = nil
+  H.eq(x.grad, nil)
+end)
+
+H.test("backward with a gradient and retain_graph", function()
+  local x = tide.tensor({ 1.0, 2.0 }, { requires_grad = true })
+  local y = x * x
+  y:backward(tide.tensor({ 1.0, 0.5 }), { retain_graph = true })
+  H.values(x.grad, { 2, 2 })
+  y:backward(tide.tensor({ 1.0, 1.0 }))
+  H.values(x.grad, { 4, 6 })
+  local z = (x * 2):sum()
+  z:backward(nil, { retain_graph = true })
+  H.values(x.grad, { 6, 8 })
+end)
+
+H.test("detach and x.data leave the graph", function()
+  local x = tide.tensor({ 1.0, 2.0 }, { requires_grad = true })
+  local d = x:detach()
+  H.eq(d.requires_grad, false)
+  H.eq(d:shares_storage(x), true)
+  H.eq(x.data.requires_grad, false)
+  local y = (x * 2):detach()
+  H.eq(y.grad_fn, nil)
+end)
+
+H.test("no_grad runs without recording and restores the mode", function()
+  local x = tide.tensor({ 1.0, 2.0 }, { requires_grad = true })
+  H.eq(tide.is_grad_enabled(), true)
+  local y, extra = tide.no_grad(function(a)
+    H.eq(tide.is_grad_enabled(), false)
+    return x * a, "second"
+  end, 2)
+  H.eq(extra, "second", "results pass through")
+  H.eq(y.requires_grad, false)
+  H.eq(tide.is_grad_enabled(), true)
+  local ok, err = pcall(tide.no_grad, function() error("boom") end)
+  H.eq(ok, false)
+  H.ok(tostring(err):find("boom"), "the error passes through")
+  H.eq(tide.is_grad_enabled(), true, "restored after an error")
+  local prev = tide.set_grad_enabled(false)
+  H.eq(prev, true)
+  H.eq(tide.is_grad_enabled(), false)
+  H.eq((x * 2).requires_grad, false)
+  tide.enable_grad(function() H.eq(tide.is_grad_enabled(), true) end)
+  H.eq(tide.is_grad_enabled(), false)
+  tide.set_grad_enabled(true)
+end)
+
+H.test("a small regression fitted with autograd", function()
+  local xs = tide.linspace(-1, 1, 32):unsqueeze(2)
+  local ys = xs * 3 + 0.5
+  local w = tide.zeros(1, 1, { requires_grad = true })
+  local b = tide.zeros(1, { requires_grad = true })
+  for _ = 1, 300 do
+    local pred = xs:matmul(w) + b
+    local loss = ((pred - ys) ^ 2):mean()
+    w.grad = nil
+    b.grad = nil
+    loss:backward()
+    tide.no_grad(function()
+      w:sub_(w.grad * 0.5)
+      b:sub_(b.grad * 0.5)
+    end)
+  end
+  H.near(w:item(), 3, 1e-3)
+  H.near(b:item(), 0.5, 1e-3)
+end)
+
+H.done()
