@@ -311,6 +311,50 @@ TIDE_API bool tide_is_grad_enabled(void);
 /* The name of the op that made t inside a graph ("add", "matmul"...), or NULL for a leaf. */
 TIDE_API const char *tide_grad_fn_name(const tide_tensor *t);
 
+/* ---- files (io/) --------------------------------------------------------------------------- */
+/* Loaders check every size a file declares against the file's real size before allocating, so
+ * a truncated, corrupted or lying file gives NULL (or -1) and an error naming the function, the
+ * file and what is wrong — never a crash, an over-read or a huge allocation. Loaded tensors are
+ * contiguous, on the CPU. Writers do not create directories; a failed write leaves whatever
+ * part of the file was written. */
+
+/* Named tensors read from a checkpoint, in file order (by data offset), with its string
+ * metadata. Tensors handed out are borrowed: valid until tide_tensor_dict_free (tide_retain one
+ * to keep it longer). An index out of range gives NULL and an error. */
+typedef struct tide_tensor_dict tide_tensor_dict;
+TIDE_API int tide_tensor_dict_count(const tide_tensor_dict *d);
+TIDE_API const char *tide_tensor_dict_name(const tide_tensor_dict *d, int i);
+TIDE_API tide_tensor *tide_tensor_dict_tensor(const tide_tensor_dict *d, int i);
+TIDE_API tide_tensor *tide_tensor_dict_find(const tide_tensor_dict *d, const char *name);
+TIDE_API int tide_tensor_dict_metadata_count(const tide_tensor_dict *d);
+TIDE_API const char *tide_tensor_dict_metadata_key(const tide_tensor_dict *d, int i);
+TIDE_API const char *tide_tensor_dict_metadata_value(const tide_tensor_dict *d, int i);
+TIDE_API const char *tide_tensor_dict_metadata_find(const tide_tensor_dict *d, const char *key);
+TIDE_API void tide_tensor_dict_free(tide_tensor_dict *d); /* NULL-safe; releases the tensors */
+
+/* safetensors (8-byte little-endian header length, a JSON header, raw little-endian data), as
+ * the reference library writes it: tensors ordered by dtype size then name, the header padded
+ * with spaces to a multiple of 8 bytes. Names are distinct UTF-8 strings other than
+ * "__metadata__"; metadata holds nmetadata (key, value) pairs of UTF-8 strings stored under
+ * "__metadata__" (NULL and 0 for none). Strided tensors are written row-major. 0 or -1. */
+TIDE_API int tide_save_safetensors(const char *path, const char *const *names,
+                                   tide_tensor *const *tensors, int n,
+                                   const char *const *metadata, int nmetadata);
+/* Dtypes F32, F64, I32, I64, U8 and BOOL; others (F16, BF16, ...) are an "unsupported dtype"
+ * error. Stored bools other than 0 read as true. */
+TIDE_API tide_tensor_dict *tide_load_safetensors(const char *path);
+
+/* NumPy's .npy: writes version 1.0 byte for byte as numpy.save does; reads 1.0, 2.0 and 3.0
+ * with descr <f4 <f8 <i4 <i8 |u1 |b1 (big-endian '>' variants are converted) in C order
+ * (fortran_order True is an error). */
+TIDE_API int tide_save_npy(const char *path, const tide_tensor *t);
+TIDE_API tide_tensor *tide_load_npy(const char *path);
+
+/* The IDX format of MNIST and Fashion-MNIST, gzipped or plain: big-endian sizes and data.
+ * Type codes map to tide dtypes: 0x08 uint8, 0x09 int8 and 0x0B int16 widen to int32, 0x0C
+ * int32, 0x0D float32, 0x0E float64. Images come back [N, 28, 28] uint8, labels [N] uint8. */
+TIDE_API tide_tensor *tide_load_idx(const char *path);
+
 /* ---- runtime ------------------------------------------------------------------------------ */
 /* Threads used by kernels above a size threshold. Default: TIDE_NUM_THREADS, else the cores. */
 TIDE_API void tide_set_num_threads(int n);

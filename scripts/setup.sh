@@ -5,9 +5,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libopenblas-dev liblua5.4-dev lua5.4 libtcc-dev libsleef-dev
+  libopenblas-dev liblua5.4-dev lua5.4 libreadline-dev libtcc-dev libsleef-dev
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools
-  valgrind zlib1g-dev
+  valgrind zlib1g-dev clang
   dataset-fashion-mnist
 )
 
