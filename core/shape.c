@@ -84,7 +84,7 @@ char *td_shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
     return buf;
 }
 
-/* Sizes must be non-negative and unit_size times every size at most 2^limit_log2 units. */
+/* Sizes must be non-negative and unit_size times every non-zero size at most 2^limit_log2 units. */
 static int check_sizes(const char *op, int ndim, const int64_t *shape, tide_dtype dtype,
                        uint64_t unit_size, int limit_log2, const char *unit)
 {
@@ -95,7 +95,6 @@ static int check_sizes(const char *op, int ndim, const int64_t *shape, tide_dtyp
                         TIDE_MAX_DIMS);
     if (ndim > 0 && !shape)
         return td_error("%s: shape is NULL for %d dims", op, ndim);
-    bool empty = false;
     uint64_t total = unit_size;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
@@ -103,19 +102,18 @@ static int check_sizes(const char *op, int ndim, const int64_t *shape, tide_dtyp
             return td_error("%s: negative size %lld in dim %d of shape %s", op,
                             (long long)shape[i], i, td_shape_str(s, sizeof s, ndim, shape));
         }
-        if (shape[i] == 0)
-            empty = true;
     }
-    if (empty)
-        return 0;
+    /* Zero-size dims count as 1: an empty tensor still gets strides from the other sizes, and
+     * those must not overflow either. */
     for (int i = 0; i < ndim; i++) {
-        if (total > ((uint64_t)1 << limit_log2) / (uint64_t)shape[i]) {
+        uint64_t size = shape[i] > 1 ? (uint64_t)shape[i] : 1;
+        if (total > ((uint64_t)1 << limit_log2) / size) {
             char s[160];
             return td_error("%s: shape %s of %s is too large (more than 2^%d %s)", op,
                             td_shape_str(s, sizeof s, ndim, shape), tide_dtype_name(dtype),
                             limit_log2, unit);
         }
-        total *= (uint64_t)shape[i];
+        total *= size;
     }
     return 0;
 }

@@ -140,9 +140,16 @@ tide_tensor *tide_from_data(const void *data, int ndim, const int64_t *shape, ti
 
 int tide_to_buffer(const tide_tensor *t, void *dst, size_t dst_bytes)
 {
-    if (td_check_tensor("to_buffer", "tensor", t) < 0)
+    if (td_check_tensor("to_buffer", "tensor", t) < 0 || td_materialize(t) < 0)
         return -1;
-    size_t nbytes = (size_t)td_numel(t->ndim, t->shape) * td_dtype_sizes[t->dtype];
+    size_t nbytes;
+    if (__builtin_mul_overflow((size_t)td_numel(t->ndim, t->shape), td_dtype_sizes[t->dtype],
+                               &nbytes)) {
+        char s[160];
+        return td_error("to_buffer: the %s tensor of shape %s has more bytes than memory can hold",
+                        tide_dtype_name((tide_dtype)t->dtype),
+                        td_shape_str(s, sizeof s, t->ndim, t->shape));
+    }
     if (!nbytes)
         return 0;
     if (!dst)

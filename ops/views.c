@@ -34,8 +34,10 @@ static int infer_shape(const char *op, const tide_tensor *x, int ndim, const int
             infer = i;
         } else if (shape[i] < 0) {
             return td_error("%s: invalid size %lld in dim %d", op, (long long)shape[i], i);
-        } else {
-            known *= shape[i];
+        } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+            char s1[160];
+            return td_error("%s: shape %s has more elements than an int64 can count", op,
+                            td_shape_str(s1, sizeof s1, ndim, shape));
         }
     }
     char s1[160], s2[160];
@@ -50,7 +52,9 @@ static int infer_shape(const char *op, const tide_tensor *x, int ndim, const int
                         td_shape_str(s1, sizeof s1, ndim, shape), (long long)numel,
                         td_shape_str(s2, sizeof s2, x->ndim, x->shape));
     }
-    return 0;
+    /* An empty input reshapes to any shape with a 0 in it; the other sizes still need bounds
+     * so that strides computed from them stay in range. */
+    return td_check_view_shape(op, ndim, out, (tide_dtype)x->dtype);
 }
 
 /* Strides that show x's elements in the new shape without copying, if any exist: dims of x

@@ -413,6 +413,36 @@ static void test_too_large(void)
     CHECK_ERROR(tide_expand(y, 2, bigger), "expand");
     tide_release(y);
     tide_release(x);
+
+    /* Zero-size dims do not exempt the other sizes: strides are computed from them. */
+    int64_t empty_huge[3] = {0, (int64_t)1 << 40, INT64_MAX};
+    CHECK_ERROR(tide_zeros(3, empty_huge, TIDE_FLOAT32), "zeros", "too large");
+    /* reshape's known sizes multiplying past int64, with and without an inferred dim */
+    int64_t four[1] = {4}, zero[1] = {0};
+    tide_tensor *v4 = make(1, four, TIDE_FLOAT32), *v0 = make(1, zero, TIDE_FLOAT32);
+    int64_t r_infer[3] = {-1, (int64_t)1 << 62, (int64_t)1 << 62};
+    int64_t r_empty[3] = {0, (int64_t)1 << 40, (int64_t)1 << 40};
+    CHECK_ERROR(tide_reshape(v4, 3, r_infer), "reshape", "int64");
+    CHECK_ERROR(tide_reshape(v0, 3, r_infer), "reshape");
+    CHECK_ERROR(tide_reshape(v0, 3, r_empty), "reshape", "too large");
+    int64_t r_ok[3] = {0, 5, 7};
+    tide_tensor *ok = tide_reshape(v0, 3, r_ok);
+    CHECK(ok && tide_numel(ok) == 0 && tide_size(ok, 2) == 7, "reshape [0] -> [0,5,7]: %s",
+          tide_last_error());
+    tide_release(ok);
+    tide_release(v4);
+    tide_release(v0);
+
+    /* Reading a 2^62-element expanded view into a buffer: the byte count would wrap. */
+    int64_t sq[2] = {(int64_t)1 << 31, (int64_t)1 << 31};
+    tide_tensor *o = make(1, one, TIDE_FLOAT64);
+    tide_tensor *wide = o ? tide_expand(o, 2, sq) : NULL;
+    char buf[16];
+    CHECK(wide && tide_to_buffer(wide, buf, sizeof buf) == -1 &&
+              strstr(tide_last_error(), "to_buffer"),
+          "to_buffer of a 2^62-element view: %s", tide_last_error());
+    tide_release(wide);
+    tide_release(o);
 }
 
 /* ---- reading into too small a buffer ----------------------------------------------------------- */

@@ -99,6 +99,13 @@ static bool dtype_is_float(tide_dtype dt) { return dt == TIDE_FLOAT32 || dt == T
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+/* a*b, or INT64_MAX when that overflows: an expanded view can hold 2^62 elements, and the
+ * byte counts below only choose a work split. */
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static td_red_acc acc_identity(int rop, acc_kind kind)
@@ -406,8 +413,8 @@ static void choose_pieces(red_plan *p, int64_t nout, int64_t base, int64_t max_p
 static void run_per_output(red_plan *p)
 {
     int64_t nout = dims_numel(p->kept, p->nkept);
-    int64_t bytes_per_out = p->len * (int64_t)p->xes;
-    if (nout * bytes_per_out < PAR_BYTES) {
+    int64_t bytes_per_out = sat_mul(p->len, (int64_t)p->xes);
+    if (sat_mul(nout, bytes_per_out) < PAR_BYTES) {
         outputs_range(p, 0, nout);
         return;
     }
@@ -730,8 +737,8 @@ static void arg_pick_pieces(const arg_plan *p, int64_t nout)
 static void arg_per_output(arg_plan *p)
 {
     int64_t nout = dims_numel(p->kept, p->nkept);
-    int64_t bytes_per_out = p->n * (int64_t)p->xes;
-    if (nout * bytes_per_out < PAR_BYTES) {
+    int64_t bytes_per_out = sat_mul(p->n, (int64_t)p->xes);
+    if (sat_mul(nout, bytes_per_out) < PAR_BYTES) {
         arg_outputs_range(p, 0, nout);
         return;
     }
