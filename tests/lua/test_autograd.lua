@@ -103,4 +103,59 @@ H.test("a small regression fitted with autograd", function()
   H.near(b:item(), 0.5, 1e-3)
 end)
 
+H.test("in-place rules and backward errors", function()
+  local w = tide.tensor({ 1.0, 2.0 }, { requires_grad = true })
+  H.raises(function() w:add_(1) end, "leaf", "in-place")
+  H.raises(function() w:fill_(0) end, "leaf")
+  H.values(w, { 1, 2 }, 0, "a refused in-place op leaves the data")
+  tide.no_grad(function() w:mul_(2) end)
+  H.values(w, { 2, 4 })
+  local y = w * w
+  local v = y:view(2, 1)
+  H.raises(function() y:add_(1) end, "part of the autograd graph", "view its memory")
+  v = nil
+  collectgarbage()
+  y:mul_(3) -- nothing else views y's memory: the in-place op joins the graph
+  H.raises(function() y:backward() end, "one element", "[2]")
+  local s = y:sum()
+  s:backward()
+  H.values(w.grad, { 12, 24 })
+  H.raises(function() s:backward() end, "second time", "retain_graph")
+  -- a tensor saved for backward, changed in place afterwards
+  local c = tide.tensor({ 3.0, 4.0 })
+  local p = (w * c):sum()
+  c:fill_(0)
+  H.raises(function() p:backward() end, "modified by an in-place operation")
+  H.raises(function() tide.ones(2):sum():backward() end, "does not require grad")
+end)
+
+H.test("gradients through nn ops, views and broadcasting", function()
+  local x = tide.tensor({ { 1.0, -2.0, 3.0 }, { 0.5, 0.0, -1.0 } }, { requires_grad = true })
+  local b = tide.tensor({ 1.0, 2.0, 3.0 }, { requires_grad = true })
+  local loss = ((x + b):relu() * x:t():t()):sum()
+  loss:backward()
+  -- d/dx of relu(x+b)*x = [x+b>0]*(x + (x+b)); d/db = [x+b>0]*x summed over rows
+  H.values(x.grad, { { 3, 0, 9 }, { 2, 2, 1 } })
+  H.values(b.grad, { 1.5, 0, 2 })
+end)
+
+H.test("backward on the Vulkan device matches the CPU", function()
+  if not (tide.vulkan and tide.vulkan.available()) then
+    print("test_autograd: no Vulkan device, skipped")
+    return
+  end
+  local function run(device)
+    local x = tide.tensor({ { 1.0, -2.0, 3.0 }, { 0.5, 0.25, -1.0 } }, { device = device, requires_grad = true })
+    local w = tide.tensor({ { 1.0, 2.0 }, { 3.0, 4.0 }, { 5.0, 6.0 } }, { device = device, requires_grad = true })
+    local idx = tide.tensor({ { 1, 3 }, { 2, 2 } }, { dtype = "int64", device = device })
+    local y = x:matmul(w):relu():sum() + x:max() + x:exp():mean() + x:gather(2, idx):sum()
+    y:backward()
+    return x.grad:to("cpu"), w.grad:to("cpu")
+  end
+  local gx, gw = run("cpu")
+  local vx, vw = run("vulkan")
+  H.values(vx, gx:totable(), 1e-5)
+  H.values(vw, gw:totable(), 1e-5)
+end)
+
 H.done()

@@ -1,0 +1,563 @@
+/*
+ * engine.c — reverse-mode autograd: the record hook that builds backward nodes as ops run, the
+ * walk that runs them in reverse topological order and accumulates leaves' gradients, grad
+ * mode, and the autograd functions of tide.h. The formulas themselves are in formulas.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/dispatch.h"
+#include "autograd.h"
+
+/* Grad mode, per thread; on by default (the variable says "off" so zero-initialised is on). */
+static _Thread_local bool grad_off;
+
+static void shape_str(char *buf, size_t size, const tide_tensor *t)
+{
+    char s[160];
+    snprintf(buf, size, "%s %s", td_shape_str(s, sizeof s, t->ndim, t->shape),
+             tide_dtype_name((tide_dtype)t->dtype));
+}
+
+/* ---- nodes --------------------------------------------------------------------------------- */
+
+static void free_saved(ag_node *n)
+{
+    for (int i = 0; i < n->nin; i++) {
+        tide_release(n->in[i].saved);
+        n->in[i].saved = NULL;
+    }
+}
+
+typedef struct release_stack {
+    ag_node **v;
+    int top, cap;
+    ag_node *buf[64];
+} release_stack;
+
+static void push_node(release_stack *st, ag_node *n)
+{
+    if (st->top == st->cap) {
+        int ncap = st->cap * 2;
+        ag_node **grown = malloc(sizeof *grown * (size_t)ncap);
+        if (!grown) { /* out of memory: release it the recursive way rather than leak */
+            td_grad_fn_release(n);
+            return;
+        }
+        memcpy(grown, st->v, sizeof *grown * (size_t)st->top);
+        if (st->v != st->buf)
+            free(st->v);
+        st->v = grown;
+        st->cap = ncap;
+    }
+    st->v[st->top++] = n;
+}
+
+/* Releases t; when that frees it, its grad_fn reference moves onto the stack instead of being
+ * released from inside tide_release (which would recurse once per saved tensor in a chain). */
+static void release_tensor(release_stack *st, tide_tensor *t)
+{
+    if (t && t->grad_fn && __atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE) == 1) {
+        push_node(st, t->grad_fn);
+        t->grad_fn = NULL;
+    }
+    tide_release(t);
+}
+
+/* Releases a node; the nodes (and saved tensors' nodes) it keeps alive are released
+ * iteratively, so a graph of any depth is freed without deep recursion. */
+void td_grad_fn_release(void *grad_fn)
+{
+    if (!grad_fn)
+        return;
+    release_stack st = {.cap = 64};
+    st.v = st.buf;
+    st.v[st.top++] = grad_fn;
+    while (st.top > 0) {
+        ag_node *n = st.v[--st.top];
+        if (td_ref_dec(&n->refcount) != 0)
+            continue;
+        tide_release(n->grad);
+        for (int i = 0; i < n->nin; i++) {
+            release_tensor(&st, n->in[i].saved);
+            release_tensor(&st, n->in[i].leaf);
+            if (n->in[i].node)
+                push_node(&st, n->in[i].node);
+        }
+        free(n);
+    }
+    if (st.v != st.buf)
+        free(st.v);
+}
+
+/* ---- recording ------------------------------------------------------------------------------ */
+
+static bool requires_grad(const tide_tensor *t) { return t && (t->flags & TD_REQUIRES_GRAD); }
+
+static int record_node(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                       const tide_attrs *attrs)
+{
+    ag_node *n = calloc(1, sizeof *n + sizeof(ag_input) * (size_t)nin);
+    if (!n)
+        return td_error("%s: out of memory recording the backward node", tide_op_name(op));
+    n->refcount = 1;
+    n->op = op;
+    if (attrs)
+        n->attrs = *attrs;
+    n->out_dtype = out->dtype;
+    n->out_ndim = out->ndim;
+    memcpy(n->out_shape, out->shape, sizeof(int64_t) * out->ndim);
+    n->nin = nin;
+    unsigned needed = 0;
+    bool any = false;
+    for (int i = 0; i < nin; i++) {
+        ag_input *a = &n->in[i];
+        tide_tensor *x = in[i];
+        a->transposed = ag_stored_transposed(x);
+        a->dtype = x->dtype;
+        a->ndim = x->ndim;
+        memcpy(a->shape, x->shape, sizeof(int64_t) * x->ndim);
+        if (requires_grad(x)) {
+            any = true;
+            if (i < 32)
+                needed |= 1u << i;
+            if (x->grad_fn) {
+                a->node = x->grad_fn;
+                td_ref_inc(&a->node->refcount);
+            } else {
+                a->leaf = tide_retain(x);
+            }
+        }
+    }
+    if (!any) { /* the dispatcher only calls with an input that requires grad; be safe */
+        free(n);
+        return 0;
+    }
+    unsigned save = ag_saved_inputs(op, needed);
+    for (int i = 0; i < nin && i < 32; i++) {
+        if (!(save & (1u << i)))
+            continue;
+        n->in[i].saved = tide_retain(in[i]);
+        n->in[i].version = in[i]->storage ? in[i]->storage->version : 0;
+    }
+    if (out->grad_fn) /* a tracer handed back a tensor that already had one; an in-place write */
+        td_grad_fn_release(out->grad_fn);
+    out->grad_fn = n;
+    out->flags |= TD_REQUIRES_GRAD;
+    return 0;
+}
+
+/* An in-place write (COPY, FILL) into dst while grad mode is on, before it happens. A leaf that
+ * requires grad is refused, as PyTorch does. A tensor inside a graph, or one receiving a source
+ * that requires grad, is rewired when nothing else can see its memory (its storage has no other
+ * tensor): its old value is overwritten whole, so its grad_fn becomes the copy's (or nothing,
+ * for fill_ and a source outside the graph). With other views of the memory alive, their graphs
+ * would silently go stale: refused. */
+static int inplace_record(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin)
+{
+    const char *name = op == TIDE_OP_FILL ? "fill_" : "copy_";
+    bool src_grad = false;
+    for (int i = 0; i < nin; i++)
+        src_grad |= requires_grad(in[i]);
+    char s[200];
+    shape_str(s, sizeof s, dst);
+    if (requires_grad(dst) && !dst->grad_fn)
+        return td_error("%s: a leaf tensor that requires grad (%s) is being used in an in-place "
+                        "operation; do it under no_grad (tide_set_grad_enabled(false)) or on "
+                        "x.data / detach()",
+                        name, s);
+    if (!requires_grad(dst) && !src_grad)
+        return 0;
+    if (!tide_dtype_is_floating((tide_dtype)dst->dtype))
+        return 0; /* an integer destination carries no gradient */
+    if (!dst->storage || dst->storage->refcount != 1) {
+        if (dst->grad_fn)
+            return td_error("%s: in-place write into a tensor that is part of the autograd graph "
+                            "(%s, made by %s) while other tensors view its memory is not "
+                            "supported; use the out-of-place op, or clone() it first",
+                            name, s, tide_op_name(((ag_node *)dst->grad_fn)->op));
+        return td_error("%s: the source requires grad, but the destination (%s) shares its memory "
+                        "with other tensors, whose gradients would go wrong; use an out-of-place "
+                        "op (clone, cat, where) or detach() the source",
+                        name, s);
+    }
+    if (op == TIDE_OP_COPY && src_grad)
+        return record_node(TIDE_OP_COPY, dst, in, nin, NULL);
+    td_grad_fn_release(dst->grad_fn); /* a constant now */
+    dst->grad_fn = NULL;
+    dst->flags &= (uint8_t)~TD_REQUIRES_GRAD;
+    return 0;
+}
+
+int td_autograd_record(void *ctx, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                       const tide_attrs *attrs)
+{
+    (void)ctx;
+    if (grad_off)
+        return 0;
+    if (op == TIDE_OP_COPY || op == TIDE_OP_FILL)
+        return inplace_record(op, out, in, nin);
+    /* Integer and bool results (comparisons, argmax, indices) carry no gradient. */
+    if (!tide_dtype_is_floating((tide_dtype)out->dtype))
+        return 0;
+    return record_node(op, out, in, nin, attrs);
+}
+
+/* ---- the backward walk ----------------------------------------------------------------------- */
+
+typedef struct node_list {
+    ag_node **v;
+    int n, cap;
+} node_list;
+
+static int list_push(node_list *l, ag_node *n)
+{
+    if (l->n == l->cap) {
+        int ncap = l->cap ? l->cap * 2 : 64;
+        ag_node **grown = realloc(l->v, sizeof *grown * (size_t)ncap);
+        if (!grown)
+            return td_error("backward: out of memory walking the graph");
+        l->v = grown;
+        l->cap = ncap;
+    }
+    l->v[l->n++] = n;
+    return 0;
+}
+
+static unsigned next_mark(void)
+{
+    static unsigned counter;
+    unsigned m = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+    return m ? m : __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+}
+
+/* Every node reachable from root, each once, with deps = the edges into it from the others;
+ * fails when a node's saved tensors were freed or modified in place since. */
+static int collect(ag_node *root, node_list *all)
+{
+    unsigned mark = next_mark();
+    node_list stack = {0};
+    int rc = 0;
+    root->mark = mark;
+    root->deps = 0;
+    if (list_push(&stack, root) < 0 || list_push(all, root) < 0)
+        rc = -1;
+    while (rc == 0 && stack.n > 0) {
+        ag_node *n = stack.v[--stack.n];
+        if (n->released) {
+            rc = td_error("backward: trying to backward through the graph a second time: the "
+                          "saved tensors of '%s' were freed by an earlier backward; pass "
+                          "retain_graph=true to the first backward to keep them",
+                          tide_op_name(n->op));
+            break;
+        }
+        for (int i = 0; i < n->nin && rc == 0; i++) {
+            ag_input *a = &n->in[i];
+            if (a->saved && a->saved->storage && a->saved->storage->version != a->version) {
+                char s[200];
+                shape_str(s, sizeof s, a->saved);
+                rc = td_error("backward: a tensor saved for the gradient of '%s' (input %d, %s) "
+                              "was modified by an in-place operation after it was used (version "
+                              "%u, now %u); clone it before the in-place op",
+                              tide_op_name(n->op), i, s, a->version, a->saved->storage->version);
+                break;
+            }
+            ag_node *next = a->node;
+            if (!next)
+                continue;
+            if (next->mark != mark) {
+                next->mark = mark;
+                next->deps = 0;
+                if (list_push(&stack, next) < 0 || list_push(all, next) < 0)
+                    rc = -1;
+            }
+            next->deps++;
+        }
+    }
+    free(stack.v);
+    return rc;
+}
+
+/* dst's shape and dtype, or an internal error naming the op. */
+static int check_grad_shape(const ag_node *n, int i, const tide_tensor *g)
+{
+    const ag_input *a = &n->in[i];
+    if (g->ndim == a->ndim && memcmp(g->shape, a->shape, sizeof(int64_t) * a->ndim) == 0 &&
+        g->dtype == a->dtype)
+        return 0;
+    char s1[200], s2[160];
+    shape_str(s1, sizeof s1, g);
+    return td_error("backward: internal error: the gradient of '%s' for input %d is %s, expected "
+                    "%s %s",
+                    tide_op_name(n->op), i, s1, td_shape_str(s2, sizeof s2, a->ndim, a->shape),
+                    tide_dtype_name((tide_dtype)a->dtype));
+}
+
+/* *acc += g (out of place; g is consumed). */
+static int accumulate(tide_tensor **acc, tide_tensor *g)
+{
+    if (!*acc) {
+        *acc = g;
+        return 0;
+    }
+    tide_tensor *sum = tide_add(*acc, g);
+    tide_release(g);
+    if (!sum)
+        return -1;
+    tide_release(*acc);
+    *acc = sum;
+    return 0;
+}
+
+static bool writable(const tide_tensor *t)
+{
+    for (int d = 0; d < t->ndim; d++)
+        if (t->strides[d] == 0 && t->shape[d] > 1)
+            return false;
+    return true;
+}
+
+/* leaf.grad += g (g consumed). A first gradient is stored as a fresh contiguous tensor of the
+ * leaf's dtype that nothing else references, so in-place updates of one leaf's grad never touch
+ * another's. Later ones are added in place, as PyTorch does: a tracer capturing a training step
+ * then sees the accumulation as a write into the grad tensor, which replays. */
+static int accumulate_leaf(tide_tensor *leaf, tide_tensor *g)
+{
+    if (g->dtype != leaf->dtype) {
+        tide_tensor *c = tide_cast(g, (tide_dtype)leaf->dtype);
+        tide_release(g);
+        if (!(g = c))
+            return -1;
+    }
+    tide_tensor *next;
+    if (leaf->grad && writable(leaf->grad) && leaf->grad->device == g->device) {
+        tide_tensor *sum = tide_add(leaf->grad, g);
+        tide_release(g);
+        int rc = sum ? tide_copy_(leaf->grad, sum) : -1;
+        tide_release(sum);
+        return rc;
+    } else if (leaf->grad) {
+        next = tide_add(leaf->grad, g);
+    } else if (g->refcount == 1 && g->storage && g->storage->refcount == 1 &&
+               td_is_contiguous(g) && !g->grad_fn) {
+        next = tide_retain(g);
+    } else {
+        next = tide_clone(g);
+    }
+    tide_release(g);
+    if (!next)
+        return -1;
+    tide_release(leaf->grad);
+    leaf->grad = next;
+    return 0;
+}
+
+static int run_backward(ag_node *root, tide_tensor *root_grad, bool retain_graph)
+{
+    node_list all = {0}, ready = {0};
+    int rc = collect(root, &all);
+    if (rc == 0) {
+        root->grad = tide_retain(root_grad);
+        rc = list_push(&ready, root);
+    }
+    tide_tensor *gi_buf[16], **gi = gi_buf;
+    int gi_cap = 16;
+    while (rc == 0 && ready.n > 0) {
+        ag_node *n = ready.v[--ready.n];
+        tide_tensor *g = n->grad;
+        n->grad = NULL;
+        if (n->nin > gi_cap) {
+            tide_tensor **grown = malloc(sizeof *grown * (size_t)n->nin);
+            if (!grown) {
+                tide_release(g);
+                rc = td_error("backward: out of memory");
+                break;
+            }
+            if (gi != gi_buf)
+                free(gi);
+            gi = grown;
+            gi_cap = n->nin;
+        }
+        for (int i = 0; i < n->nin; i++)
+            gi[i] = NULL;
+        if (g) {
+            rc = ag_backward_formula(n, g, gi);
+            tide_release(g);
+        }
+        for (int i = 0; i < n->nin; i++) {
+            ag_input *a = &n->in[i];
+            tide_tensor *gr = gi[i];
+            gi[i] = NULL;
+            if (rc == 0 && gr && check_grad_shape(n, i, gr) < 0)
+                rc = -1;
+            if (rc < 0) {
+                tide_release(gr);
+                continue;
+            }
+            if (a->leaf) {
+                if (gr && accumulate_leaf(a->leaf, gr) < 0)
+                    rc = -1;
+            } else if (a->node) {
+                if (gr && accumulate(&a->node->grad, gr) < 0)
+                    rc = -1;
+                if (--a->node->deps == 0 && list_push(&ready, a->node) < 0)
+                    rc = -1;
+            } else {
+                tide_release(gr);
+            }
+        }
+    }
+    for (int i = 0; i < all.n; i++) {
+        tide_release(all.v[i]->grad);
+        all.v[i]->grad = NULL;
+        if (rc == 0 && !retain_graph) {
+            free_saved(all.v[i]);
+            all.v[i]->released = true;
+        }
+    }
+    if (gi != gi_buf)
+        free(gi);
+    free(all.v);
+    free(ready.v);
+    return rc;
+}
+
+/* ---- the API --------------------------------------------------------------------------------- */
+
+int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph)
+{
+    if (td_check_tensor("backward", "tensor", root) < 0)
+        return -1;
+    char s1[200], s2[200];
+    shape_str(s1, sizeof s1, root);
+    if (!requires_grad(root))
+        return td_error("backward: the tensor (%s) does not require grad and has no grad_fn; "
+                        "call requires_grad_ on the leaves it is computed from before computing "
+                        "it (and not under no_grad)",
+                        s1);
+    tide_tensor *g;
+    if (!grad_root) {
+        if (td_numel(root->ndim, root->shape) != 1)
+            return td_error("backward: a gradient can be created implicitly only for a tensor of "
+                            "one element, but the tensor is %s; pass grad_root of that shape",
+                            s1);
+        g = tide_ones(root->ndim, root->shape, (tide_dtype)root->dtype);
+        if (g && g->device != root->device) {
+            tide_tensor *moved = tide_to(g, tide_device_name(root));
+            tide_release(g);
+            g = moved;
+        }
+    } else {
+        if (grad_root->ndim != root->ndim ||
+            memcmp(grad_root->shape, root->shape, sizeof(int64_t) * root->ndim) != 0) {
+            shape_str(s2, sizeof s2, grad_root);
+            return td_error("backward: the gradient %s does not match the shape of the tensor %s",
+                            s2, s1);
+        }
+        if (!tide_dtype_is_floating((tide_dtype)grad_root->dtype)) {
+            shape_str(s2, sizeof s2, grad_root);
+            return td_error("backward: the gradient must be floating-point, got %s", s2);
+        }
+        g = tide_cast(grad_root, (tide_dtype)root->dtype);
+    }
+    if (!g)
+        return -1;
+    /* Backward's own ops are not recorded (no create_graph). */
+    bool was_off = grad_off;
+    grad_off = true;
+    int rc;
+    if (root->grad_fn)
+        rc = run_backward(root->grad_fn, g, retain_graph);
+    else
+        rc = accumulate_leaf(root, tide_retain(g));
+    grad_off = was_off;
+    tide_release(g);
+    return rc;
+}
+
+int tide_requires_grad_(tide_tensor *t, bool on)
+{
+    if (td_check_tensor("requires_grad_", "tensor", t) < 0)
+        return -1;
+    char s[200];
+    shape_str(s, sizeof s, t);
+    if (t->grad_fn) {
+        if (on)
+            return 0;
+        return td_error("requires_grad_: only a leaf's requires_grad can be turned off; this %s "
+                        "tensor was made by %s (use detach() for a copy outside the graph)",
+                        s, tide_op_name(((ag_node *)t->grad_fn)->op));
+    }
+    if (on && !tide_dtype_is_floating((tide_dtype)t->dtype))
+        return td_error("requires_grad_: only floating-point tensors can require gradients, "
+                        "got %s",
+                        s);
+    if (on)
+        t->flags |= TD_REQUIRES_GRAD;
+    else
+        t->flags &= (uint8_t)~TD_REQUIRES_GRAD;
+    return 0;
+}
+
+bool tide_requires_grad(const tide_tensor *t) { return requires_grad(t); }
+
+tide_tensor *tide_grad(const tide_tensor *t) { return t ? tide_retain(t->grad) : NULL; }
+
+int tide_set_grad(tide_tensor *t, const tide_tensor *grad)
+{
+    if (td_check_tensor("set_grad", "tensor", t) < 0)
+        return -1;
+    if (grad) {
+        char s1[200], s2[200];
+        shape_str(s1, sizeof s1, t);
+        shape_str(s2, sizeof s2, grad);
+        if (grad->ndim != t->ndim ||
+            memcmp(grad->shape, t->shape, sizeof(int64_t) * t->ndim) != 0 ||
+            grad->dtype != t->dtype)
+            return td_error("set_grad: the gradient %s must have the tensor's shape and dtype "
+                            "(%s)",
+                            s2, s1);
+        if (grad->device != t->device)
+            return td_error("set_grad: the gradient is on %s, the tensor on %s",
+                            grad->device->name, t->device->name);
+        if (grad == t)
+            return td_error("set_grad: a tensor cannot be its own gradient");
+    }
+    tide_tensor *old = t->grad;
+    t->grad = tide_retain((tide_tensor *)grad);
+    tide_release(old);
+    return 0;
+}
+
+tide_tensor *tide_detach(const tide_tensor *t)
+{
+    if (td_check_tensor("detach", "tensor", t) < 0)
+        return NULL;
+    /* A same-layout view through the dispatcher (so a tracer sees it), not recorded. */
+    tide_attrs a = {.nints = t->ndim};
+    for (int i = 0; i < t->ndim; i++)
+        a.ints[i] = t->shape[i];
+    bool was_off = grad_off;
+    grad_off = true;
+    tide_tensor *d = td_dispatch_view(TIDE_OP_RESHAPE, t, t->ndim, t->shape, t->strides,
+                                      t->offset, &a);
+    grad_off = was_off;
+    if (d)
+        d->flags = (uint8_t)((d->flags | (t->flags & TD_WRAPPED_NUMBER)) & ~TD_REQUIRES_GRAD);
+    return d;
+}
+
+bool tide_set_grad_enabled(bool enabled)
+{
+    bool previous = !grad_off;
+    grad_off = !enabled;
+    return previous;
+}
+
+bool tide_is_grad_enabled(void) { return !grad_off; }
+
+const char *tide_grad_fn_name(const tide_tensor *t)
+{
+    return t && t->grad_fn ? tide_op_name(((ag_node *)t->grad_fn)->op) : NULL;
+}
