@@ -1,0 +1,652 @@
+/*
+ * cpu_codegen.c — the CPU device's code generator for jit fusion groups (jit/jit.h): each group
+ * becomes a C function compiled in-process by libtcc, and an interpreter runs the same program
+ * when code generation is off (TIDE_JIT_CODEGEN=0) or fails.
+ *
+ * Shape of the generated code, chosen by measurement (jit/README.md): libtcc's own arithmetic
+ * is scalar and unoptimized, so the function walks the group's domain in rows (the reduced
+ * trailing dims of a fused reduction, or 2048-element tiles of an elementwise chain) and calls
+ * the library's vectorized contiguous kernels (cpu_elementwise_isa.c, cpu_reduce_isa.c, the
+ * ones eager uses, so results match eager bit for bit) on each row held in L1-sized scratch.
+ * What the generated code reads is given with tcc_add_symbol — no system header is included —
+ * and scalars travel through pointers, never as extern data (libtcc 0.9.27 miscompiles
+ * arithmetic on extern float data).
+ */
+#include <libtcc.h>
+#include <pthread.h>
+/* Weak: libtcc is linked into executables only (devices/cpu/tcc/cpu_tcc_anchor.c). */
+#pragma weak tcc_new
+#pragma weak tcc_delete
+#pragma weak tcc_set_error_func
+#pragma weak tcc_set_options
+#pragma weak tcc_set_output_type
+#pragma weak tcc_add_symbol
+#pragma weak tcc_compile_string
+#pragma weak tcc_relocate
+#pragma weak tcc_get_symbol
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/log.h"
+#include "../../jit/jit.h"
+#include "cpu_elementwise.h"
+#include "cpu_isa.h"
+#include "cpu_reduce.h"
+
+static const td_ew_kernels *ew_table(void)
+{
+    switch (td_cpu_isa()) {
+    case TD_ISA_AVX512: return &td_ew_kernels_avx512;
+    case TD_ISA_AVX2: return &td_ew_kernels_avx2;
+    default: return &td_ew_kernels_baseline;
+    }
+}
+
+static const td_red_kernels *red_table(void)
+{
+    switch (td_cpu_isa()) {
+    case TD_ISA_AVX512: return &td_red_kernels_avx512;
+    case TD_ISA_AVX2: return &td_red_kernels_avx2;
+    default: return &td_red_kernels_baseline;
+    }
+}
+
+static int log2_size(int es) { return es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3; }
+
+/* A marker for ops the helpers below run (cast). */
+static void cast_marker(void) {}
+
+void *td_jit_tile_kernel(int op, int dtype)
+{
+    if (dtype < 0 || dtype >= TIDE_NUM_DTYPES)
+        return NULL;
+    const td_ew_kernels *k = ew_table();
+    if (tide_op_is_unary((tide_op)op))
+        return (void *)k->unary[op - TIDE_OP_FIRST_UNARY][dtype];
+    if (tide_op_is_binary((tide_op)op))
+        return (void *)k->binary[op - TIDE_OP_FIRST_BINARY][dtype];
+    if (op == TIDE_OP_WHERE)
+        return (void *)k->where[log2_size((int)td_dtype_sizes[dtype])];
+    if (op == TIDE_OP_CAST)
+        return (void *)cast_marker;
+    if (op >= TIDE_OP_SUM && op <= TIDE_OP_MIN)
+        return (void *)red_table()->run[op - TIDE_OP_SUM][dtype];
+    return NULL;
+}
+
+/* ---- helpers the generated code calls ------------------------------------------------------ */
+
+void td_jit_gather(const jit_gather *d, void *dst, int64_t begin, int64_t n)
+{
+    if (n <= 0)
+        return;
+    int nd = d->ndim;
+    int64_t idx[TIDE_MAX_DIMS];
+    int64_t rem = begin, off = 0;
+    for (int k = nd - 1; k >= 0; k--) {
+        idx[k] = d->shape[k] ? rem % d->shape[k] : 0;
+        rem = d->shape[k] ? rem / d->shape[k] : 0;
+        off += idx[k] * d->strides[k];
+    }
+    char *out = dst;
+    int es = d->es;
+    int64_t inner = nd ? d->shape[nd - 1] : 1, is = nd ? d->strides[nd - 1] : 0;
+    int64_t done = 0;
+    while (done < n) {
+        int64_t run = nd ? inner - idx[nd - 1] : 1;
+        if (run > n - done)
+            run = n - done;
+        const char *src = d->base + off * es;
+        if (is == 1) {
+            memcpy(out + done * es, src, (size_t)(run * es));
+        } else if (es == 4) {
+            for (int64_t j = 0; j < run; j++)
+                memcpy(out + (done + j) * 4, src + j * is * 4, 4);
+        } else {
+            for (int64_t j = 0; j < run; j++)
+                memcpy(out + (done + j) * es, src + j * is * es, (size_t)es);
+        }
+        done += run;
+        if (!nd)
+            break;
+        /* advance the multi-index by run */
+        idx[nd - 1] += run;
+        off += run * is;
+        for (int k = nd - 1; k > 0 && idx[k] >= d->shape[k]; k--) {
+            off -= idx[k] * d->strides[k];
+            idx[k] = 0;
+            idx[k - 1]++;
+            off += d->strides[k - 1];
+        }
+    }
+}
+
+/* Plain -O2 does not vectorize these loops; they run once per tile. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define TD_VECTORIZE __attribute__((optimize("O3")))
+#else
+#define TD_VECTORIZE
+#endif
+
+TD_VECTORIZE void td_jit_splat(int64_t es, void *dst, const void *src, int64_t n)
+{
+    char *o = dst;
+    switch (es) {
+    case 4: {
+        uint32_t v;
+        memcpy(&v, src, 4);
+        for (int64_t i = 0; i < n; i++)
+            ((uint32_t *)o)[i] = v;
+        break;
+    }
+    case 8: {
+        uint64_t v;
+        memcpy(&v, src, 8);
+        for (int64_t i = 0; i < n; i++)
+            ((uint64_t *)o)[i] = v;
+        break;
+    }
+    default:
+        for (int64_t i = 0; i < n; i++)
+            memcpy(o + i * es, src, (size_t)es);
+    }
+}
+
+void td_jit_reduce(int op, int dtype, int odtype, void *out, const void *x, int64_t n)
+{
+    td_red_acc a = red_table()->run[op - TIDE_OP_SUM][dtype](x, n, 1);
+    switch (odtype) { /* as cpu_reduce.c stores a wide result */
+    case TIDE_FLOAT32: *(float *)out = (float)a.f; break;
+    case TIDE_FLOAT64: *(double *)out = a.f; break;
+    case TIDE_INT32: *(int32_t *)out = (int32_t)a.i; break;
+    case TIDE_INT64: *(int64_t *)out = a.i; break;
+    default: *(uint8_t *)out = (uint8_t)a.i; break;
+    }
+}
+
+/* Conversions exactly as cpu_copy.c makes them. */
+static inline int32_t f_to_i32(double x)
+{
+    return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN;
+}
+static inline int64_t f_to_i64(double x)
+{
+    return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN;
+}
+
+#define CAST_LOOP(ST, DT, CONV)                                                                    \
+    for (int64_t i = 0; i < n; i++)                                                                \
+        ((DT *)out)[i] = CONV(((const ST *)x)[i]);                                                 \
+    return;
+
+#define CAST_FROM(ST, FLT)                                                                         \
+    switch (odtype) {                                                                              \
+    case TIDE_FLOAT32: CAST_LOOP(ST, float, (float))                                               \
+    case TIDE_FLOAT64: CAST_LOOP(ST, double, (double))                                             \
+    case TIDE_INT32: if (FLT) { CAST_LOOP(ST, int32_t, f_to_i32) } else { CAST_LOOP(ST, int32_t, (int32_t)) } \
+    case TIDE_INT64: if (FLT) { CAST_LOOP(ST, int64_t, f_to_i64) } else { CAST_LOOP(ST, int64_t, (int64_t)) } \
+    case TIDE_UINT8: if (FLT) { CAST_LOOP(ST, uint8_t, (uint8_t)f_to_i64) } else { CAST_LOOP(ST, uint8_t, (uint8_t)) } \
+    default: CAST_LOOP(ST, uint8_t, 0 != ) \
+    }
+
+TD_VECTORIZE void td_jit_cast(int64_t n, void *out, int odtype, const void *x, int idtype)
+{
+    if (odtype == idtype) { /* clone and contiguous are casts to the same dtype */
+        memcpy(out, x, (size_t)n * td_dtype_sizes[odtype]);
+        return;
+    }
+    switch (idtype) {
+    case TIDE_FLOAT32: CAST_FROM(float, 1) break;
+    case TIDE_FLOAT64: CAST_FROM(double, 1) break;
+    case TIDE_INT32: CAST_FROM(int32_t, 0) break;
+    case TIDE_INT64: CAST_FROM(int64_t, 0) break;
+    default: CAST_FROM(uint8_t, 0) break;
+    }
+}
+
+/* ---- the interpreter ------------------------------------------------------------------------ */
+
+static int slot_of(const jit_group *g, int node)
+{
+    for (int s = 0; s < g->nslots; s++)
+        if (g->slots[s].node == node)
+            return s;
+    return -1;
+}
+
+static void compute(const jit_compiled *c, const jit_group *g, const jit_slot *ms, char **p,
+                    char *scratch, int64_t n)
+{
+    const jit_node *nd = &c->nodes[ms->node];
+    const void *in[JIT_MAX_IN];
+    for (int j = 0; j < nd->nin; j++) {
+        int q = slot_of(g, nd->in[j]);
+        const jit_slot *qs = &g->slots[q];
+        in[j] = ms->vkind == JV_FULL && qs->vkind != JV_FULL ? scratch + qs->splat : p[q];
+    }
+    char *out = p[ms - g->slots];
+    int op = nd->op;
+    const jit_node *x = &c->nodes[nd->in[0]];
+    if (op == TIDE_OP_CAST && x->dtype == nd->dtype && !ms->output) {
+        p[ms - g->slots] = (char *)in[0]; /* a clone nobody sees: the operand itself */
+        return;
+    }
+    if (op >= TIDE_OP_SUM && op <= TIDE_OP_MIN)
+        td_jit_reduce(op, x->dtype, nd->dtype, out, in[0], g->rowlen);
+    else if (op == TIDE_OP_CAST)
+        td_jit_cast(n, out, nd->dtype, in[0], x->dtype);
+    else if (op == TIDE_OP_WHERE)
+        ((td_ew_where_fn)td_jit_tile_kernel(op, nd->dtype))(n, out, in[0], in[1], in[2]);
+    else if (tide_op_is_unary((tide_op)op))
+        ((td_ew_unary_fn)td_jit_tile_kernel(op, x->dtype))(n, out, in[0]);
+    else
+        ((td_ew_binary_fn)td_jit_tile_kernel(op, x->dtype))(n, out, in[0], in[1]);
+}
+
+void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **args, int64_t r0,
+                            int64_t r1, char *scratch)
+{
+    char *pbuf[64];
+    char **p = g->nslots <= 64 ? pbuf : malloc(sizeof(char *) * (size_t)g->nslots);
+    if (!p)
+        return;
+    /* scalars: once per call */
+    for (int s = 0; s < g->nslots; s++) {
+        const jit_slot *sl = &g->slots[s];
+        if (!sl->member && sl->vkind == JV_SCALAR) {
+            p[s] = args[sl->arg];
+            if (sl->splat >= 0)
+                td_jit_splat(sl->es, scratch + sl->splat, p[s], g->rowlen);
+        }
+    }
+    for (int k = 0; k < g->nmembers; k++) {
+        const jit_slot *ms = &g->slots[g->members[k]];
+        if (ms->vkind != JV_SCALAR)
+            continue;
+        p[g->members[k]] = scratch + ms->scratch;
+        if (ms->output) /* computed in scratch, stored by the first chunk */
+            p[g->members[k]] = scratch + ms->scratch;
+        compute(c, g, ms, p, scratch, 1);
+        if (ms->output && r0 == 0)
+            memcpy(args[ms->arg], p[g->members[k]], (size_t)ms->es);
+        if (ms->splat >= 0)
+            td_jit_splat(ms->es, scratch + ms->splat, p[g->members[k]], g->rowlen);
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t s0 = r * g->rowlen;
+        int64_t n = g->numel - s0 < g->rowlen ? g->numel - s0 : g->rowlen;
+        for (int s = 0; s < g->nslots; s++) {
+            const jit_slot *sl = &g->slots[s];
+            if (sl->member || sl->vkind == JV_SCALAR)
+                continue;
+            if (sl->direct) {
+                p[s] = (char *)args[sl->arg] + s0 * sl->es;
+                continue;
+            }
+            p[s] = scratch + sl->scratch;
+            if (sl->vkind == JV_FULL) {
+                td_jit_gather(args[sl->arg], p[s], s0, n);
+            } else {
+                td_jit_gather(args[sl->arg], p[s], r, 1);
+                if (sl->splat >= 0)
+                    td_jit_splat(sl->es, scratch + sl->splat, p[s], n);
+            }
+        }
+        for (int k = 0; k < g->nmembers; k++) {
+            int s = g->members[k];
+            const jit_slot *ms = &g->slots[s];
+            if (ms->vkind == JV_SCALAR)
+                continue;
+            if (ms->output)
+                p[s] = (char *)args[ms->arg] + (ms->vkind == JV_FULL ? s0 : r) * ms->es;
+            else
+                p[s] = scratch + ms->scratch;
+            compute(c, g, ms, p, scratch, ms->vkind == JV_FULL ? n : 1);
+            if (ms->into >= 0)
+                memcpy((char *)args[ms->arg] + s0 * ms->es, p[s], (size_t)(n * ms->es));
+            if (ms->vkind == JV_ROW && ms->splat >= 0)
+                td_jit_splat(ms->es, scratch + ms->splat, p[s], n);
+        }
+    }
+    if (p != pbuf)
+        free(p);
+}
+
+/* ---- C generation and libtcc ---------------------------------------------------------------- */
+
+static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    bool failed;
+} sbuf;
+
+static void emit(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(sbuf *b, const char *fmt, ...)
+{
+    if (b->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int len = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (len < 0) {
+            b->failed = true;
+            return;
+        }
+        if (b->s && b->n + (size_t)len < b->cap) {
+            b->n += (size_t)len;
+            return;
+        }
+        size_t nc = (b->cap ? b->cap * 2 : 4096) + (size_t)len;
+        char *ns = realloc(b->s, nc);
+        if (!ns) {
+            b->failed = true;
+            return;
+        }
+        b->s = ns;
+        b->cap = nc;
+    }
+}
+
+static void tcc_error_cb(void *opaque, const char *msg)
+{
+    sbuf *b = opaque;
+    emit(b, "%s; ", msg);
+}
+
+/* Compiled code shared by every group whose C is the same text (the kernels each symbol names
+ * are spelled out in the text): a new batch size re-plans a graph but compiles no C. */
+typedef struct code_entry {
+    uint64_t hash;
+    char *src;
+    TCCState *state;
+    void (*fn)(void **, int64_t, int64_t, char *);
+    int refs;
+    struct code_entry *next;
+} code_entry;
+#define CODE_BUCKETS 256
+static code_entry *code_cache[CODE_BUCKETS]; /* under tcc_lock */
+
+static uint64_t text_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static bool codegen_enabled(void)
+{
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *e = getenv("TIDE_JIT_CODEGEN");
+        enabled = !(e && strcmp(e, "0") == 0);
+    }
+    return enabled;
+}
+
+/* The operand expression member ms reads for its j-th input. */
+static void operand(sbuf *b, const jit_group *g, const jit_slot *ms, int q)
+{
+    const jit_slot *qs = &g->slots[q];
+    if (ms->vkind == JV_FULL && qs->vkind != JV_FULL)
+        emit(b, "S+%lld", (long long)qs->splat);
+    else
+        emit(b, "p%d", q);
+}
+
+static void emit_compute(sbuf *b, const jit_compiled *c, const jit_group *g, int s,
+                         const char *n)
+{
+    const jit_slot *ms = &g->slots[s];
+    const jit_node *nd = &c->nodes[ms->node];
+    const jit_node *x = &c->nodes[nd->in[0]];
+    int op = nd->op;
+    if (op >= TIDE_OP_SUM && op <= TIDE_OP_MIN) {
+        emit(b, "    jr(%d, %d, %d, p%d, ", op, x->dtype, nd->dtype, s);
+        operand(b, g, ms, slot_of(g, nd->in[0]));
+        emit(b, ", %lldL); /* %s */\n", (long long)g->rowlen, tide_op_name((tide_op)op));
+        return;
+    }
+    if (op == TIDE_OP_CAST && x->dtype == nd->dtype && !ms->output) {
+        emit(b, "    p%d = (char *)", s); /* a clone nobody sees: the operand itself */
+        operand(b, g, ms, slot_of(g, nd->in[0]));
+        emit(b, "; /* clone */\n");
+        return;
+    }
+    if (op == TIDE_OP_CAST) {
+        emit(b, "    jc(%s, p%d, %d, ", n, s, nd->dtype);
+        operand(b, g, ms, slot_of(g, nd->in[0]));
+        emit(b, ", %d); /* cast */\n", x->dtype);
+        return;
+    }
+    emit(b, "    k%d(%s, p%d", s, n, s);
+    for (int j = 0; j < nd->nin; j++) {
+        emit(b, ", ");
+        operand(b, g, ms, slot_of(g, nd->in[j]));
+    }
+    emit(b, "); /* %s */\n", tide_op_name((tide_op)op));
+}
+
+static char *render(const jit_compiled *c, const jit_group *g, int index)
+{
+    sbuf b = {0};
+    (void)index;
+    emit(&b, "/* tide jit: a fusion group in %s of %lld elements */\n",
+         g->row_mode ? "rows" : "tiles", (long long)g->rowlen);
+    emit(&b, "typedef long I;\n"
+             "extern void jg(const void *d, void *dst, I begin, I n);\n"
+             "extern void js(I es, void *dst, const void *src, I n);\n"
+             "extern void jr(int op, int dt, int odt, void *out, const void *x, I n);\n"
+             "extern void jc(I n, void *out, int odt, const void *x, int idt);\n"
+             "extern void *memcpy(void *d, const void *s, unsigned long n);\n");
+    for (int k = 0; k < g->nmembers; k++) {
+        int s = g->members[k];
+        const jit_node *nd = &c->nodes[g->slots[s].node];
+        if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
+            continue;
+        int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
+        emit(&b, "extern void k%d(I n, void *o%s); /* %s %s */\n", s,
+             nd->op == TIDE_OP_WHERE ? ", const void *c, const void *a, const void *b"
+             : tide_op_is_unary((tide_op)nd->op) ? ", const void *a"
+                                                   : ", const void *a, const void *b",
+             tide_op_name((tide_op)nd->op), tide_dtype_name((tide_dtype)kdt));
+    }
+    emit(&b, "void grp(void **A, I r0, I r1, char *S)\n{\n    I r, s0, n;\n");
+    emit(&b, "    I N = *(const I *)A[%d]; /* elements in the domain: a runtime size */\n",
+         g->nargs);
+    for (int s = 0; s < g->nslots; s++)
+        emit(&b, "    char *p%d;\n", s);
+    for (int s = 0; s < g->nslots; s++) {
+        const jit_slot *sl = &g->slots[s];
+        if (!sl->member && sl->vkind == JV_SCALAR) {
+            emit(&b, "    p%d = (char *)A[%d];\n", s, sl->arg);
+            if (sl->splat >= 0)
+                emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", sl->es, (long long)sl->splat, s,
+                     (long long)g->rowlen);
+        }
+    }
+    for (int k = 0; k < g->nmembers; k++) {
+        int s = g->members[k];
+        const jit_slot *ms = &g->slots[s];
+        if (ms->vkind != JV_SCALAR)
+            continue;
+        emit(&b, "    p%d = S+%lld;\n", s, (long long)ms->scratch);
+        emit_compute(&b, c, g, s, "1");
+        if (ms->output)
+            emit(&b, "    if (r0 == 0) memcpy(A[%d], p%d, %d);\n", ms->arg, s, ms->es);
+        if (ms->splat >= 0)
+            emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", ms->es, (long long)ms->splat, s,
+                 (long long)g->rowlen);
+    }
+    emit(&b, "    for (r = r0; r < r1; r++) {\n        s0 = r * %lldL;\n", (long long)g->rowlen);
+    if (g->row_mode)
+        emit(&b, "        n = %lldL;\n", (long long)g->rowlen);
+    else
+        emit(&b, "        n = N - s0;\n        if (n > %lldL) n = %lldL;\n",
+             (long long)g->rowlen, (long long)g->rowlen);
+    for (int s = 0; s < g->nslots; s++) {
+        const jit_slot *sl = &g->slots[s];
+        if (sl->member || sl->vkind == JV_SCALAR)
+            continue;
+        if (sl->direct) {
+            emit(&b, "        p%d = (char *)A[%d] + s0 * %d;\n", s, sl->arg, sl->es);
+            continue;
+        }
+        emit(&b, "        p%d = S+%lld;\n", s, (long long)sl->scratch);
+        if (sl->vkind == JV_FULL) {
+            emit(&b, "        jg(A[%d], p%d, s0, n);\n", sl->arg, s);
+        } else {
+            emit(&b, "        jg(A[%d], p%d, r, 1);\n", sl->arg, s);
+            if (sl->splat >= 0)
+                emit(&b, "        js(%d, S+%lld, p%d, n);\n", sl->es, (long long)sl->splat, s);
+        }
+    }
+    for (int k = 0; k < g->nmembers; k++) {
+        int s = g->members[k];
+        const jit_slot *ms = &g->slots[s];
+        if (ms->vkind == JV_SCALAR)
+            continue;
+        if (ms->output)
+            emit(&b, "        p%d = (char *)A[%d] + %s * %d;\n", s, ms->arg,
+                 ms->vkind == JV_FULL ? "s0" : "r", ms->es);
+        else
+            emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
+        emit(&b, "    ");
+        emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1");
+        if (ms->into >= 0)
+            emit(&b, "        memcpy((char *)A[%d] + s0 * %d, p%d, n * %d); /* write-back */\n",
+                 ms->arg, ms->es, s, ms->es);
+        if (ms->vkind == JV_ROW && ms->splat >= 0)
+            emit(&b, "        js(%d, S+%lld, p%d, n);\n", ms->es, (long long)ms->splat, s);
+    }
+    emit(&b, "    }\n}\n");
+    if (b.failed) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+static void dump_source(const char *src, const jit_compiled *c, int index)
+{
+    const char *dir = getenv("TIDE_DUMP");
+    if (!dir || !*dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tide_jit_%016llx_g%d.c", dir, (unsigned long long)c->hash,
+             index);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        td_log("jit", "TIDE_DUMP: cannot write %s", path);
+        return;
+    }
+    fputs(src, f);
+    fclose(f);
+}
+
+int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
+{
+    g->fn = NULL;
+    g->code = NULL;
+    g->source = render(c, g, index);
+    if (!g->source)
+        return td_error("jit: out of memory rendering a fusion group");
+    dump_source(g->source, c, index);
+    if (!codegen_enabled() || !tcc_new)
+        return 0;
+    uint64_t h = text_hash(g->source);
+    pthread_mutex_lock(&tcc_lock);
+    for (code_entry *e = code_cache[h % CODE_BUCKETS]; e; e = e->next)
+        if (e->hash == h && strcmp(e->src, g->source) == 0) {
+            e->refs++;
+            g->fn = e->fn;
+            g->code = e;
+            pthread_mutex_unlock(&tcc_lock);
+            return 0;
+        }
+    sbuf err = {0};
+    double t0 = jit_now_ms();
+    TCCState *s = tcc_new();
+    int ok = s != NULL;
+    if (ok) {
+        tcc_set_error_func(s, &err, tcc_error_cb);
+        tcc_set_options(s, "-nostdlib");
+        tcc_set_output_type(s, TCC_OUTPUT_MEMORY);
+        tcc_add_symbol(s, "jg", (const void *)td_jit_gather);
+        tcc_add_symbol(s, "js", (const void *)td_jit_splat);
+        tcc_add_symbol(s, "jr", (const void *)td_jit_reduce);
+        tcc_add_symbol(s, "jc", (const void *)td_jit_cast);
+        tcc_add_symbol(s, "memcpy", (const void *)memcpy);
+        for (int k = 0; k < g->nmembers; k++) {
+            int sl = g->members[k];
+            const jit_node *nd = &c->nodes[g->slots[sl].node];
+            if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
+                continue;
+            int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
+            char name[32];
+            snprintf(name, sizeof name, "k%d", sl);
+            tcc_add_symbol(s, name, td_jit_tile_kernel(nd->op, kdt));
+        }
+        ok = tcc_compile_string(s, g->source) == 0 && tcc_relocate(s, TCC_RELOCATE_AUTO) >= 0;
+        if (ok)
+            g->fn = (void (*)(void **, int64_t, int64_t, char *))tcc_get_symbol(s, "grp");
+        ok = ok && g->fn;
+    }
+    code_entry *e = ok ? calloc(1, sizeof *e) : NULL;
+    char *src = e ? strdup(g->source) : NULL;
+    if (e && src) {
+        e->hash = h;
+        e->src = src;
+        e->state = s;
+        e->fn = g->fn;
+        e->refs = 1;
+        e->next = code_cache[h % CODE_BUCKETS];
+        code_cache[h % CODE_BUCKETS] = e;
+        g->code = e;
+    } else {
+        free(e);
+        free(src);
+        if (ok)
+            emit(&err, "out of memory");
+        ok = 0;
+    }
+    pthread_mutex_unlock(&tcc_lock);
+    if (!ok) {
+        /* the interpreter runs the same program; say why codegen did not */
+        td_log("jit", "libtcc failed on group %d (%s); interpreting it", index,
+               err.s ? err.s : "no TCCState");
+        if (s)
+            tcc_delete(s);
+        g->fn = NULL;
+        g->code = NULL;
+    } else {
+        td_log("jit", "libtcc: group %d compiled in %.2f ms", index, jit_now_ms() - t0);
+    }
+    free(err.s);
+    return 0;
+}
+
+void td_cpu_codegen_free(jit_group *g)
+{
+    code_entry *e = g->code;
+    if (e) {
+        pthread_mutex_lock(&tcc_lock);
+        if (--e->refs == 0) {
+            code_entry **p = &code_cache[e->hash % CODE_BUCKETS];
+            while (*p != e)
+                p = &(*p)->next;
+            *p = e->next;
+            tcc_delete(e->state);
+            free(e->src);
+            free(e);
+        }
+        pthread_mutex_unlock(&tcc_lock);
+    }
+    g->code = NULL;
+    g->fn = NULL;
+}

@@ -1,0 +1,950 @@
+/*
+ * compile.c — from a traced segment to a plan: constant folding, exact algebraic
+ * simplification, common-subexpression elimination, dead-code elimination, fusion grouping,
+ * the memory plan, and code generation for the groups (devices/cpu/cpu_codegen.c).
+ *
+ * The graph is a program: nodes in the order the ops were called, in-place writes included.
+ * Passes keep that order's meaning: CSE never merges across a write (epochs), a written node
+ * is never folded, merged or simplified away, and a fusion group never spans a write.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "jit.h"
+
+#define FOLD_MAX_NUMEL 4096    /* constants are folded when this small */
+#define GROUP_MAX_MEMBERS 48
+#define ROW_MAX 32768          /* longest row a fused reduction keeps in scratch */
+#define TILE 1024 /* elements per tile of an elementwise group: its buffers stay in L1 */
+
+int jit_op_fusible(int op)
+{
+    return tide_op_is_unary((tide_op)op) || tide_op_is_binary((tide_op)op) ||
+           op == TIDE_OP_WHERE || op == TIDE_OP_CAST;
+}
+
+static bool is_reduce(int op)
+{
+    return op == TIDE_OP_SUM || op == TIDE_OP_PROD || op == TIDE_OP_MAX || op == TIDE_OP_MIN;
+}
+
+static int64_t numel_of(const jit_node *nd) { return td_numel(nd->ndim, nd->shape); }
+
+static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b)
+{
+    return na == nb && memcmp(a, b, sizeof(int64_t) * (size_t)na) == 0;
+}
+
+void jit_compiled_free(jit_compiled *c)
+{
+    if (!c)
+        return;
+    for (int g = 0; g < c->ngroups; g++) {
+        td_cpu_codegen_free(&c->groups[g]);
+        free(c->groups[g].slots);
+        free(c->groups[g].members);
+        free(c->groups[g].source);
+    }
+    if (c->consts)
+        for (int i = 0; i < c->nnodes; i++)
+            tide_release(c->consts[i]);
+    free(c->consts);
+    free(c->groups);
+    free(c->steps);
+    free(c->nodes);
+    free(c->alias);
+    free(c->outputs);
+    free(c->arena_off);
+    free(c->release_after);
+    free(c->key);
+    free(c);
+}
+
+/* ---- constant folding ---------------------------------------------------------------------- */
+
+/* Evaluates node i from its constant inputs with the device's kernel. */
+static tide_tensor *fold(jit_compiled *c, int i)
+{
+    const jit_node *nd = &c->nodes[i];
+    tide_device *dev = tide_cpu_device();
+    tide_tensor *out = td_tensor_new("jit fold", dev, nd->ndim, nd->shape, (tide_dtype)nd->dtype);
+    if (!out)
+        return NULL;
+    tide_tensor *in[JIT_MAX_IN];
+    for (int k = 0; k < nd->nin; k++)
+        in[k] = c->consts[nd->in[k]];
+    if (numel_of(nd) > 0 && dev->run(dev, (tide_op)nd->op, out, in, nd->nin, &nd->attrs) < 0) {
+        tide_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Whether every element of constant t equals v. */
+static bool const_all(const tide_tensor *t, double v)
+{
+    int64_t n = td_numel(t->ndim, t->shape);
+    const char *p = td_tensor_data(t);
+    for (int64_t k = 0; k < n; k++) {
+        double x;
+        switch (t->dtype) {
+        case TIDE_FLOAT32: x = ((const float *)p)[k]; break;
+        case TIDE_FLOAT64: x = ((const double *)p)[k]; break;
+        case TIDE_INT32: x = ((const int32_t *)p)[k]; break;
+        case TIDE_INT64: x = (double)((const int64_t *)p)[k]; break;
+        default: x = ((const uint8_t *)p)[k]; break;
+        }
+        if (x != v)
+            return false;
+    }
+    return true;
+}
+
+/* ---- the passes ---------------------------------------------------------------------------- */
+
+typedef struct cse_entry {
+    uint64_t h;
+    int node;
+} cse_entry;
+
+static uint64_t node_hash(const jit_node *nd)
+{
+    uint64_t h = 1469598103934665603ull;
+#define MIX(x) (h = (h ^ (uint64_t)(x)) * 1099511628211ull)
+    MIX(nd->kind);
+    MIX(nd->op);
+    MIX(nd->dtype);
+    MIX(nd->epoch);
+    for (int i = 0; i < nd->nin; i++)
+        MIX(nd->in[i]);
+    for (int i = 0; i < nd->ndim; i++)
+        MIX(nd->shape[i]);
+    for (int i = 0; i < nd->attrs.nints; i++)
+        MIX(nd->attrs.ints[i]);
+    MIX(nd->offset);
+#undef MIX
+    return h;
+}
+
+static bool node_equal(const jit_node *a, const jit_node *b)
+{
+    if (a->kind != b->kind || a->op != b->op || a->dtype != b->dtype || a->nin != b->nin ||
+        a->epoch != b->epoch || !same_shape(a->ndim, a->shape, b->ndim, b->shape) ||
+        memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) != 0 || a->root != b->root)
+        return false;
+    if (a->kind == JN_VIEW &&
+        (memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) != 0 || a->offset != b->offset))
+        return false;
+    return a->attrs.nints == b->attrs.nints && a->attrs.keepdim == b->attrs.keepdim &&
+           memcmp(a->attrs.ints, b->attrs.ints, sizeof(int64_t) * (size_t)a->attrs.nints) == 0 &&
+           memcmp(a->attrs.values, b->attrs.values, sizeof a->attrs.values) == 0;
+}
+
+/* Rewrites the graph in place: folding, simplification, CSE (through alias), then liveness. */
+static int run_passes(jit_compiled *c, char *live, const char *is_output, const char *written)
+{
+    int n = c->nnodes;
+    jit_node *nodes = c->nodes;
+    int *alias = c->alias;
+    int cse_cap = 1;
+    while (cse_cap < 2 * n)
+        cse_cap *= 2;
+    cse_entry *cse = calloc((size_t)cse_cap, sizeof *cse);
+    if (!cse)
+        return td_error("jit: out of memory");
+    for (int i = 0; i < cse_cap; i++)
+        cse[i].node = -1;
+    int folded = 0, simplified = 0, merged = 0;
+    for (int i = 0; i < n; i++) {
+        jit_node *nd = &nodes[i];
+        for (int k = 0; k < nd->nin; k++)
+            nd->in[k] = alias[nd->in[k]];
+        if (nd->kind == JN_VIEW) {
+            nd->root = alias[nd->root];
+            /* a view of a view (after aliasing) or one that changes nothing */
+            const jit_node *r = &nodes[nd->root];
+            if (r->kind == JN_OP && same_shape(nd->ndim, nd->shape, r->ndim, r->shape) &&
+                memcmp(nd->strides, r->strides, sizeof(int64_t) * nd->ndim) == 0 &&
+                nd->offset == 0) {
+                alias[i] = nd->root;
+                simplified++;
+                continue;
+            }
+        }
+        if (nd->kind != JN_OP && nd->kind != JN_VIEW)
+            continue;
+        bool protected_node = is_output[i] || written[i];
+        /* constant folding: creation ops and pure ops of constants, when small */
+        if (nd->kind == JN_OP && !protected_node && numel_of(nd) <= FOLD_MAX_NUMEL &&
+            nd->op != TIDE_OP_RANDOM) {
+            bool all_const = nd->op == TIDE_OP_FILL || nd->op == TIDE_OP_IOTA;
+            if (!all_const && (jit_op_fusible(nd->op) || is_reduce(nd->op)) && nd->nin > 0) {
+                all_const = true;
+                for (int k = 0; k < nd->nin; k++)
+                    all_const = all_const && nodes[nd->in[k]].kind == JN_CONST;
+            }
+            if (all_const) {
+                tide_tensor *v = fold(c, i);
+                if (!v) {
+                    free(cse);
+                    return -1;
+                }
+                c->consts[i] = v;
+                nd->kind = JN_CONST;
+                folded++;
+                continue;
+            }
+        }
+        /* x*1, 1*x, x/1, x+0, 0+x, x-0: exact, when the result has x's shape and dtype */
+        if (nd->kind == JN_OP && !protected_node && tide_op_is_binary((tide_op)nd->op) &&
+            nd->nin == 2) {
+            int a = nd->in[0], b = nd->in[1];
+            int keep = -1;
+            const tide_tensor *ca = nodes[a].kind == JN_CONST ? c->consts[a] : NULL;
+            const tide_tensor *cb = nodes[b].kind == JN_CONST ? c->consts[b] : NULL;
+            switch (nd->op) {
+            case TIDE_OP_MUL:
+                if (cb && const_all(cb, 1)) keep = a;
+                else if (ca && const_all(ca, 1)) keep = b;
+                break;
+            case TIDE_OP_DIV:
+                if (cb && const_all(cb, 1)) keep = a;
+                break;
+            case TIDE_OP_ADD:
+                if (cb && const_all(cb, 0)) keep = a;
+                else if (ca && const_all(ca, 0)) keep = b;
+                break;
+            case TIDE_OP_SUB:
+                if (cb && const_all(cb, 0)) keep = a;
+                break;
+            default:
+                break;
+            }
+            if (keep >= 0 && !written[keep] && nodes[keep].dtype == nd->dtype &&
+                same_shape(nodes[keep].ndim, nodes[keep].shape, nd->ndim, nd->shape)) {
+                alias[i] = keep;
+                simplified++;
+                continue;
+            }
+        }
+        /* CSE */
+        if (!protected_node && nd->op != TIDE_OP_RANDOM) {
+            uint64_t h = node_hash(nd);
+            size_t mask = (size_t)cse_cap - 1;
+            size_t s = h & mask;
+            bool found = false;
+            for (; cse[s].node >= 0; s = (s + 1) & mask)
+                if (cse[s].h == h && node_equal(&nodes[cse[s].node], nd) &&
+                    !written[cse[s].node]) {
+                    alias[i] = cse[s].node;
+                    merged++;
+                    found = true;
+                    break;
+                }
+            if (found)
+                continue;
+            cse[s].h = h;
+            cse[s].node = i;
+        }
+    }
+    free(cse);
+    /* DCE: outputs and writes into outside tensors are live; a write into a node is live when
+     * the node is; a live node's inputs are live. */
+    memset(live, 0, (size_t)n);
+    for (int i = 0; i < c->noutputs; i++)
+        live[alias[c->outputs[i]]] = 1;
+    for (int pass = 0, changed = 1; changed && pass < 8; pass++) {
+        changed = 0;
+        for (int i = n - 1; i >= 0; i--) {
+            jit_node *nd = &nodes[i];
+            if (alias[i] != i)
+                continue;
+            if (nd->kind == JN_INPLACE && !live[i]) {
+                int dst_root = nodes[nd->in[0]].root;
+                if (nodes[dst_root].kind == JN_EXTERN || live[dst_root] || live[nd->in[0]]) {
+                    live[i] = 1;
+                    changed = 1;
+                }
+            }
+            if (!live[i])
+                continue;
+            for (int k = 0; k < nd->nin; k++)
+                if (!live[nd->in[k]]) {
+                    live[nd->in[k]] = 1;
+                    changed = 1;
+                }
+            if (nd->kind == JN_VIEW && !live[nd->root]) {
+                live[nd->root] = 1;
+                changed = 1;
+            }
+        }
+    }
+    int dead = 0;
+    for (int i = 0; i < n; i++)
+        dead += alias[i] == i && !live[i] && nodes[i].kind != JN_EXTERN;
+    td_log("jit", "passes: %d nodes, %d folded, %d simplified, %d merged (CSE), %d dead", n,
+           folded, simplified, merged, dead);
+    return 0;
+}
+
+/* ---- fusion grouping ---------------------------------------------------------------------- */
+
+typedef struct grouper {
+    jit_compiled *c;
+    const char *live;
+    int *group_of; /* node -> open/closed group index, -1 */
+    int **users;   /* node -> live users (resolved ids) */
+    int *nusers;
+    const char *is_output;
+    const char *written;
+    /* the open group */
+    int open;
+    bool has_domain;
+    int ndim;
+    int64_t domain[TIDE_MAX_DIMS];
+    int row_mode, nred;
+    int64_t rowlen;
+    int nmem;
+    int mem[GROUP_MAX_MEMBERS];
+    int vk[GROUP_MAX_MEMBERS];
+    int wb_member, wb_dst; /* a COPY of the last member into wb_dst, fused (or -1) */
+} grouper;
+
+static int push_step(jit_compiled *c, int kind, int node, int group)
+{
+    jit_step *s = realloc(c->steps, sizeof *s * (size_t)(c->nsteps + 1));
+    if (!s)
+        return td_error("jit: out of memory");
+    c->steps = s;
+    s[c->nsteps++] = (jit_step){kind, node, group};
+    return 0;
+}
+
+static int member_index(const grouper *gp, int node)
+{
+    for (int k = 0; k < gp->nmem; k++)
+        if (gp->mem[k] == node)
+            return k;
+    return -1;
+}
+
+/* The shape of a row value: the domain with the reduced dims set to 1. */
+static void row_shape(const grouper *gp, int64_t *out)
+{
+    for (int d = 0; d < gp->ndim; d++)
+        out[d] = d >= gp->ndim - gp->nred ? 1 : gp->domain[d];
+}
+
+/* The kind node i would have as a member, or -1 when it cannot join the open group. */
+static int join_kind(grouper *gp, int i)
+{
+    const jit_compiled *c = gp->c;
+    const jit_node *nd = &c->nodes[i];
+    if (gp->nmem >= GROUP_MAX_MEMBERS)
+        return -1;
+    if (nd->kind != JN_OP)
+        return -1;
+    bool red = is_reduce(nd->op);
+    if (!red && !jit_op_fusible(nd->op))
+        return -1;
+    if (!red && nd->op != TIDE_OP_CAST) {
+        int kdt = nd->op == TIDE_OP_WHERE ? c->nodes[nd->in[1]].dtype : c->nodes[nd->in[0]].dtype;
+        if (!td_jit_tile_kernel(nd->op, kdt))
+            return -1;
+    }
+    if (red && !td_jit_tile_kernel(nd->op, c->nodes[nd->in[0]].dtype))
+        return -1;
+    if (red) {
+        const jit_node *x = &c->nodes[nd->in[0]];
+        int k = nd->attrs.nints;
+        if (k < 1 || k > x->ndim)
+            return -1;
+        for (int j = 0; j < k; j++)
+            if (nd->attrs.ints[j] != x->ndim - k + j)
+                return -1;
+        int64_t rl = 1;
+        for (int j = x->ndim - k; j < x->ndim; j++)
+            rl *= x->shape[j];
+        if (rl > ROW_MAX || rl == 0)
+            return -1;
+        int xm = member_index(gp, nd->in[0]);
+        if (xm >= 0 && gp->vk[xm] != JV_FULL)
+            return -1;
+        if (gp->has_domain) {
+            if (!same_shape(x->ndim, x->shape, gp->ndim, gp->domain))
+                return -1;
+            if (gp->row_mode && gp->nred != k)
+                return -1;
+        }
+        return JV_ROW;
+    }
+    /* elementwise: SCALAR when it and every operand hold one element */
+    bool scalar = numel_of(nd) == 1;
+    for (int k = 0; k < nd->nin && scalar; k++) {
+        int m = member_index(gp, nd->in[k]);
+        scalar = m >= 0 ? gp->vk[m] == JV_SCALAR : numel_of(&c->nodes[nd->in[k]]) == 1;
+    }
+    if (scalar && (!gp->has_domain || numel_of(nd) == 1))
+        return JV_SCALAR;
+    if (!gp->has_domain)
+        return JV_FULL;
+    if (same_shape(nd->ndim, nd->shape, gp->ndim, gp->domain))
+        return JV_FULL;
+    if (gp->row_mode) {
+        int64_t rs[TIDE_MAX_DIMS];
+        row_shape(gp, rs);
+        if (same_shape(nd->ndim, nd->shape, gp->ndim, rs)) {
+            for (int k = 0; k < nd->nin; k++) { /* row values read only rows and scalars */
+                int m = member_index(gp, nd->in[k]);
+                if (m >= 0 && gp->vk[m] == JV_FULL)
+                    return -1;
+            }
+            return JV_ROW;
+        }
+    }
+    return -1;
+}
+
+static void add_member(grouper *gp, int i, int vk)
+{
+    const jit_node *nd = &gp->c->nodes[i];
+    if (vk == JV_ROW && is_reduce(nd->op)) {
+        const jit_node *x = &gp->c->nodes[nd->in[0]];
+        if (!gp->has_domain) {
+            gp->has_domain = true;
+            gp->ndim = x->ndim;
+            memcpy(gp->domain, x->shape, sizeof(int64_t) * x->ndim);
+        }
+        if (!gp->row_mode) {
+            gp->row_mode = 1;
+            gp->nred = nd->attrs.nints;
+            gp->rowlen = 1;
+            for (int j = x->ndim - gp->nred; j < x->ndim; j++)
+                gp->rowlen *= x->shape[j];
+        }
+    } else if (vk == JV_FULL && !gp->has_domain) {
+        gp->has_domain = true;
+        gp->ndim = nd->ndim;
+        memcpy(gp->domain, nd->shape, sizeof(int64_t) * nd->ndim);
+    }
+    gp->mem[gp->nmem] = i;
+    gp->vk[gp->nmem] = vk;
+    gp->nmem++;
+    gp->group_of[i] = gp->open;
+}
+
+static int add_slot(jit_group *g, int node, int vkind, int member)
+{
+    for (int s = 0; s < g->nslots; s++)
+        if (g->slots[s].node == node)
+            return s;
+    jit_slot *ns = realloc(g->slots, sizeof *ns * (size_t)(g->nslots + 1));
+    if (!ns)
+        return td_error("jit: out of memory");
+    g->slots = ns;
+    jit_slot *s = &ns[g->nslots];
+    memset(s, 0, sizeof *s);
+    s->node = node;
+    s->vkind = vkind;
+    s->member = member;
+    s->arg = -1;
+    s->scratch = -1;
+    s->splat = -1;
+    s->into = -1;
+    return g->nslots++;
+}
+
+/* Closes the open group: a fusion group of two or more members, or plain kernels. */
+static int close_group(grouper *gp)
+{
+    jit_compiled *c = gp->c;
+    if (gp->nmem == 0)
+        goto reset;
+    bool worth = gp->nmem >= 2 && gp->has_domain;
+    if (!worth) {
+        for (int k = 0; k < gp->nmem; k++) {
+            gp->group_of[gp->mem[k]] = -1;
+            if (push_step(c, JS_KERNEL, gp->mem[k], -1) < 0)
+                return -1;
+        }
+        goto reset;
+    }
+    jit_group *ng = realloc(c->groups, sizeof *ng * (size_t)(c->ngroups + 1));
+    if (!ng)
+        return td_error("jit: out of memory");
+    c->groups = ng;
+    jit_group *g = &ng[c->ngroups];
+    memset(g, 0, sizeof *g);
+    g->ndim = gp->ndim;
+    memcpy(g->domain, gp->domain, sizeof(int64_t) * gp->ndim);
+    g->numel = td_numel(gp->ndim, gp->domain);
+    g->row_mode = gp->row_mode;
+    g->nred = gp->nred;
+    if (gp->row_mode) {
+        g->rowlen = gp->rowlen;
+        g->nrows = g->numel / g->rowlen;
+    } else { /* tiles no longer than the domain: splats and scratch stay small */
+        /* a power of two, so domains of nearby sizes (batch 128 and 96) share generated code */
+        g->rowlen = 1;
+        while (g->rowlen < g->numel && g->rowlen < TILE)
+            g->rowlen *= 2;
+        g->nrows = (g->numel + g->rowlen - 1) / g->rowlen;
+    }
+    g->members = malloc(sizeof(int) * (size_t)gp->nmem);
+    if (!g->members)
+        return td_error("jit: out of memory");
+    /* slots: members first (in order), then their outside operands */
+    for (int k = 0; k < gp->nmem; k++) {
+        int s = add_slot(g, gp->mem[k], gp->vk[k], 1);
+        if (s < 0)
+            return -1;
+        g->members[g->nmembers++] = s;
+    }
+    for (int k = 0; k < gp->nmem; k++) {
+        const jit_node *nd = &c->nodes[gp->mem[k]];
+        for (int j = 0; j < nd->nin; j++) {
+            int in = nd->in[j];
+            if (gp->group_of[in] == gp->open)
+                continue;
+            const jit_node *x = &c->nodes[in];
+            int vk;
+            if (td_numel(x->ndim, x->shape) == 1)
+                vk = JV_SCALAR;
+            else if (gp->vk[k] == JV_ROW && !is_reduce(nd->op))
+                vk = JV_ROW;
+            else
+                vk = JV_FULL;
+            int existing = -1;
+            for (int s = 0; s < g->nslots; s++)
+                if (g->slots[s].node == in)
+                    existing = s;
+            if (existing >= 0) {
+                /* read both as a row and as the full domain: keep the full reading */
+                if (vk == JV_FULL)
+                    g->slots[existing].vkind = JV_FULL;
+                continue;
+            }
+            if (add_slot(g, in, vk, 0) < 0)
+                return -1;
+        }
+    }
+    /* outputs: members used outside the group */
+    for (int s = 0; s < g->nslots; s++) {
+        jit_slot *sl = &g->slots[s];
+        const jit_node *nd = &c->nodes[sl->node];
+        sl->es = (int)td_dtype_sizes[nd->dtype];
+        if (!sl->member)
+            continue;
+        int i = sl->node;
+        if (i == gp->wb_member) { /* written into wb_dst from scratch, nothing else reads it */
+            sl->into = gp->wb_dst;
+            sl->output = 0;
+            continue;
+        }
+        bool out = gp->is_output[i] || gp->written[i];
+        for (int u = 0; u < gp->nusers[i] && !out; u++)
+            out = gp->group_of[gp->users[i][u]] != gp->open;
+        sl->output = out;
+    }
+    g->nargs = 0;
+    for (int s = 0; s < g->nslots; s++) {
+        jit_slot *sl = &g->slots[s];
+        if (!sl->member || sl->output || sl->into >= 0)
+            sl->arg = g->nargs++;
+    }
+    /* scratch buffers */
+    int64_t off = 0;
+#define TAKE(bytes) (off += ((bytes) + 63) / 64 * 64, off - ((bytes) + 63) / 64 * 64)
+    for (int s = 0; s < g->nslots; s++) {
+        jit_slot *sl = &g->slots[s];
+        const jit_node *nd = &c->nodes[sl->node];
+        if (!sl->member && sl->vkind == JV_FULL) {
+            /* every layout is part of the key, so contiguity is known here */
+            int64_t cs[TIDE_MAX_DIMS];
+            td_contiguous_strides(nd->ndim, nd->shape, cs);
+            sl->direct = same_shape(nd->ndim, nd->shape, g->ndim, g->domain) &&
+                         memcmp(cs, nd->strides, sizeof(int64_t) * nd->ndim) == 0;
+        }
+        int64_t elems = sl->vkind == JV_FULL ? g->rowlen : 1;
+        if (sl->member && sl->vkind == JV_FULL && !sl->output)
+            continue; /* full-size member buffers are shared by liveness, below */
+        if (sl->member && (!sl->output || sl->vkind == JV_SCALAR)) /* scalars: stored after */
+            sl->scratch = TAKE(elems * sl->es);
+        else if (!sl->member && !sl->direct)
+            sl->scratch = TAKE(elems * sl->es);
+    }
+    /* full-size member buffers: a buffer is free again once the last member reading it has run,
+     * so a chain keeps two or three tiles in L1 however long it is (a member never writes the
+     * buffer of one of its own operands: kernels take restrict pointers) */
+    {
+        int nb = 0;
+        int64_t buf_off[GROUP_MAX_MEMBERS];
+        int buf_es[GROUP_MAX_MEMBERS], buf_free_after[GROUP_MAX_MEMBERS];
+        for (int k = 0; k < g->nmembers; k++) {
+            jit_slot *ms = &g->slots[g->members[k]];
+            if (ms->vkind != JV_FULL || ms->output)
+                continue;
+            /* the last member reading it, directly or through clones that alias it */
+            int last = k;
+            int readers[GROUP_MAX_MEMBERS + 1], nr = 0;
+            readers[nr++] = ms->node;
+            for (int j = k + 1; j < g->nmembers; j++) {
+                const jit_slot *us = &g->slots[g->members[j]];
+                const jit_node *u = &c->nodes[us->node];
+                for (int q = 0; q < u->nin; q++)
+                    for (int r = 0; r < nr; r++)
+                        if (u->in[q] == readers[r]) {
+                            last = j;
+                            if (u->op == TIDE_OP_CAST && u->dtype == c->nodes[u->in[0]].dtype &&
+                                !us->output && nr <= GROUP_MAX_MEMBERS)
+                                readers[nr++] = us->node; /* a clone is its operand */
+                            r = nr;
+                        }
+            }
+            int pick = -1;
+            for (int b = 0; b < nb && pick < 0; b++)
+                if (buf_free_after[b] < k && buf_es[b] == ms->es)
+                    pick = b;
+            if (pick < 0) {
+                pick = nb++;
+                buf_off[pick] = TAKE(g->rowlen * ms->es);
+                buf_es[pick] = ms->es;
+            }
+            ms->scratch = buf_off[pick];
+            buf_free_after[pick] = last;
+        }
+    }
+    /* splat buffers for scalar and row values read by full members */
+    for (int k = 0; k < g->nmembers; k++) {
+        const jit_slot *ms = &g->slots[g->members[k]];
+        if (ms->vkind != JV_FULL)
+            continue;
+        const jit_node *nd = &c->nodes[ms->node];
+        for (int j = 0; j < nd->nin; j++)
+            for (int s = 0; s < g->nslots; s++) {
+                jit_slot *sl = &g->slots[s];
+                if (sl->node == nd->in[j] && sl->vkind != JV_FULL && sl->splat < 0)
+                    sl->splat = TAKE(g->rowlen * sl->es);
+            }
+    }
+#undef TAKE
+    g->scratch_bytes = off;
+    int gi = c->ngroups++;
+    if (td_cpu_codegen_group(c, g, gi) < 0)
+        return -1;
+    if (push_step(c, JS_GROUP, -1, gi) < 0)
+        return -1;
+reset:
+    gp->nmem = 0;
+    gp->wb_member = gp->wb_dst = -1;
+    gp->has_domain = false;
+    gp->row_mode = 0;
+    gp->nred = 0;
+    gp->rowlen = 0;
+    gp->open++;
+    return 0;
+}
+
+/* Whether node i reads a member of the open group (directly or through a view's root). */
+static bool reads_open(const grouper *gp, int i)
+{
+    const jit_node *nd = &gp->c->nodes[i];
+    for (int k = 0; k < nd->nin; k++) {
+        int in = nd->in[k];
+        if (gp->group_of[in] == gp->open || gp->group_of[gp->c->nodes[in].root] == gp->open)
+            return true;
+    }
+    return nd->kind == JN_VIEW && gp->group_of[nd->root] == gp->open;
+}
+
+/* Whether the write W = COPY(dst, src) can be done by the open group itself: src is its last
+ * member (full domain, dst's dtype), nothing else reads src, dst is contiguous with the
+ * domain's shape, and the group reads dst's storage, if at all, only through dst itself (same
+ * elements, read before the write in each tile). Then the group writes src into dst and no
+ * COPY step runs (in-place parameter updates: one pass less). */
+static bool fuse_writeback(grouper *gp, int w)
+{
+    const jit_compiled *c = gp->c;
+    const jit_node *wn = &c->nodes[w];
+    if (wn->op != TIDE_OP_COPY || wn->nin != 2 || gp->nmem < 1 || !gp->has_domain)
+        return false;
+    int dst = wn->in[0], src = wn->in[1];
+    if (gp->mem[gp->nmem - 1] != src || gp->vk[gp->nmem - 1] != JV_FULL)
+        return false;
+    const jit_node *d = &c->nodes[dst], *sn = &c->nodes[src];
+    if (gp->is_output[src] || gp->written[src] || gp->nusers[src] != 1 ||
+        gp->users[src][0] != w)
+        return false;
+    if (d->dtype != sn->dtype || !same_shape(d->ndim, d->shape, gp->ndim, gp->domain) ||
+        td_numel(d->ndim, d->shape) < 2)
+        return false;
+    const jit_node *droot = &c->nodes[d->root];
+    if (d->kind != JN_EXTERN && !(d->kind == JN_VIEW && droot->kind == JN_EXTERN))
+        return false;
+    int64_t cs[TIDE_MAX_DIMS];
+    td_contiguous_strides(d->ndim, d->shape, cs);
+    if (memcmp(cs, d->strides, sizeof(int64_t) * d->ndim) != 0)
+        return false;
+    for (int k = 0; k < gp->nmem; k++) {
+        const jit_node *m = &c->nodes[gp->mem[k]];
+        for (int j = 0; j < m->nin; j++) {
+            int in = m->in[j];
+            if (gp->group_of[in] == gp->open || in == dst)
+                continue;
+            const jit_node *r = &c->nodes[c->nodes[in].root];
+            if (r->kind == JN_EXTERN && r->storage_class == droot->storage_class)
+                return false; /* dst's storage read through another layout */
+        }
+    }
+    gp->wb_member = src;
+    gp->wb_dst = dst;
+    return true;
+}
+
+static int schedule(jit_compiled *c, const char *live, const char *is_output, const char *written)
+{
+    int n = c->nnodes;
+    grouper gp = {0};
+    gp.c = c;
+    gp.live = live;
+    gp.is_output = is_output;
+    gp.written = written;
+    gp.open = 0;
+    gp.wb_member = gp.wb_dst = -1;
+    gp.group_of = malloc(sizeof(int) * (size_t)n);
+    gp.nusers = calloc((size_t)n, sizeof(int));
+    gp.users = calloc((size_t)n, sizeof(int *));
+    int rc = -1;
+    if (!gp.group_of || !gp.nusers || !gp.users) {
+        td_error("jit: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        gp.group_of[i] = -1;
+    for (int i = 0; i < n; i++) {
+        if (!live[i] || c->alias[i] != i)
+            continue;
+        const jit_node *nd = &c->nodes[i];
+        int nr = nd->nin + (nd->kind == JN_VIEW);
+        for (int k = 0; k < nr; k++) {
+            int in = k < nd->nin ? nd->in[k] : nd->root;
+            int *nu = realloc(gp.users[in], sizeof(int) * (size_t)(gp.nusers[in] + 1));
+            if (!nu) {
+                td_error("jit: out of memory");
+                goto done;
+            }
+            gp.users[in] = nu;
+            nu[gp.nusers[in]++] = i;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const jit_node *nd = &c->nodes[i];
+        if (!live[i] || c->alias[i] != i || nd->kind == JN_EXTERN || nd->kind == JN_CONST)
+            continue;
+        if (nd->kind == JN_INPLACE) {
+            if (fuse_writeback(&gp, i)) {
+                if (close_group(&gp) < 0)
+                    goto done;
+                continue;
+            }
+            if (close_group(&gp) < 0 || push_step(c, JS_INPLACE, i, -1) < 0)
+                goto done;
+            continue;
+        }
+        if (nd->kind == JN_VIEW) {
+            if (reads_open(&gp, i) && close_group(&gp) < 0)
+                goto done;
+            if (push_step(c, JS_VIEW, i, -1) < 0)
+                goto done;
+            continue;
+        }
+        int vk = written[i] ? -1 : join_kind(&gp, i);
+        if (vk < 0 && gp.nmem > 0) {
+            if (close_group(&gp) < 0)
+                goto done;
+            vk = written[i] ? -1 : join_kind(&gp, i);
+        }
+        if (vk >= 0) {
+            add_member(&gp, i, vk);
+            continue;
+        }
+        if (push_step(c, JS_KERNEL, i, -1) < 0)
+            goto done;
+    }
+    if (close_group(&gp) < 0)
+        goto done;
+    rc = 0;
+done:
+    if (gp.users)
+        for (int i = 0; i < n; i++)
+            free(gp.users[i]);
+    free(gp.users);
+    free(gp.nusers);
+    free(gp.group_of);
+    return rc;
+}
+
+/* ---- memory plan --------------------------------------------------------------------------- */
+
+typedef struct buf_req {
+    int node;
+    int64_t bytes, first, last;
+} buf_req;
+
+static int cmp_req(const void *a, const void *b)
+{
+    const buf_req *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : x->node - y->node;
+}
+
+static void note_read(jit_compiled *c, int *last, int node, int step)
+{
+    int r = c->nodes[node].root;
+    if (last[node] < step)
+        last[node] = step;
+    if (last[r] < step)
+        last[r] = step;
+}
+
+static int plan_memory(jit_compiled *c, const char *is_output)
+{
+    int n = c->nnodes;
+    int *first = malloc(sizeof(int) * (size_t)n);
+    int *last = malloc(sizeof(int) * (size_t)n);
+    buf_req *req = malloc(sizeof *req * (size_t)(n ? n : 1));
+    c->arena_off = malloc(sizeof(int64_t) * (size_t)n);
+    if (!first || !last || !req || !c->arena_off) {
+        free(first);
+        free(last);
+        free(req);
+        return td_error("jit: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        first[i] = -1;
+        last[i] = -1;
+        c->arena_off[i] = -1;
+    }
+    for (int s = 0; s < c->nsteps; s++) {
+        const jit_step *st = &c->steps[s];
+        if (st->kind == JS_GROUP) {
+            const jit_group *g = &c->groups[st->group];
+            for (int k = 0; k < g->nslots; k++) {
+                const jit_slot *sl = &g->slots[k];
+                if (sl->member && sl->output)
+                    first[sl->node] = s;
+                else if (!sl->member)
+                    note_read(c, last, sl->node, s);
+                if (sl->into >= 0)
+                    note_read(c, last, sl->into, s);
+            }
+            continue;
+        }
+        const jit_node *nd = &c->nodes[st->node];
+        if (st->kind == JS_KERNEL)
+            first[st->node] = s;
+        for (int k = 0; k < nd->nin; k++)
+            note_read(c, last, nd->in[k], s);
+        if (st->kind == JS_VIEW)
+            note_read(c, last, nd->root, s);
+    }
+    /* a view's readers keep its root alive */
+    for (int i = n - 1; i >= 0; i--)
+        if (c->nodes[i].kind == JN_VIEW && last[c->nodes[i].root] < last[i])
+            last[c->nodes[i].root] = last[i];
+    int nreq = 0;
+    for (int i = 0; i < n; i++) {
+        if (first[i] < 0 || is_output[i] || c->nodes[i].kind != JN_OP)
+            continue;
+        int64_t bytes = numel_of(&c->nodes[i]) * (int64_t)td_dtype_sizes[c->nodes[i].dtype];
+        req[nreq++] = (buf_req){i, (bytes + 63) / 64 * 64, first[i], last[i] < first[i] ? first[i] : last[i]};
+    }
+    qsort(req, (size_t)nreq, sizeof *req, cmp_req);
+    int64_t top = 0;
+    for (int r = 0; r < nreq; r++) {
+        /* lowest offset that does not overlap a placed buffer alive at the same time */
+        int64_t off = 0;
+        for (bool moved = true; moved;) {
+            moved = false;
+            for (int q = 0; q < r; q++) {
+                const buf_req *p = &req[q];
+                if (p->last < req[r].first || req[r].last < p->first)
+                    continue;
+                int64_t po = c->arena_off[p->node];
+                if (off < po + p->bytes && po < off + req[r].bytes) {
+                    off = po + p->bytes;
+                    moved = true;
+                }
+            }
+        }
+        c->arena_off[req[r].node] = off;
+        if (off + req[r].bytes > top)
+            top = off + req[r].bytes;
+    }
+    c->arena_bytes = top;
+    free(first);
+    free(req);
+    c->release_after = last;
+    return 0;
+}
+
+/* ---- entry --------------------------------------------------------------------------------- */
+
+jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int *outputs,
+                          int noutputs, uint64_t hash)
+{
+    jit_compiled *c = calloc(1, sizeof *c);
+    char *live = malloc((size_t)n + 1), *is_output = calloc((size_t)n + 1, 1),
+         *written = calloc((size_t)n + 1, 1);
+    if (!c || !live || !is_output || !written)
+        goto oom;
+    c->nnodes = n;
+    c->hash = hash;
+    c->nexterns = nexterns;
+    c->nodes = malloc(sizeof *c->nodes * (size_t)(n ? n : 1));
+    c->alias = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    c->consts = calloc((size_t)(n ? n : 1), sizeof *c->consts);
+    c->outputs = malloc(sizeof(int) * (size_t)(noutputs ? noutputs : 1));
+    if (!c->nodes || !c->alias || !c->consts || !c->outputs)
+        goto oom;
+    memcpy(c->nodes, nodes, sizeof *c->nodes * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        c->nodes[i].stub = NULL;
+        c->alias[i] = i;
+    }
+    c->noutputs = noutputs;
+    memcpy(c->outputs, outputs, sizeof(int) * (size_t)noutputs);
+    for (int i = 0; i < noutputs; i++)
+        is_output[outputs[i]] = 1;
+    for (int i = 0; i < n; i++)
+        if (nodes[i].kind == JN_INPLACE) {
+            written[nodes[i].in[0]] = 1;
+            written[nodes[nodes[i].in[0]].root] = 1;
+        }
+    /* a node read through a view that is written is written too (the view's root is marked) */
+    for (int i = 0; i < n; i++)
+        if (nodes[i].kind == JN_VIEW && written[nodes[i].root])
+            written[i] = 1;
+    if (run_passes(c, live, is_output, written) < 0)
+        goto fail;
+    /* outputs may have been aliased: re-point them (never to another output's storage) */
+    for (int i = 0; i < noutputs; i++)
+        c->outputs[i] = c->alias[c->outputs[i]];
+    if (schedule(c, live, is_output, written) < 0)
+        goto fail;
+    if (plan_memory(c, is_output) < 0)
+        goto fail;
+    free(live);
+    free(is_output);
+    free(written);
+    return c;
+oom:
+    td_error("jit: out of memory compiling a graph of %d nodes", n);
+fail:
+    free(live);
+    free(is_output);
+    free(written);
+    jit_compiled_free(c);
+    return NULL;
+}

@@ -1,0 +1,208 @@
+/*
+ * exec.c — runs a compiled plan: views, library kernels (matmul, conv, reductions the fusion
+ * left alone) through the device, in-place writes into their real destinations, and fusion
+ * groups through their generated code on the thread pool. Intermediates live in one arena
+ * (the memory plan); tensors that leave the graph get their own storage.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit.h"
+
+typedef struct exec_ctx {
+    const jit_compiled *c;
+    tide_tensor *const *ext;
+    tide_tensor **vals;
+} exec_ctx;
+
+static tide_tensor *value(const exec_ctx *x, int node)
+{
+    const jit_node *nd = &x->c->nodes[node];
+    switch (nd->kind) {
+    case JN_EXTERN: return x->ext[nd->ext];
+    case JN_CONST: return x->c->consts[node];
+    default: return x->vals[node];
+    }
+}
+
+/* The tensor a node's result is written to: a slice of the arena or its own storage. */
+static tide_tensor *alloc_node(const exec_ctx *x, tide_tensor *arena, int node)
+{
+    const jit_node *nd = &x->c->nodes[node];
+    int64_t off = x->c->arena_off[node];
+    if (off < 0 || !arena)
+        return td_tensor_new("jit", tide_cpu_device(), nd->ndim, nd->shape,
+                             (tide_dtype)nd->dtype);
+    int64_t strides[TIDE_MAX_DIMS];
+    td_contiguous_strides(nd->ndim, nd->shape, strides);
+    tide_tensor *t = td_tensor_view(arena, nd->ndim, nd->shape, strides, 0);
+    if (!t)
+        return NULL;
+    t->dtype = nd->dtype;
+    t->offset = off / (int64_t)td_dtype_sizes[nd->dtype];
+    return t;
+}
+
+typedef struct group_run {
+    const jit_compiled *c;
+    const jit_group *g;
+    void **args;
+} group_run;
+
+static void group_range(void *ctx, int64_t r0, int64_t r1)
+{
+    group_run *gr = ctx;
+    const jit_group *g = gr->g;
+    char *scratch = g->scratch_bytes ? td_cache_alloc((size_t)g->scratch_bytes) : NULL;
+    if (g->scratch_bytes && !scratch)
+        return; /* reported by the caller's check below */
+    if (g->fn)
+        g->fn(gr->args, r0, r1, scratch);
+    else
+        td_cpu_group_interpret(gr->c, g, gr->args, r0, r1, scratch);
+    if (scratch)
+        td_cache_free(scratch, (size_t)g->scratch_bytes);
+}
+
+static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
+{
+    const jit_compiled *c = x->c;
+    void *argbuf[65];
+    jit_gather gbuf[32];
+    /* args[nargs]: the domain's element count, a runtime value of the generated code */
+    void **args = g->nargs < 64 ? argbuf : malloc(sizeof(void *) * (size_t)(g->nargs + 1));
+    int ngathers = 0;
+    for (int s = 0; s < g->nslots; s++)
+        ngathers += !g->slots[s].member && !g->slots[s].direct && g->slots[s].vkind != JV_SCALAR;
+    jit_gather *gathers = ngathers <= 32 ? gbuf : malloc(sizeof *gathers * (size_t)ngathers);
+    if (!args || !gathers) {
+        if (args != argbuf)
+            free(args);
+        if (gathers != gbuf)
+            free(gathers);
+        return td_error("jit: out of memory");
+    }
+    int gi = 0, rc = 0;
+    for (int s = 0; s < g->nslots && rc == 0; s++) {
+        const jit_slot *sl = &g->slots[s];
+        if (sl->member && sl->into >= 0) { /* a fused write-back into its destination */
+            tide_tensor *dst = value(x, sl->into);
+            args[sl->arg] = td_tensor_data(dst);
+            if (dst->storage)
+                __atomic_add_fetch(&dst->storage->version, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        if (sl->member) {
+            if (!sl->output)
+                continue;
+            tide_tensor *t = alloc_node(x, arena, sl->node);
+            if (!t) {
+                rc = -1;
+                break;
+            }
+            x->vals[sl->node] = t;
+            args[sl->arg] = td_tensor_data(t);
+            continue;
+        }
+        tide_tensor *t = value(x, sl->node);
+        if (sl->vkind == JV_SCALAR || sl->direct) {
+            args[sl->arg] = td_tensor_data(t);
+            continue;
+        }
+        jit_gather *d = &gathers[gi++];
+        d->es = sl->es;
+        d->base = td_tensor_data(t);
+        if (sl->vkind == JV_FULL) {
+            d->ndim = g->ndim;
+            memcpy(d->shape, g->domain, sizeof(int64_t) * g->ndim);
+        } else { /* the rows: the domain's leading dims */
+            d->ndim = g->ndim - g->nred;
+            memcpy(d->shape, g->domain, sizeof(int64_t) * d->ndim);
+        }
+        /* t broadcast to the domain (its dims align at the right) */
+        int lead = g->ndim - t->ndim;
+        for (int k = 0; k < d->ndim; k++) {
+            int td = k - lead;
+            d->strides[k] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td];
+        }
+        args[sl->arg] = d;
+    }
+    args[g->nargs] = (void *)&g->numel;
+    if (rc == 0) {
+        group_run gr = {c, g, args};
+        /* split at 64K elements, as eager's cheap ops (cpu_elementwise.c PAR_MIN_CHEAP) */
+        int64_t grain = g->rowlen >= 32768 ? 1 : 32768 / g->rowlen;
+        td_parallel_for(g->nrows, grain, group_range, &gr);
+    }
+    if (args != argbuf)
+        free(args);
+    if (gathers != gbuf)
+        free(gathers);
+    return rc;
+}
+
+int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *rt_nodes,
+                tide_tensor **out_values)
+{
+    exec_ctx x = {c, ext, calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof(tide_tensor *))};
+    if (!x.vals)
+        return td_error("jit: out of memory");
+    tide_device *dev = tide_cpu_device();
+    tide_tensor *arena = NULL;
+    int rc = -1;
+    if (c->arena_bytes > 0) {
+        int64_t nb = c->arena_bytes;
+        arena = td_tensor_new("jit arena", dev, 1, &nb, TIDE_UINT8);
+        if (!arena)
+            goto done;
+    }
+    for (int s = 0; s < c->nsteps; s++) {
+        const jit_step *st = &c->steps[s];
+        if (st->kind == JS_GROUP) {
+            if (run_group(&x, arena, &c->groups[st->group]) < 0)
+                goto done;
+            continue;
+        }
+        const jit_node *nd = &c->nodes[st->node];
+        tide_tensor *in[JIT_MAX_IN];
+        for (int k = 0; k < nd->nin; k++)
+            in[k] = value(&x, nd->in[k]);
+        if (st->kind == JS_VIEW) {
+            tide_tensor *base = value(&x, nd->root);
+            x.vals[st->node] = td_tensor_view(base, nd->ndim, nd->shape, nd->strides,
+                                              base->offset + nd->offset);
+            if (!x.vals[st->node])
+                goto done;
+        } else if (st->kind == JS_KERNEL) {
+            tide_tensor *out = alloc_node(&x, arena, st->node);
+            if (!out)
+                goto done;
+            x.vals[st->node] = out;
+            const tide_attrs *attrs = nd->op == TIDE_OP_RANDOM ? &rt_nodes[st->node].attrs
+                                                               : &nd->attrs;
+            if (td_numel(nd->ndim, nd->shape) > 0 &&
+                dev->run(dev, (tide_op)nd->op, out, in, nd->nin, attrs) < 0)
+                goto done;
+        } else { /* JS_INPLACE */
+            tide_tensor *dst = in[0];
+            if (td_numel(dst->ndim, dst->shape) > 0 &&
+                dev->run(dev, (tide_op)nd->op, dst, in + 1, nd->nin - 1, &nd->attrs) < 0)
+                goto done;
+            if (dst->storage)
+                dst->storage->version++;
+        }
+    }
+    for (int k = 0; k < c->noutputs; k++) {
+        tide_tensor *v = value(&x, c->outputs[k]);
+        if (v && c->nodes[c->outputs[k]].kind == JN_CONST) /* a fresh copy per run */
+            v = NULL;
+        out_values[k] = tide_retain(v);
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < c->nnodes; i++)
+        tide_release(x.vals[i]);
+    free(x.vals);
+    tide_release(arena);
+    return rc;
+}

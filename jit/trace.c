@@ -1,0 +1,998 @@
+/*
+ * trace.c — the recorder (the dispatcher's trace hook), segments and graph breaks, the compile
+ * cache with its guards, and the public jit API of tide.h (capture/replay for C, trace sessions
+ * for Lua). See jit/README.md.
+ *
+ * While a thread traces, every op becomes a node and its result a "stub": a tensor without
+ * storage (views of outside tensors keep theirs) whose trace_node names the node. A segment
+ * ends at a graph break (data read back to the host) or at the end of the trace: its structure
+ * (ops, attributes, layouts of every tensor read from outside, which stubs are still referenced)
+ * is the cache key; the compiled plan runs on the segment's outside tensors, and every stub
+ * still referenced receives its storage. Outside tensors' values are never part of the key, so
+ * numbers (learning rates) are runtime arguments.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/log.h"
+#include "../core/rng.h"
+#include "jit.h"
+
+double jit_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- the trace of one thread -------------------------------------------------------------- */
+
+typedef struct jit_trace {
+    jit_node *nodes;
+    int n, cap;
+    tide_tensor **ext; /* references */
+    int next, extcap;
+    int *ext_node;     /* extern index -> its node */
+    /* open-addressing map: outside tensor pointer -> extern node */
+    const tide_tensor **map_key;
+    int *map_val;
+    int map_cap, map_used;
+    int nwrites;
+    const tide_storage **wstor; /* storages of outside tensors written in this segment */
+    int nwstor, wstorcap;
+    int ninputs;       /* capture mode: the declared inputs are externs 0..ninputs-1 */
+    bool capture;      /* C capture (tide_jit_begin): a graph break is an error */
+    tide_jit_stats *stats;
+    const char *(*where)(void *);
+    void *where_ctx;
+    void (*on_break)(void *);
+    void *on_break_ctx;
+    td_hooks saved;
+    int flushing;
+} jit_trace;
+
+static _Thread_local jit_trace *current;
+#define SEGMENT_MAX_NODES 4096
+
+/* global statistics and the cache */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+#define CACHE_BUCKETS 1024
+static jit_compiled *cache[CACHE_BUCKETS];
+static tide_jit_stats global_stats;
+static int cache_count;
+#define CACHE_MAX 4096 /* plans kept; beyond, new plans run once and are dropped */
+
+static void plan_release(jit_compiled *c)
+{
+    if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        jit_compiled_free(c);
+}
+
+const char *jit_where(void)
+{
+    jit_trace *t = current;
+    if (t && t->where && td_log_enabled("jit")) {
+        const char *w = t->where(t->where_ctx);
+        return w ? w : "";
+    }
+    return "";
+}
+
+static void stats_add(jit_trace *tr, int compiles, int hits, int misses, int breaks,
+                      int fallbacks, double ms)
+{
+    pthread_mutex_lock(&cache_lock);
+    tide_jit_stats *all[2] = {&global_stats, tr ? tr->stats : NULL};
+    for (int i = 0; i < 2; i++) {
+        if (!all[i])
+            continue;
+        all[i]->compiles += compiles;
+        all[i]->hits += hits;
+        all[i]->misses += misses;
+        all[i]->breaks += breaks;
+        all[i]->fallbacks += fallbacks;
+        all[i]->compile_ms += ms;
+    }
+    pthread_mutex_unlock(&cache_lock);
+}
+
+static void map_clear(jit_trace *tr)
+{
+    if (tr->map_key)
+        memset(tr->map_key, 0, sizeof(*tr->map_key) * (size_t)tr->map_cap);
+    tr->map_used = 0;
+}
+
+static int map_find(const jit_trace *tr, const tide_tensor *t)
+{
+    if (!tr->map_cap)
+        return -1;
+    size_t mask = (size_t)tr->map_cap - 1;
+    for (size_t h = ((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull & mask;; h = (h + 1) & mask) {
+        if (!tr->map_key[h])
+            return -1;
+        if (tr->map_key[h] == t)
+            return tr->map_val[h];
+    }
+}
+
+static int map_put(jit_trace *tr, const tide_tensor *t, int v)
+{
+    if (2 * (tr->map_used + 1) > tr->map_cap) {
+        int ncap = tr->map_cap ? 2 * tr->map_cap : 64;
+        const tide_tensor **ok = tr->map_key;
+        int *ov = tr->map_val, ocap = tr->map_cap;
+        tr->map_key = calloc((size_t)ncap, sizeof *tr->map_key);
+        tr->map_val = calloc((size_t)ncap, sizeof *tr->map_val);
+        if (!tr->map_key || !tr->map_val) {
+            free(tr->map_key);
+            free(tr->map_val);
+            tr->map_key = ok;
+            tr->map_val = ov;
+            return td_error("jit: out of memory");
+        }
+        tr->map_cap = ncap;
+        tr->map_used = 0;
+        for (int i = 0; i < ocap; i++)
+            if (ok[i])
+                map_put(tr, ok[i], ov[i]);
+        free(ok);
+        free(ov);
+    }
+    size_t mask = (size_t)tr->map_cap - 1;
+    size_t h = ((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull & mask;
+    while (tr->map_key[h])
+        h = (h + 1) & mask;
+    tr->map_key[h] = t;
+    tr->map_val[h] = v;
+    tr->map_used++;
+    return 0;
+}
+
+static jit_node *new_node(jit_trace *tr)
+{
+    if (tr->n == tr->cap) {
+        int ncap = tr->cap ? 2 * tr->cap : 64;
+        jit_node *nn = realloc(tr->nodes, sizeof *nn * (size_t)ncap);
+        if (!nn) {
+            td_error("jit: out of memory for the trace");
+            return NULL;
+        }
+        tr->nodes = nn;
+        tr->cap = ncap;
+    }
+    jit_node *nd = &tr->nodes[tr->n];
+    memset(nd, 0, sizeof *nd);
+    nd->root = tr->n;
+    nd->ext = -1;
+    nd->epoch = tr->nwrites;
+    tr->n++;
+    return nd;
+}
+
+/* The node id of this trace's stub t, -1 when t is not a stub of this trace. */
+static int stub_node(const jit_trace *tr, const tide_tensor *t)
+{
+    if (!t->trace_node)
+        return -1;
+    intptr_t i = (intptr_t)t->trace_node - 1;
+    if (i >= 0 && i < tr->n && tr->nodes[i].stub == t)
+        return (int)i;
+    return -2; /* a stub of another trace */
+}
+
+/* The node standing for t: its stub's node or an extern (added on first use). */
+static int node_of(jit_trace *tr, const tide_tensor *t)
+{
+    int i = stub_node(tr, t);
+    if (i >= 0)
+        return i;
+    if (i == -2 && !t->storage)
+        return td_error("jit: a tensor from another trace (or one left without a value by a "
+                        "failed trace) was used");
+    if (!t->storage)
+        return td_error("jit: a tensor without data that is not a result of this trace was "
+                        "used (a view made outside the dispatcher of a traced tensor?)");
+    int e = map_find(tr, t);
+    if (e >= 0)
+        return e;
+    if (tr->next == tr->extcap) {
+        int ncap = tr->extcap ? 2 * tr->extcap : 32;
+        tide_tensor **ne = realloc(tr->ext, sizeof *ne * (size_t)ncap);
+        int *nn = ne ? realloc(tr->ext_node, sizeof *nn * (size_t)ncap) : NULL;
+        if (ne)
+            tr->ext = ne;
+        if (!nn)
+            return td_error("jit: out of memory for the trace");
+        tr->ext_node = nn;
+        tr->extcap = ncap;
+    }
+    jit_node *nd = new_node(tr);
+    if (!nd)
+        return -1;
+    int id = tr->n - 1;
+    nd->kind = JN_EXTERN;
+    nd->dtype = t->dtype;
+    nd->ndim = t->ndim;
+    nd->flags = t->flags & (TD_WRAPPED_NUMBER | TD_REQUIRES_GRAD);
+    nd->ext = tr->next;
+    nd->storage_class = tr->next;
+    for (int k = 0; k < tr->next; k++)
+        if (tr->ext[k]->storage == t->storage) {
+            nd->storage_class = k;
+            break;
+        }
+    memcpy(nd->shape, t->shape, sizeof(int64_t) * t->ndim);
+    memcpy(nd->strides, t->strides, sizeof(int64_t) * t->ndim);
+    nd->offset = t->offset;
+    tr->ext[tr->next] = tide_retain((tide_tensor *)t);
+    tr->ext_node[tr->next] = id;
+    tr->next++;
+    if (map_put(tr, t, id) < 0)
+        return -1;
+    return id;
+}
+
+/* A fresh stub: a tensor header without storage. */
+static tide_tensor *new_stub(const td_meta *meta)
+{
+    static tide_tensor tmpl; /* storage NULL: the template of every stub */
+    int64_t strides[TIDE_MAX_DIMS];
+    td_contiguous_strides(meta->ndim, meta->shape, strides);
+    tide_tensor *t = td_tensor_view(&tmpl, meta->ndim, meta->shape, strides, 0);
+    if (!t)
+        return NULL;
+    t->dtype = (uint8_t)meta->dtype;
+    t->device = meta->device;
+    return t;
+}
+
+static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, struct tide_graph **graph);
+
+/* Ops the recorder hands to the eager kernels at a break instead of tracing them. */
+static bool traceable(tide_op op, const td_meta *meta, int nin)
+{
+    (void)op;
+    return nin <= JIT_MAX_IN && meta->device == tide_cpu_device();
+}
+
+static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_tensor *dst,
+                               tide_tensor *const *in, int nin, const tide_attrs *attrs,
+                               const tide_tensor *out_view)
+{
+    jit_trace *tr = ctx;
+    if (!traceable(op, meta, nin)) {
+        if (tr->capture) {
+            td_error("jit: %s with %d inputs cannot be captured", tide_op_name(op), nin);
+            return NULL;
+        }
+        /* a graph break: run what is pending, then this op eagerly */
+        if (flush(tr, NULL, 0, NULL) < 0)
+            return NULL;
+        td_log("jit", "break: %s is not traced (run eagerly)%s%s", tide_op_name(op),
+               *jit_where() ? " at " : "", jit_where());
+        stats_add(tr, 0, 0, 0, 1, 0, 0);
+        td_hooks *h = td_thread_hooks();
+        td_hooks mine = *h;
+        h->trace = NULL;
+        tide_tensor *r = NULL;
+        if (dst) {
+            if (td_dispatch_inplace(op, dst, in, nin, attrs) == 0)
+                r = tide_retain(dst);
+        } else if (out_view) {
+            r = tide_retain((tide_tensor *)out_view);
+        } else {
+            r = td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape,
+                              meta->dtype);
+            if (r && td_numel(meta->ndim, meta->shape) > 0 &&
+                meta->device->run(meta->device, op, r, in, nin, attrs) < 0) {
+                tide_release(r);
+                r = NULL;
+            }
+        }
+        *h = mine;
+        return r;
+    }
+    /* a very long segment (a whole loop inside one jit call) runs in pieces, so compiles stay
+     * fast and memory bounded */
+    if (!tr->capture && tr->n >= SEGMENT_MAX_NODES) {
+        td_log("jit", "break: %d ops pending; running them", tr->n);
+        stats_add(tr, 0, 0, 0, 1, 0, 0);
+        if (flush(tr, NULL, 0, NULL) < 0)
+            return NULL;
+    }
+    int ids[JIT_MAX_IN];
+    for (int i = 0; i < nin; i++) {
+        ids[i] = node_of(tr, in[i]);
+        if (ids[i] < 0)
+            return NULL;
+    }
+    if (dst) {
+        int d = node_of(tr, dst);
+        if (d < 0)
+            return NULL;
+        jit_node *nd = new_node(tr);
+        if (!nd)
+            return NULL;
+        nd->kind = JN_INPLACE;
+        nd->op = op;
+        nd->dtype = dst->dtype;
+        nd->ndim = dst->ndim;
+        memcpy(nd->shape, dst->shape, sizeof(int64_t) * dst->ndim);
+        nd->nin = nin + 1;
+        nd->in[0] = d;
+        for (int i = 0; i < nin; i++)
+            nd->in[i + 1] = ids[i];
+        if (attrs)
+            nd->attrs = *attrs;
+        tr->nwrites++;
+        if (dst->storage) {
+            if (tr->nwstor == tr->wstorcap) {
+                int nc = tr->wstorcap ? 2 * tr->wstorcap : 16;
+                const tide_storage **ns = realloc(tr->wstor, sizeof *ns * (size_t)nc);
+                if (!ns) {
+                    td_error("jit: out of memory");
+                    return NULL;
+                }
+                tr->wstor = ns;
+                tr->wstorcap = nc;
+            }
+            tr->wstor[tr->nwstor++] = dst->storage;
+        }
+        return tide_retain(dst);
+    }
+    jit_node *nd = new_node(tr);
+    if (!nd)
+        return NULL;
+    int id = tr->n - 1;
+    nd->op = op;
+    nd->dtype = (uint8_t)meta->dtype;
+    nd->ndim = (uint8_t)meta->ndim;
+    memcpy(nd->shape, meta->shape, sizeof(int64_t) * meta->ndim);
+    nd->nin = nin;
+    for (int i = 0; i < nin; i++)
+        nd->in[i] = ids[i];
+    if (attrs)
+        nd->attrs = *attrs;
+    tide_tensor *stub;
+    if (out_view) {
+        const jit_node *src = &tr->nodes[ids[0]];
+        int root = src->root;
+        const jit_node *rn = &tr->nodes[root];
+        nd->kind = JN_VIEW;
+        nd->root = root;
+        memcpy(nd->strides, out_view->strides, sizeof(int64_t) * meta->ndim);
+        nd->offset = out_view->offset - (rn->kind == JN_EXTERN ? rn->offset : 0);
+        stub = tide_retain((tide_tensor *)out_view);
+    } else {
+        nd->kind = JN_OP;
+        td_contiguous_strides(nd->ndim, nd->shape, nd->strides);
+        stub = new_stub(meta);
+        if (!stub) {
+            tr->n--;
+            return NULL;
+        }
+    }
+    stub->trace_node = (void *)(intptr_t)(id + 1);
+    tr->nodes[id].stub = tide_retain(stub);
+    return stub;
+}
+
+/* ---- keys and the cache -------------------------------------------------------------------- */
+
+typedef struct key_buf {
+    int64_t *v;
+    size_t n, cap;
+} key_buf;
+
+static void kput(key_buf *k, int64_t x)
+{
+    if (k->n == k->cap) {
+        size_t nc = k->cap ? 2 * k->cap : 1024;
+        int64_t *nv = realloc(k->v, sizeof *nv * nc);
+        if (!nv) {
+            k->cap = 0; /* marks failure */
+            return;
+        }
+        k->v = nv;
+        k->cap = nc;
+    }
+    if (k->cap)
+        k->v[k->n++] = x;
+}
+
+static void key_node(key_buf *k, const jit_node *nd)
+{
+    kput(k, nd->kind | (int64_t)nd->op << 8 | (int64_t)nd->dtype << 24 |
+                (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48);
+    for (int i = 0; i < nd->nin; i++)
+        kput(k, nd->in[i]);
+    kput(k, nd->root);
+    for (int i = 0; i < nd->ndim; i++)
+        kput(k, nd->shape[i]);
+    if (nd->kind == JN_VIEW || nd->kind == JN_EXTERN) {
+        for (int i = 0; i < nd->ndim; i++)
+            kput(k, nd->strides[i]);
+        if (nd->kind == JN_VIEW)
+            kput(k, nd->offset);
+        else
+            kput(k, nd->storage_class);
+    }
+    if (nd->kind == JN_OP || nd->kind == JN_INPLACE || nd->kind == JN_VIEW) {
+        const tide_attrs *a = &nd->attrs;
+        kput(k, a->nints | (int64_t)a->keepdim << 32);
+        bool random = nd->op == TIDE_OP_RANDOM;
+        for (int i = 0; i < a->nints && i < 2 * TIDE_MAX_DIMS; i++)
+            kput(k, random && i > 0 ? 0 : a->ints[i]); /* seed and offset are runtime */
+        for (int i = 0; i < 3; i++) {
+            int64_t bits;
+            memcpy(&bits, &a->values[i], sizeof bits);
+            kput(k, bits);
+        }
+    }
+}
+
+static uint64_t key_hash(const int64_t *v, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint64_t)v[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* The compiled plan for key, or NULL. Counts a hit. */
+static jit_compiled *cache_find(uint64_t hash, const int64_t *key, size_t len)
+{
+    jit_compiled *c = cache[hash % CACHE_BUCKETS];
+    for (; c; c = c->next)
+        if (c->hash == hash && c->key_len == len && memcmp(c->key, key, len * sizeof *key) == 0)
+            return c;
+    return NULL;
+}
+
+void tide_jit_cache_clear(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    for (int b = 0; b < CACHE_BUCKETS; b++) {
+        jit_compiled *c = cache[b];
+        while (c) {
+            jit_compiled *nx = c->next;
+            plan_release(c); /* graphs keep theirs */
+            c = nx;
+        }
+        cache[b] = NULL;
+    }
+    cache_count = 0;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+void tide_jit_global_stats(tide_jit_stats *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&cache_lock);
+    *s = global_stats;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+/* Finds or compiles the plan of nodes with outputs. NULL with the error set. */
+static jit_compiled *lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n, int nexterns,
+                                       const int *outs, int nouts)
+{
+    key_buf k = {0};
+    for (int i = 0; i < n; i++)
+        key_node(&k, &nodes[i]);
+    kput(&k, -1);
+    for (int i = 0; i < nouts; i++)
+        kput(&k, outs[i]);
+    if (!k.cap) {
+        free(k.v);
+        td_error("jit: out of memory for a cache key");
+        return NULL;
+    }
+    uint64_t h = key_hash(k.v, k.n);
+    pthread_mutex_lock(&cache_lock);
+    jit_compiled *c = cache_find(h, k.v, k.n);
+    if (c)
+        __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* the caller's */
+    pthread_mutex_unlock(&cache_lock);
+    if (c) {
+        free(k.v);
+        stats_add(tr, 0, 1, 0, 0, 0, 0);
+        td_log("jit", "hit: %d nodes%s%s", n, *jit_where() ? " at " : "", jit_where());
+        return c;
+    }
+    double t0 = jit_now_ms();
+    c = jit_compile(nodes, n, nexterns, outs, nouts, h);
+    if (!c) {
+        free(k.v);
+        return NULL;
+    }
+    c->compile_ms = jit_now_ms() - t0;
+    c->refs = 1; /* the caller's */
+    c->hash = h;
+    c->key = k.v;
+    c->key_len = k.n;
+    pthread_mutex_lock(&cache_lock);
+    jit_compiled *other = cache_find(h, k.v, k.n);
+    if (other) { /* another thread compiled the same graph meanwhile */
+        __atomic_add_fetch(&other->refs, 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&cache_lock);
+        jit_compiled_free(c);
+        stats_add(tr, 0, 1, 0, 0, 0, 0);
+        return other;
+    }
+    bool full = cache_count >= CACHE_MAX;
+    if (!full) {
+        c->refs++;
+        c->next = cache[h % CACHE_BUCKETS];
+        cache[h % CACHE_BUCKETS] = c;
+        cache_count++;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (full)
+        td_log("jit", "the cache holds %d plans: this one runs without being kept", CACHE_MAX);
+    stats_add(tr, 1, 0, 1, 0, 0, c->compile_ms);
+    td_log("jit", "miss: compiled %d nodes into %d steps (%d fused groups) in %.2f ms%s%s", n,
+           c->nsteps, c->ngroups, c->compile_ms, *jit_where() ? " at " : "", jit_where());
+    return c;
+}
+
+/* ---- graphs (capture and replay) ---------------------------------------------------------- */
+
+typedef struct tide_graph {
+    jit_compiled *plan;
+    int nnodes;
+    jit_node *nodes;      /* runtime attributes */
+    int ninputs;
+    int nexterns;
+    tide_tensor **captured; /* externs ninputs.. (references) */
+    int noutputs;
+    /* per output: the node whose value it is (a root), and the view of it handed out */
+    int *out_root;        /* -1: the output is extern out_ext */
+    int *out_ext;
+    jit_node *out_view;   /* layout (shape/strides/offset relative to the root) */
+    int *plan_index;      /* out i -> index in plan->outputs */
+} tide_graph;
+
+void tide_graph_free(tide_graph *g)
+{
+    if (!g)
+        return;
+    plan_release(g->plan);
+    for (int i = g->ninputs; i < g->nexterns; i++)
+        tide_release(g->captured[i]);
+    free(g->captured);
+    free(g->nodes);
+    free(g->out_root);
+    free(g->out_ext);
+    free(g->out_view);
+    free(g->plan_index);
+    free(g);
+}
+
+int tide_graph_num_outputs(const tide_graph *g) { return g ? g->noutputs : 0; }
+
+/* Runs plan and gives every live stub its storage. */
+static int run_segment(jit_trace *tr, jit_compiled *c, const int *outs, int nouts)
+{
+    tide_tensor **vals = calloc((size_t)(nouts ? nouts : 1), sizeof *vals);
+    if (!vals)
+        return td_error("jit: out of memory");
+    int rc = jit_execute(c, tr->ext, tr->nodes, vals);
+    if (rc == 0) {
+        for (int i = 0; i < tr->n; i++) {
+            jit_node *nd = &tr->nodes[i];
+            tide_tensor *s = nd->stub;
+            if (!s || s->storage)
+                continue;
+            /* a stub without storage: its root's value, if the root was an output */
+            int root = nd->root;
+            for (int k = 0; k < nouts; k++) {
+                if (outs[k] != root || !vals[k])
+                    continue;
+                s->storage = vals[k]->storage;
+                td_ref_inc(&s->storage->refcount);
+                s->offset += vals[k]->offset;
+                break;
+            }
+        }
+    }
+    for (int k = 0; k < nouts; k++)
+        tide_release(vals[k]);
+    free(vals);
+    return rc;
+}
+
+static void reset_segment(jit_trace *tr)
+{
+    for (int i = 0; i < tr->n; i++) {
+        tide_tensor *s = tr->nodes[i].stub;
+        if (s) {
+            s->trace_node = NULL;
+            tide_release(s);
+        }
+    }
+    for (int i = 0; i < tr->next; i++)
+        tide_release(tr->ext[i]);
+    tr->n = 0;
+    tr->next = 0;
+    tr->nwrites = 0;
+    tr->nwstor = 0;
+    map_clear(tr);
+}
+
+/* Ends the segment: compiles (or finds) and runs it. forced: the capture's outputs. */
+static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_graph **graph)
+{
+    if (tr->flushing)
+        return 0;
+    if (tr->n == 0 && !graph)
+        return 0;
+    tr->flushing = 1;
+    int rc = -1;
+    int *outs = malloc(sizeof(int) * (size_t)(tr->n + nforced + 1));
+    int nouts = 0;
+    tide_graph *g = NULL;
+    jit_compiled *c = NULL;
+    if (!outs) {
+        td_error("jit: out of memory");
+        goto done;
+    }
+    /* outputs: roots (ops) of the stubs someone besides the trace still holds */
+    char *is_out = calloc((size_t)tr->n + 1, 1);
+    if (!is_out) {
+        td_error("jit: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < nforced; i++) {
+        int id = forced[i] ? stub_node(tr, forced[i]) : -1;
+        if (id >= 0 && tr->nodes[tr->nodes[id].root].kind == JN_OP)
+            is_out[tr->nodes[id].root] = 1;
+    }
+    for (int i = 0; i < tr->n; i++) {
+        tide_tensor *s = tr->nodes[i].stub;
+        if (s && !s->storage && s->refcount > 1)
+            is_out[tr->nodes[i].root] = 1;
+    }
+    for (int i = 0; i < tr->n; i++)
+        if (is_out[i])
+            outs[nouts++] = i;
+    free(is_out);
+    c = lookup_or_compile(tr, tr->nodes, tr->n, tr->next, outs, nouts);
+    if (!c)
+        goto done;
+    if (graph) {
+        g = calloc(1, sizeof *g);
+        if (!g) {
+            td_error("jit: out of memory");
+            goto done;
+        }
+        g->plan = c;
+        g->nnodes = tr->n;
+        g->nodes = malloc(sizeof *g->nodes * (size_t)(tr->n ? tr->n : 1));
+        g->ninputs = tr->ninputs;
+        g->nexterns = tr->next;
+        g->captured = calloc((size_t)(tr->next ? tr->next : 1), sizeof *g->captured);
+        g->noutputs = nforced;
+        g->out_root = calloc((size_t)nforced + 1, sizeof(int));
+        g->out_ext = calloc((size_t)nforced + 1, sizeof(int));
+        g->out_view = calloc((size_t)nforced + 1, sizeof(jit_node));
+        g->plan_index = calloc((size_t)nforced + 1, sizeof(int));
+        if (!g->nodes || !g->captured || !g->out_root || !g->out_ext || !g->out_view ||
+            !g->plan_index) {
+            td_error("jit: out of memory");
+            goto done;
+        }
+        memcpy(g->nodes, tr->nodes, sizeof *g->nodes * (size_t)tr->n);
+        for (int i = 0; i < tr->n; i++)
+            g->nodes[i].stub = NULL;
+        for (int i = tr->ninputs; i < tr->next; i++)
+            g->captured[i] = tide_retain(tr->ext[i]);
+        for (int i = 0; i < nforced; i++) {
+            int id = forced[i] ? stub_node(tr, forced[i]) : -1;
+            if (id < 0)
+                id = forced[i] ? map_find(tr, forced[i]) : -1;
+            if (id < 0) {
+                td_error("tide_jit_end: output %d was not computed or read by the capture", i);
+                goto done;
+            }
+            const jit_node *nd = &tr->nodes[id];
+            g->out_view[i] = *nd;
+            g->out_view[i].stub = NULL;
+            if (nd->kind == JN_EXTERN) {
+                g->out_root[i] = -1;
+                g->out_ext[i] = nd->ext;
+            } else if (tr->nodes[nd->root].kind == JN_EXTERN) {
+                g->out_root[i] = -1;
+                g->out_ext[i] = tr->nodes[nd->root].ext;
+            } else {
+                g->out_root[i] = nd->root;
+                for (int k = 0; k < nouts; k++)
+                    if (outs[k] == nd->root)
+                        g->plan_index[i] = k;
+            }
+        }
+    }
+    rc = run_segment(tr, c, outs, nouts);
+done:
+    if (c && !g) /* a graph keeps the reference (tide_graph_free drops it) */
+        plan_release(c);
+    free(outs);
+    reset_segment(tr);
+    tr->flushing = 0;
+    if (graph) {
+        if (rc < 0) {
+            tide_graph_free(g);
+            g = NULL;
+        }
+        *graph = g;
+    }
+    return rc;
+}
+
+static int materialize_hook(void *ctx, const tide_tensor *t)
+{
+    jit_trace *tr = ctx;
+    if (tr->flushing)
+        return 0;
+    bool mine = stub_node(tr, t) >= 0;
+    bool written = false; /* an outside tensor with a pending write into its storage */
+    for (int i = 0; i < tr->nwstor && !written && t->storage; i++)
+        written = tr->wstor[i] == t->storage;
+    if (!mine && !written) {
+        if (!t->storage)
+            return td_error("jit: a tensor without data was read (from another trace, or a view "
+                            "of a traced tensor made outside the dispatcher)");
+        return 0;
+    }
+    if (tr->capture)
+        return td_error("jit: a tensor's data was read while capturing a graph (a graph break); "
+                        "read it after tide_jit_end");
+    const char *w = jit_where();
+    td_log("jit", "break: tensor data read%s%s", *w ? " at " : "", w);
+    stats_add(tr, 0, 0, 0, 1, 0, 0);
+    if (tr->on_break) {
+        tr->flushing = 1; /* the hook may release stubs; nothing may flush meanwhile */
+        tr->on_break(tr->on_break_ctx);
+        tr->flushing = 0;
+    }
+    return flush(tr, NULL, 0, NULL);
+}
+
+/* ---- sessions ---------------------------------------------------------------------------- */
+
+static int session_begin(bool capture, tide_jit_stats *stats, const char *(*where)(void *),
+                         void *where_ctx)
+{
+    if (current)
+        return td_error("jit: this thread is already tracing (jit functions do not nest)");
+    jit_trace *tr = calloc(1, sizeof *tr);
+    if (!tr)
+        return td_error("jit: out of memory");
+    tr->capture = capture;
+    tr->stats = stats;
+    tr->where = where;
+    tr->where_ctx = where_ctx;
+    td_hooks *h = td_thread_hooks();
+    tr->saved = *h;
+    h->trace = trace_hook;
+    h->trace_ctx = tr;
+    h->materialize = materialize_hook;
+    current = tr;
+    return 0;
+}
+
+static void session_free(jit_trace *tr)
+{
+    reset_segment(tr);
+    td_hooks *h = td_thread_hooks();
+    h->trace = tr->saved.trace;
+    h->trace_ctx = tr->saved.trace_ctx;
+    h->materialize = tr->saved.materialize;
+    current = NULL;
+    free(tr->nodes);
+    free(tr->ext);
+    free(tr->ext_node);
+    free(tr->wstor);
+    free(tr->map_key);
+    free(tr->map_val);
+    free(tr);
+}
+
+int tide_jit_trace_begin(tide_jit_stats *stats, const char *(*where)(void *), void *where_ctx)
+{
+    return session_begin(false, stats, where, where_ctx);
+}
+
+void tide_jit_trace_on_break(void (*fn)(void *ctx), void *ctx)
+{
+    if (current) {
+        current->on_break = fn;
+        current->on_break_ctx = ctx;
+    }
+}
+
+int tide_jit_trace_end(void)
+{
+    jit_trace *tr = current;
+    if (!tr)
+        return td_error("tide_jit_trace_end: this thread is not tracing");
+    int rc = flush(tr, NULL, 0, NULL);
+    session_free(tr);
+    return rc;
+}
+
+int tide_jit_trace_flush(void)
+{
+    jit_trace *tr = current;
+    if (!tr)
+        return 0;
+    return flush(tr, NULL, 0, NULL);
+}
+
+bool tide_jit_is_tracing(void) { return current != NULL; }
+
+void tide_jit_note_fallback(tide_jit_stats *stats)
+{
+    pthread_mutex_lock(&cache_lock);
+    global_stats.fallbacks++;
+    if (stats)
+        stats->fallbacks++;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+int tide_jit_begin(tide_tensor *const *inputs, int ninputs)
+{
+    if (ninputs < 0 || (ninputs > 0 && !inputs))
+        return td_error("tide_jit_begin: %d inputs given with %s", ninputs,
+                        inputs ? "a list" : "no list");
+    for (int i = 0; i < ninputs; i++) {
+        if (!inputs[i])
+            return td_error("tide_jit_begin: input %d is NULL", i);
+        if (inputs[i]->trace_node && !inputs[i]->storage)
+            return td_error("tide_jit_begin: input %d has no value (it came from a trace)", i);
+    }
+    if (session_begin(true, NULL, NULL, NULL) < 0)
+        return -1;
+    jit_trace *tr = current;
+    for (int i = 0; i < ninputs; i++) {
+        if (map_find(tr, inputs[i]) >= 0) {
+            session_free(tr);
+            return td_error("tide_jit_begin: input %d is given twice", i);
+        }
+        if (node_of(tr, inputs[i]) < 0) {
+            session_free(tr);
+            return -1;
+        }
+    }
+    tr->ninputs = ninputs;
+    return 0;
+}
+
+tide_graph *tide_jit_end(tide_tensor *const *outputs, int noutputs)
+{
+    jit_trace *tr = current;
+    if (!tr || !tr->capture) {
+        td_error("tide_jit_end: no capture was begun on this thread");
+        return NULL;
+    }
+    if (noutputs < 0 || (noutputs > 0 && !outputs)) {
+        td_error("tide_jit_end: %d outputs given with %s", noutputs, outputs ? "a list" : "no list");
+        session_free(tr);
+        return NULL;
+    }
+    for (int i = 0; i < noutputs; i++)
+        if (!outputs[i]) {
+            td_error("tide_jit_end: output %d is NULL", i);
+            session_free(tr);
+            return NULL;
+        }
+    tide_graph *g = NULL;
+    flush(tr, outputs, noutputs, &g);
+    session_free(tr);
+    return g;
+}
+
+int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_tensor **outputs)
+{
+    if (!g)
+        return td_error("tide_graph_run: graph is NULL");
+    if (ninputs != g->ninputs)
+        return td_error("tide_graph_run: the graph takes %d inputs; %d given", g->ninputs,
+                        ninputs);
+    if (g->noutputs && !outputs)
+        return td_error("tide_graph_run: outputs is NULL; the graph has %d", g->noutputs);
+    if (current)
+        return td_error("tide_graph_run: called while this thread traces");
+    /* guards: every input has the layout the graph was captured with */
+    for (int i = 0; i < ninputs; i++) {
+        const tide_tensor *t = inputs ? inputs[i] : NULL;
+        if (!t)
+            return td_error("tide_graph_run: input %d is NULL", i);
+        if (t->trace_node && !t->storage)
+            return td_error("tide_graph_run: input %d has no value", i);
+        const jit_node *nd = NULL;
+        for (int k = 0; k < g->nnodes; k++)
+            if (g->nodes[k].kind == JN_EXTERN && g->nodes[k].ext == i) {
+                nd = &g->nodes[k];
+                break;
+            }
+        if (!nd)
+            continue;
+        char a[160], b[160];
+        if (t->ndim != nd->ndim || memcmp(t->shape, nd->shape, sizeof(int64_t) * t->ndim) != 0)
+            return td_error("tide_graph_run: input %d has shape %s; the graph was captured with "
+                            "%s", i, td_shape_str(a, sizeof a, t->ndim, t->shape),
+                            td_shape_str(b, sizeof b, nd->ndim, nd->shape));
+        if (t->dtype != nd->dtype)
+            return td_error("tide_graph_run: input %d is %s; the graph was captured with %s", i,
+                            tide_dtype_name((tide_dtype)t->dtype),
+                            tide_dtype_name((tide_dtype)nd->dtype));
+        if (memcmp(t->strides, nd->strides, sizeof(int64_t) * t->ndim) != 0)
+            return td_error("tide_graph_run: input %d has strides %s; the graph was captured "
+                            "with %s (make it contiguous or capture again)", i,
+                            td_shape_str(a, sizeof a, t->ndim, t->strides),
+                            td_shape_str(b, sizeof b, nd->ndim, nd->strides));
+        if (t->device != tide_cpu_device())
+            return td_error("tide_graph_run: input %d is on %s; the graph runs on cpu", i,
+                            t->device->name);
+    }
+    tide_tensor **ext = malloc(sizeof *ext * (size_t)(g->nexterns ? g->nexterns : 1));
+    jit_node *nodes = malloc(sizeof *nodes * (size_t)(g->nnodes ? g->nnodes : 1));
+    tide_tensor **vals = calloc((size_t)g->plan->noutputs + 1, sizeof *vals);
+    int rc = -1;
+    if (!ext || !nodes || !vals) {
+        td_error("tide_graph_run: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < g->ninputs; i++)
+        ext[i] = inputs[i];
+    for (int i = g->ninputs; i < g->nexterns; i++)
+        ext[i] = g->captured[i];
+    memcpy(nodes, g->nodes, sizeof *nodes * (size_t)g->nnodes);
+    for (int i = 0; i < g->nnodes; i++) /* random numbers: fresh ones on every run, as eager */
+        if (nodes[i].kind == JN_OP && nodes[i].op == TIDE_OP_RANDOM) {
+            uint64_t seed, off;
+            td_rng_reserve((uint64_t)td_numel(nodes[i].ndim, nodes[i].shape), &seed, &off);
+            nodes[i].attrs.ints[1] = (int64_t)seed;
+            nodes[i].attrs.ints[2] = (int64_t)off;
+        }
+    if (jit_execute(g->plan, ext, nodes, vals) < 0)
+        goto done;
+    stats_add(NULL, 0, 1, 0, 0, 0, 0);
+    for (int i = 0; i < g->noutputs; i++) {
+        const jit_node *v = &g->out_view[i];
+        tide_tensor *base = g->out_root[i] < 0 ? ext[g->out_ext[i]] : vals[g->plan_index[i]];
+        int64_t off;
+        if (g->out_root[i] < 0)
+            off = v->kind == JN_EXTERN ? base->offset : base->offset + v->offset;
+        else
+            off = base->offset + (v->kind == JN_VIEW ? v->offset : 0);
+        if (g->out_root[i] < 0 && v->kind == JN_EXTERN)
+            outputs[i] = tide_retain(base);
+        else
+            outputs[i] = td_tensor_view(base, v->ndim, v->shape, v->strides, off);
+        if (!outputs[i]) {
+            for (int k = 0; k < i; k++) {
+                tide_release(outputs[k]);
+                outputs[k] = NULL;
+            }
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    if (vals)
+        for (int k = 0; k < g->plan->noutputs; k++)
+            tide_release(vals[k]);
+    free(vals);
+    free(ext);
+    free(nodes);
+    return rc;
+}

@@ -1,0 +1,261 @@
+/*
+ * ltide_jit.c — tide.jit(fn [, opts]) from Lua: a callable that runs fn under a trace session
+ * (jit/README.md). Each call traces fn again; the trace's structure is the key of the compile
+ * cache, so a call whose structure was seen before compiles nothing and runs the cached code.
+ * Reading a tensor's data in fn (:item(), tostring, :totable()) is a graph break: the pending
+ * segment runs and tracing goes on, so Lua control flow on tensor values is always right.
+ *
+ * opts: {max_signatures = 8}: after that many distinct argument signatures (shapes, dtypes,
+ * requires_grad of the tensor arguments) the function falls back to eager for good, and says
+ * once (TIDE_LOG=jit) which argument and dim kept changing.
+ *   f:stats() -> {compiles, hits, misses, breaks, fallbacks, compile_ms}
+ */
+#include <string.h>
+
+#include "ltide.h"
+
+#define JIT_MT "tide.jit_function"
+#define MAX_SIGS 64
+
+typedef struct lt_jit {
+    tide_jit_stats stats;
+    int max_sigs;
+    int nsigs;
+    uint64_t sigs[MAX_SIGS];
+    bool fallen_back;
+    /* the first call's tensor arguments (for the fallback message) */
+    int first_n;
+    int8_t first_ndim[16];
+    int64_t first_shape[16][TIDE_MAX_DIMS];
+    lua_State *L;
+    char where[256];
+} lt_jit;
+
+static const char *where_cb(void *ctx)
+{
+    lt_jit *j = ctx;
+    lua_State *L = j->L;
+    j->where[0] = 0;
+    if (!L)
+        return j->where;
+    for (int level = 1; level < 4; level++) {
+        luaL_where(L, level);
+        const char *w = lua_tostring(L, -1);
+        if (w && *w) {
+            snprintf(j->where, sizeof j->where, "%s", w);
+            lua_pop(L, 1);
+            size_t n = strlen(j->where);
+            while (n && (j->where[n - 1] == ' ' || j->where[n - 1] == ':'))
+                j->where[--n] = 0;
+            break;
+        }
+        lua_pop(L, 1);
+    }
+    return j->where;
+}
+
+/* At a graph break: dead Lua temporaries must not become results of the segment. */
+static void break_cb(void *ctx)
+{
+    lt_jit *j = ctx;
+    if (j->L)
+        lua_gc(j->L, LUA_GCCOLLECT);
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
+
+/* The signature of the arguments at 2..top; records the first call's shapes. */
+static uint64_t signature(lua_State *L, lt_jit *j, int top, bool record)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    int k = 0;
+    for (int i = 2; i <= top; i++) {
+        tide_tensor *t = lt_totensor(L, i);
+        if (!t) {
+            h = mix(h, (uint64_t)lua_type(L, i));
+            continue;
+        }
+        h = mix(h, (uint64_t)tide_get_dtype(t) * 31 + tide_requires_grad(t));
+        int nd = tide_ndim(t);
+        h = mix(h, (uint64_t)nd);
+        for (int d = 0; d < nd; d++)
+            h = mix(h, (uint64_t)tide_size(t, d));
+        if (record && k < 16) {
+            j->first_ndim[k] = (int8_t)nd;
+            for (int d = 0; d < nd; d++)
+                j->first_shape[k][d] = tide_size(t, d);
+        }
+        k++;
+    }
+    if (record)
+        j->first_n = k < 16 ? k : 16;
+    return h;
+}
+
+/* "argument 2, dim 1 (was 128, now 96)" for the first tensor argument that differs. */
+static void describe_change(lua_State *L, lt_jit *j, int top, char *buf, size_t size)
+{
+    snprintf(buf, size, "the argument types changed");
+    int k = 0;
+    for (int i = 2; i <= top && k < j->first_n; i++) {
+        tide_tensor *t = lt_totensor(L, i);
+        if (!t)
+            continue;
+        int nd = tide_ndim(t);
+        if (nd != j->first_ndim[k]) {
+            snprintf(buf, size, "argument %d changed from %d to %d dims", i - 1,
+                     j->first_ndim[k], nd);
+            return;
+        }
+        for (int d = 0; d < nd; d++)
+            if (tide_size(t, d) != j->first_shape[k][d]) {
+                snprintf(buf, size, "argument %d, dim %d kept changing (first %lld, now %lld)",
+                         i - 1, d + 1, (long long)j->first_shape[k][d],
+                         (long long)tide_size(t, d));
+                return;
+            }
+        k++;
+    }
+}
+
+static int jit_call(lua_State *L)
+{
+    lt_jit *j = luaL_checkudata(L, 1, JIT_MT);
+    int top = lua_gettop(L);
+    lua_getiuservalue(L, 1, 1); /* fn */
+    lua_replace(L, 1);          /* fn in place of self: fn, args... */
+    if (!j->fallen_back && !tide_jit_is_tracing()) {
+        uint64_t sig = signature(L, j, top, j->nsigs == 0);
+        bool seen = false;
+        for (int i = 0; i < j->nsigs && !seen; i++)
+            seen = j->sigs[i] == sig;
+        if (!seen) {
+            if (j->nsigs >= j->max_sigs) {
+                char why[200];
+                describe_change(L, j, top, why, sizeof why);
+                j->fallen_back = true;
+                tide_jit_note_fallback(&j->stats);
+                j->L = L;
+                const char *w = where_cb(j);
+                fprintf(stderr, "tide jit: %s%sfunction met %d distinct argument signatures; "
+                        "running it eagerly from now on (%s)\n", w, *w ? ": " : "",
+                        j->nsigs + 1, why);
+            } else if (j->nsigs < MAX_SIGS) {
+                j->sigs[j->nsigs++] = sig;
+            }
+        }
+    }
+    if (j->fallen_back || tide_jit_is_tracing()) { /* eager, or inlined into an outer trace */
+        lua_call(L, top - 1, LUA_MULTRET);
+        return lua_gettop(L);
+    }
+    j->L = L;
+    if (tide_jit_trace_begin(&j->stats, where_cb, j) < 0)
+        return lt_raise(L, NULL);
+    tide_jit_trace_on_break(break_cb, j);
+    int status = lua_pcall(L, top - 1, LUA_MULTRET, 0);
+    /* temporaries Lua no longer references must not count as results of the segment */
+    lua_gc(L, LUA_GCCOLLECT);
+    int rc = tide_jit_trace_end();
+    j->L = NULL;
+    if (status != LUA_OK)
+        return lua_error(L);
+    if (rc < 0)
+        return lt_raise(L, NULL);
+    return lua_gettop(L);
+}
+
+static int jit_stats(lua_State *L)
+{
+    lt_jit *j = luaL_checkudata(L, 1, JIT_MT);
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, j->stats.compiles);
+    lua_setfield(L, -2, "compiles");
+    lua_pushinteger(L, j->stats.hits);
+    lua_setfield(L, -2, "hits");
+    lua_pushinteger(L, j->stats.misses);
+    lua_setfield(L, -2, "misses");
+    lua_pushinteger(L, j->stats.breaks);
+    lua_setfield(L, -2, "breaks");
+    lua_pushinteger(L, j->stats.fallbacks);
+    lua_setfield(L, -2, "fallbacks");
+    lua_pushnumber(L, j->stats.compile_ms);
+    lua_setfield(L, -2, "compile_ms");
+    return 1;
+}
+
+static int jit_tostring(lua_State *L)
+{
+    lt_jit *j = luaL_checkudata(L, 1, JIT_MT);
+    lua_pushfstring(L, "tide.jit function (%d compiles, %d hits%s)", (int)j->stats.compiles,
+                    (int)j->stats.hits, j->fallen_back ? ", eager" : "");
+    return 1;
+}
+
+/* tide.jit(fn [, {max_signatures = 8}]) */
+static int f_jit(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    int max_sigs = 8;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        static const char *const allowed[] = {"max_signatures", NULL};
+        lt_checkkeys(L, 2, "jit", allowed);
+        if (lt_getoption(L, 2, "max_signatures") != LUA_TNIL) {
+            int64_t v = lt_checkint(L, -1, "jit", "max_signatures");
+            if (v < 1 || v > MAX_SIGS)
+                return luaL_error(L, "jit: max_signatures must be in 1..%d, got %d", MAX_SIGS,
+                                  (int)(v > 1000000 ? 1000000 : v < -1000000 ? -1000000 : v));
+            max_sigs = (int)v;
+        }
+        lua_pop(L, 1);
+    }
+    lt_jit *j = lua_newuserdatauv(L, sizeof *j, 1);
+    memset(j, 0, sizeof *j);
+    j->max_sigs = max_sigs;
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+    luaL_setmetatable(L, JIT_MT);
+    return 1;
+}
+
+static int f_jit_stats(lua_State *L)
+{
+    tide_jit_stats s;
+    tide_jit_global_stats(&s);
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, s.compiles);
+    lua_setfield(L, -2, "compiles");
+    lua_pushinteger(L, s.hits);
+    lua_setfield(L, -2, "hits");
+    lua_pushinteger(L, s.misses);
+    lua_setfield(L, -2, "misses");
+    lua_pushinteger(L, s.breaks);
+    lua_setfield(L, -2, "breaks");
+    lua_pushinteger(L, s.fallbacks);
+    lua_setfield(L, -2, "fallbacks");
+    lua_pushnumber(L, s.compile_ms);
+    lua_setfield(L, -2, "compile_ms");
+    return 1;
+}
+
+void lt_open_jit(lua_State *L, int mt, int methods, int module)
+{
+    (void)methods;
+    if (luaL_newmetatable(L, JIT_MT)) {
+        lua_pushvalue(L, mt); /* lt_totensor recognizes tensors by this upvalue */
+        lua_pushcclosure(L, jit_call, 1);
+        lua_setfield(L, -2, "__call");
+        lua_pushcfunction(L, jit_tostring);
+        lua_setfield(L, -2, "__tostring");
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, jit_stats);
+        lua_setfield(L, -2, "stats");
+        lua_setfield(L, -2, "__index");
+    }
+    lua_pop(L, 1);
+    lua_pushcfunction(L, f_jit);
+    lua_setfield(L, module, "jit");
+    lua_pushcfunction(L, f_jit_stats);
+    lua_setfield(L, module, "jit_stats");
+}

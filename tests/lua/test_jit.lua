@@ -1,0 +1,284 @@
+-- test_jit.lua — tide.jit from Lua: eager and jit give the same values (bitwise, since fused
+-- groups call eager's own kernels; fused row reductions within 1e-6) over a set of functions,
+-- whole training steps with SGD and Adam, numbers as runtime arguments (no recompiles), graph
+-- breaks (:item(), tostring, :totable()) with Lua control flow on tensor values, the fallback
+-- after too many signatures, errors inside a jit function, and f:stats().
+package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+local H = require "harness"
+local tide = require "tide"
+
+local function same(a, b, tol, what)
+  H.eq(a:size(), b:size(), what .. " shape")
+  H.eq(a.dtype, b.dtype, what .. " dtype")
+  local x, y = a:totable(), b:totable()
+  local fx, fy = H.flatten(x), H.flatten(y)
+  local worst = 0
+  for i = 1, #fx do
+    local u, v = fx[i], fy[i]
+    if type(u) == "boolean" then u, v = u and 1 or 0, v and 1 or 0 end
+    if not (u ~= u and v ~= v) then
+      local e = math.abs(u - v) / (1 + math.abs(v))
+      if not (e <= worst) then worst = e ~= e and math.huge or e end
+    end
+  end
+  H.ok(worst <= tol, ("%s: max rel diff %g > %g"):format(what, worst, tol))
+end
+
+tide.manual_seed(3)
+local cases = {
+  { "chain", 0, function(x, a, b) return (x * a + b):tanh() * x:sigmoid() + 0.5 end,
+    function() return tide.randn(1000), 1.5, 0.25 end },
+  { "softmax", 1e-6, function(x) return x:softmax(-1) end, function() return tide.randn(7, 300) end },
+  { "log_softmax dim 1", 1e-6, function(x) return x:log_softmax(1) end,
+    function() return tide.randn(40, 9) end },
+  { "broadcast bias relu", 0, function(x, b) return (x + b):relu() * 2 end,
+    function() return tide.randn(33, 17), tide.randn(17) end },
+  { "strided", 1e-6, function(x) return x:t():exp():sum(1) end, function() return tide.randn(9, 13) end },
+  { "reductions", 1e-6, function(x) return x:sum(1, true) + x:max(3, true) - x:mean() end,
+    function() return tide.randn(4, 5, 6) end },
+  { "compare where", 0, function(x, y) return tide.where(x:gt(y), x, y * 3) end,
+    function() return tide.randn(50), tide.randn(50) end },
+  { "int arithmetic", 0, function(x, y) return (x + y) * y - x end,
+    function() return tide.randint(-9, 9, { 30 }), tide.randint(-9, 9, { 30 }) end },
+  { "float64", 0, function(x) return (x:abs() + 1):log() * x:cos() end,
+    function() return tide.randn(64, { dtype = "float64" }) end },
+  { "layer_norm gelu", 1e-6, function(x)
+    local F = require "tide.nn.functional"
+    return F.layer_norm(F.gelu(x), { 16 })
+  end,
+    function() return tide.randn(8, 16) end },
+}
+
+-- reductions over each dim, kept or not
+for _, op in ipairs({ "sum", "prod", "max", "min", "mean" }) do
+  for dim = 1, 3 do
+    for _, keep in ipairs({ true, false }) do
+      cases[#cases + 1] = { ("%s dim %d keep %s"):format(op, dim, keep), 1e-6,
+        function(x) return (x * 0.5 + 0.25)[op](x * 0.5 + 0.25, dim, keep) * 2 end,
+        function() return tide.randn(3, 4, 5) end }
+    end
+  end
+end
+local more = {
+  { "clone contiguous inside a group", 0, function(x)
+      local a = (x:t():contiguous() + 1):clone() * 2
+      return a, a:clone():exp()
+    end, function() return tide.randn(6, 5) end },
+  { "argmax", 0, function(x) return (x:exp() - 1):argmax(2) end, function() return tide.randn(6, 7) end },
+  { "views", 0, function(x)
+      local a = x:transpose(1, 2):narrow(1, 2, 3)
+      local b = x:permute(2, 1)[{ { 1, 3 } }]:reshape(3, -1)
+      return a:exp() + b:sin() * x:select(2, 2):expand(4, 4):t()[{ { 2, 4 } }]
+    end, function() return tide.randn(4, 4) end },
+  { "cat stack flip", 0, function(x, y)
+      local c = tide.cat({ x * 2, y + 1 }, 1)
+      return tide.stack({ c:flip(1), c }, 1):relu()
+    end, function() return tide.randn(3, 4), tide.randn(2, 4) end },
+  { "gather index_select scatter_add", 0, function(x, i)
+      local g = x:gather(2, i)
+      local s = x:index_select(1, tide.tensor({ 3, 1 }, { dtype = "int64" }))
+      return (g * 2):sum() + s:abs():sum() + tide.zeros(4, 3):scatter_add(2, i, x[{ {}, { 1, 2 } }] * 3):sum()
+    end, function() return tide.randn(4, 3), tide.randint(1, 4, { 4, 2 }) end },
+  { "matmul bias relu", 1e-6, function(x, w, b) return (x:matmul(w) + b):relu() end,
+    function() return tide.randn(5, 6), tide.randn(6, 7), tide.randn(7) end },
+  { "conv pool", 1e-6, function(x, w)
+      local F = require "tide.nn.functional"
+      return F.max_pool2d(F.conv2d(x, w, nil, { padding = 1 }):relu(), 2)
+    end, function() return tide.randn(2, 3, 8, 8), tide.randn(4, 3, 3, 3) end },
+  { "mse bce losses", 1e-6, function(x, y)
+      local F = require "tide.nn.functional"
+      return F.mse_loss(x, y) + F.binary_cross_entropy_with_logits(x, y:sigmoid())
+    end, function() return tide.randn(10, 3), tide.randn(10, 3) end },
+}
+for _, c in ipairs(more) do cases[#cases + 1] = c end
+
+for _, c in ipairs(cases) do
+  H.test("differential: " .. c[1], function()
+    local f = tide.jit(c[3])
+    local first
+    for rep = 1, 3 do
+      local args = table.pack(c[4]())
+      local want = c[3](table.unpack(args, 1, args.n))
+      local got = f(table.unpack(args, 1, args.n))
+      same(got, want, c[2], c[1] .. " call " .. rep)
+      first = first or f:stats().compiles
+    end
+    local s = f:stats()
+    H.eq(s.compiles, first, "later calls compile nothing")
+    H.eq(s.hits >= 2, true, "later calls hit the cache")
+  end)
+end
+
+H.test("numbers are runtime arguments", function()
+  local f = tide.jit(function(x, lr) return x - x * lr end)
+  local x = tide.randn(100)
+  for i = 1, 5 do
+    local lr = 0.1 * i
+    same(f(x, lr), x - x * lr, 0, "lr " .. lr)
+  end
+  H.eq(f:stats().compiles, 1)
+  H.eq(f:stats().hits, 4)
+end)
+
+H.test("in-place updates are written back", function()
+  local w = tide.randn(50)
+  local w_ref = w:clone()
+  local g = tide.randn(50)
+  local step = tide.jit(function(w, g, lr) w:sub_(g * lr) end)
+  for i = 1, 3 do
+    step(w, g, 0.5 / i)
+    w_ref:sub_(g * (0.5 / i))
+    same(w, w_ref, 0, "step " .. i)
+  end
+end)
+
+H.test("in-place writes that read their own destination through other layouts", function()
+  local f = tide.jit(function(p, q)
+    p:copy_(p + p:t() * 2) -- the group reads p transposed: no fused write-back
+    q:copy_((q * 3):exp())  -- same elements: written back by the group itself
+    return p:sum()
+  end)
+  local g = tide.jit(function(p, flat) -- flat shares p's storage, made outside the trace
+    p:copy_(p * 2 + flat:view(64, 64):t())
+  end)
+  for i = 1, 2 do
+    local p, q = tide.randn(64, 64), tide.randn(3, 5)
+    local pe, qe = p:clone(), q:clone()
+    pe:copy_(pe + pe:t() * 2)
+    qe:copy_((qe * 3):exp())
+    f(p, q)
+    same(p, pe, 0, "p after f, call " .. i)
+    same(q, qe, 0, "q after f, call " .. i)
+    local r = tide.randn(64, 64)
+    local re = r:clone()
+    re:copy_(re * 2 + re:view(-1):view(64, 64):t())
+    g(r, r:view(-1))
+    same(r, re, 0, "aliased write-back, call " .. i)
+  end
+end)
+
+H.test("graph breaks: item, tostring, totable, control flow", function()
+  local f = tide.jit(function(x)
+    local n = 0
+    while x:abs():sum():item() > 1 do
+      x = x * 0.5
+      n = n + 1
+    end
+    local s = tostring(x:sum())
+    local t = (x + 1):totable()
+    return x, n, s, t
+  end)
+  local x = tide.ones(8)
+  local y, n, s, t = f(x)
+  H.eq(n, 3)
+  H.values(y, { 0.125, 0.125, 0.125, 0.125, 0.125, 0.125, 0.125, 0.125 })
+  H.ok(s:find("1.", 1, true), "tostring inside jit: " .. s)
+  H.eq(t[1], 1.125)
+  H.ok(f:stats().breaks >= 6, "breaks counted: " .. f:stats().breaks)
+  -- a different value takes a different path, correctly
+  local _, n2 = f(tide.ones(8) * 4)
+  H.eq(n2, 5)
+end)
+
+H.test("fallback after too many signatures", function()
+  local f = tide.jit(function(x) return x * 2 end, { max_signatures = 2 })
+  for n = 1, 4 do
+    local x = tide.randn(n)
+    same(f(x), x * 2, 0, "size " .. n)
+  end
+  H.eq(f:stats().fallbacks, 1)
+  H.eq(f:stats().compiles, 2)
+  H.raises(function() tide.jit(function() end, { max_signatures = 0 }) end, "max_signatures")
+  H.raises(function() tide.jit(function() end, { bogus = 1 }) end, "bogus")
+  H.raises(function() tide.jit(42) end, "function")
+end)
+
+H.test("an error inside a jit function propagates and leaves no trace running", function()
+  local f = tide.jit(function(x) local y = x * 2; error("boom") end)
+  H.raises(function() f(tide.ones(3)) end, "boom")
+  local g = tide.jit(function(x) return x + 1 end)
+  same(g(tide.ones(3)), tide.ones(3) + 1, 0, "after an error")
+  local bad = tide.jit(function(x, y) return x + y end)
+  H.raises(function() bad(tide.ones(3), tide.ones(4)) end, "broadcast")
+end)
+
+H.test("nested jit functions inline into the outer trace", function()
+  local inner = tide.jit(function(x) return x:exp() end)
+  local outer = tide.jit(function(x) return inner(x) + 1 end)
+  local x = tide.randn(10)
+  same(outer(x), x:exp() + 1, 0, "nested")
+end)
+
+local ok_nn, nn = pcall(require, "tide.nn")
+local ok_optim, optim = pcall(require, "tide.optim")
+if ok_nn and ok_optim then
+  local F = require "tide.nn.functional"
+  H.test("nn modules under jit equal eager (train and eval, dropout, batch norm)", function()
+    local function make()
+      tide.manual_seed(11)
+      return nn.Sequential(nn.Conv2d(1, 4, 3, { padding = 1 }), nn.BatchNorm2d(4), nn.ReLU(),
+        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64, 16), nn.LayerNorm(16), nn.Dropout(0.3),
+        nn.Linear(16, 5))
+    end
+    local m1, m2 = make(), make()
+    local f = tide.jit(function(m, x) return m(x) end)
+    for _, mode in ipairs({ "train", "eval" }) do
+      m1[mode](m1)
+      m2[mode](m2)
+      for i = 1, 2 do
+        local x = tide.randn(3, 1, 8, 8)
+        tide.manual_seed(100 + i)
+        local want = m1(x)
+        tide.manual_seed(100 + i)
+        local got = f(m2, x)
+        same(got, want, 1e-6, mode .. " call " .. i)
+      end
+    end
+    -- running statistics updated in place the same way
+    local s1, s2 = m1:state_dict(), m2:state_dict()
+    for k, v in pairs(s1) do
+      same(s2[k], v, 1e-6, "state " .. k)
+    end
+  end)
+  for _, which in ipairs({ "SGD", "SGD nesterov", "Adam", "AdamW" }) do
+    H.test("training step under jit equals eager: " .. which, function()
+      local function make()
+        tide.manual_seed(5)
+        local m = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 4))
+        local o
+        if which == "SGD" then
+          o = optim.SGD(m:parameters(), { lr = 0.05, momentum = 0.9, weight_decay = 1e-4 })
+        elseif which == "SGD nesterov" then
+          o = optim.SGD(m:parameters(), { lr = 0.05, momentum = 0.9, nesterov = true })
+        else
+          o = optim[which](m:parameters(), { lr = 1e-2 })
+        end
+        return m, o
+      end
+      local x = tide.randn(12, 20)
+      local y = tide.randint(1, 5, { 12 })
+      local m1, o1 = make()
+      local m2, o2 = make()
+      local function step(m, o)
+        o:zero_grad()
+        local loss = F.cross_entropy(m(x), y)
+        loss:backward()
+        o:step()
+        return loss
+      end
+      local js = tide.jit(step)
+      for i = 1, 4 do
+        local a = step(m1, o1):item()
+        local b = js(m2, o2):item()
+        H.eq(a, b, which .. " loss at step " .. i)
+      end
+      local p1, p2 = m1:parameters(), m2:parameters()
+      for i = 1, #p1 do
+        same(p2[i], p1[i], 0, which .. " parameter " .. i)
+      end
+      H.ok(js:stats().hits >= 1, "steps hit the cache")
+    end)
+  end
+end
+
+H.done()

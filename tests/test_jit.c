@@ -1,0 +1,582 @@
+/*
+ * test_jit.c — the jit: capture and replay (C API), trace sessions with graph breaks, the
+ * passes (folding, simplification, CSE, DCE seen through results and stats), the cache (a hit
+ * compiles nothing; thread safety), guards, in-place updates written back, and a differential
+ * test: many functions run eagerly and through the jit must give the same values (bitwise for
+ * everything built from the library's own kernels; reductions fused into rows within 1e-6
+ * relative, since the summation order may differ), with a float64 reference for a few.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "test_ref.h"
+#include "test_util.h"
+#include "tide.h"
+
+typedef tide_tensor *(*fn_t)(tide_tensor *const *in);
+
+static tide_tensor *randt(int ndim, const int64_t *shape, tide_dtype dt, double lo, double hi)
+{
+    int64_t n = ref_numel(ndim, shape);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = lo + (hi - lo) * ref_uniform();
+    if (dt != TIDE_FLOAT32 && dt != TIDE_FLOAT64)
+        for (int64_t i = 0; i < n; i++)
+            v[i] = floor(v[i]);
+    tide_tensor *t = ref_from_doubles(v, ndim, shape, dt);
+    free(v);
+    return t;
+}
+
+/* max |a-b| / (1 + |b|) over elements, or -1 when shapes/dtypes differ; *bitwise set when the
+ * bytes are identical. */
+static double compare(const tide_tensor *a, const tide_tensor *b, bool *bitwise)
+{
+    *bitwise = false;
+    if (!a || !b || tide_ndim(a) != tide_ndim(b) || tide_get_dtype(a) != tide_get_dtype(b))
+        return -1;
+    for (int d = 0; d < tide_ndim(a); d++)
+        if (tide_size(a, d) != tide_size(b, d))
+            return -1;
+    int64_t n = tide_numel(a);
+    size_t es = tide_dtype_size(tide_get_dtype(a));
+    char *x = malloc(n * es + 1), *y = malloc(n * es + 1);
+    tide_to_buffer(a, x, n * es);
+    tide_to_buffer(b, y, n * es);
+    *bitwise = memcmp(x, y, n * es) == 0;
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double u = ref_load(x, tide_get_dtype(a), i), v = ref_load(y, tide_get_dtype(a), i);
+        if (isnan(u) && isnan(v))
+            continue;
+        double e = fabs(u - v) / (1 + fabs(v));
+        if (!(e <= worst))
+            worst = isnan(e) ? INFINITY : e;
+    }
+    free(x);
+    free(y);
+    return worst;
+}
+
+/* ---- the functions -------------------------------------------------------------------------- */
+
+static tide_tensor *f_chain(tide_tensor *const *in) /* tanh(x*a+b)*sigmoid(x)+c */
+{
+    tide_tensor *t1 = tide_mul(in[0], in[1]), *t2 = tide_add(t1, in[2]), *t3 = tide_tanh(t2);
+    tide_tensor *t4 = tide_sigmoid(in[0]), *t5 = tide_mul(t3, t4), *t6 = tide_add_scalar(t5, 0.25);
+    tide_release(t1), tide_release(t2), tide_release(t3), tide_release(t4), tide_release(t5);
+    return t6;
+}
+static tide_tensor *f_softmax(tide_tensor *const *in) { return tide_softmax(in[0], -1); }
+static tide_tensor *f_log_softmax(tide_tensor *const *in) { return tide_log_softmax(in[0], 1); }
+static tide_tensor *f_bcast(tide_tensor *const *in) /* x [R,C] + bias [C], relu, * scalar */
+{
+    tide_tensor *a = tide_add(in[0], in[1]), *b = tide_relu(a), *c = tide_mul(b, in[2]);
+    tide_release(a), tide_release(b);
+    return c;
+}
+static tide_tensor *f_strided(tide_tensor *const *in) /* transposed and sliced inputs */
+{
+    tide_tensor *t = tide_transpose(in[0], 0, 1), *s = tide_slice(t, 1, 1, 7, 2);
+    tide_tensor *e = tide_exp(s), *m = tide_sub(e, s), *r = tide_sum(m, NULL, 0, false);
+    tide_release(t), tide_release(s), tide_release(e), tide_release(m);
+    return r;
+}
+static tide_tensor *f_reduce_dims(tide_tensor *const *in)
+{
+    int d0 = 0, d2[2] = {1, 2};
+    tide_tensor *a = tide_mul(in[0], in[0]), *s0 = tide_sum(a, &d0, 1, true);
+    tide_tensor *s1 = tide_max(a, d2, 2, true), *r = tide_add(s0, s1);
+    tide_release(a), tide_release(s0), tide_release(s1);
+    return r;
+}
+static tide_tensor *f_int_ops(tide_tensor *const *in) /* int32: arithmetic, compare, where */
+{
+    tide_tensor *a = tide_add(in[0], in[1]), *b = tide_mul(a, in[1]), *c = tide_gt(b, in[0]);
+    tide_tensor *w = tide_where(c, b, in[0]), *f = tide_cast(w, TIDE_FLOAT32);
+    tide_tensor *h = tide_div_scalar(f, 3.0);
+    tide_release(a), tide_release(b), tide_release(c), tide_release(w), tide_release(f);
+    return h;
+}
+static tide_tensor *f_f64(tide_tensor *const *in)
+{
+    tide_tensor *a = tide_sqrt(in[0]), *b = tide_log(in[0]), *c = tide_pow(a, in[1]);
+    tide_tensor *d = tide_minimum(b, c), *e = tide_neg(d);
+    tide_release(a), tide_release(b), tide_release(c), tide_release(d);
+    return e;
+}
+static tide_tensor *f_matmul_epi(tide_tensor *const *in) /* linear + gelu + layer_norm */
+{
+    tide_tensor *l = tide_linear(in[0], in[1], in[2]), *g = tide_gelu(l, true);
+    tide_tensor *n = tide_layer_norm(g, 1, NULL, NULL, 1e-5);
+    tide_release(l), tide_release(g);
+    return n;
+}
+static tide_tensor *f_simplify(tide_tensor *const *in) /* x*1 + 0, transpose twice, CSE */
+{
+    int64_t shp[2] = {tide_size(in[0], 0), tide_size(in[0], 1)};
+    tide_tensor *one = tide_ones(2, shp, TIDE_FLOAT32), *zero = tide_zeros(2, shp, TIDE_FLOAT32);
+    tide_tensor *a = tide_mul(in[0], one), *b = tide_add(a, zero);
+    tide_tensor *t = tide_transpose(b, 0, 1), *tt = tide_transpose(t, 0, 1);
+    tide_tensor *e1 = tide_exp(tt), *e2 = tide_exp(tt), *r = tide_add(e1, e2);
+    tide_tensor *dead = tide_cos(in[0]);
+    tide_release(one), tide_release(zero), tide_release(a), tide_release(b), tide_release(t);
+    tide_release(tt), tide_release(e1), tide_release(e2), tide_release(dead);
+    return r;
+}
+static tide_tensor *f_mse(tide_tensor *const *in)
+{
+    return tide_mse_loss(in[0], in[1], TIDE_REDUCTION_MEAN);
+}
+static tide_tensor *f_cross_entropy(tide_tensor *const *in)
+{
+    return tide_cross_entropy(in[0], in[1], TIDE_REDUCTION_MEAN, 0.0, -100);
+}
+
+typedef struct fcase {
+    const char *name;
+    fn_t fn;
+    int nin;
+    double tol; /* 0: bitwise */
+} fcase;
+
+/* makes the inputs of case k (seeded so two calls give different values for reruns) */
+static void make_inputs(int k, tide_tensor **in)
+{
+    int64_t v16[1] = {70001}, s3[1] = {1}, rc[2] = {67, 129}, c[1] = {129}, sq[2] = {9, 8},
+            d3[3] = {5, 6, 7}, lin_x[2] = {16, 24}, lin_w[2] = {12, 24}, lin_b[1] = {12},
+            tgt[1] = {67};
+    switch (k) {
+    case 0:
+        in[0] = randt(1, v16, TIDE_FLOAT32, -3, 3);
+        in[1] = randt(1, s3, TIDE_FLOAT32, 0.5, 2);
+        in[2] = randt(1, v16, TIDE_FLOAT32, -1, 1);
+        break;
+    case 1:
+    case 2: in[0] = randt(2, rc, TIDE_FLOAT32, -5, 5); break;
+    case 3:
+        in[0] = randt(2, rc, TIDE_FLOAT32, -1, 1);
+        in[1] = randt(1, c, TIDE_FLOAT32, -1, 1);
+        in[2] = tide_number(0.5 + ref_uniform());
+        break;
+    case 4: in[0] = randt(2, sq, TIDE_FLOAT32, -1, 1); break;
+    case 5: in[0] = randt(3, d3, TIDE_FLOAT64, -2, 2); break;
+    case 6:
+        in[0] = randt(2, rc, TIDE_INT32, -50, 50);
+        in[1] = randt(2, rc, TIDE_INT32, -5, 5);
+        break;
+    case 7:
+        in[0] = randt(2, rc, TIDE_FLOAT64, 0.1, 4);
+        in[1] = randt(1, c, TIDE_FLOAT64, -2, 2);
+        break;
+    case 8:
+        in[0] = randt(2, lin_x, TIDE_FLOAT32, -1, 1);
+        in[1] = randt(2, lin_w, TIDE_FLOAT32, -0.3, 0.3);
+        in[2] = randt(1, lin_b, TIDE_FLOAT32, -0.1, 0.1);
+        break;
+    case 9: in[0] = randt(2, sq, TIDE_FLOAT32, -1, 1); break;
+    case 10:
+        in[0] = randt(2, rc, TIDE_FLOAT32, -1, 1);
+        in[1] = randt(2, rc, TIDE_FLOAT32, -1, 1);
+        break;
+    case 11:
+        in[0] = randt(2, rc, TIDE_FLOAT32, -3, 3);
+        in[1] = randt(1, tgt, TIDE_INT64, 0, 129);
+        break;
+    }
+}
+
+static const fcase cases[] = {
+    {"chain", f_chain, 3, 0},          {"softmax", f_softmax, 1, 1e-6},
+    {"log_softmax", f_log_softmax, 1, 1e-6}, {"bcast", f_bcast, 3, 0},
+    {"strided", f_strided, 1, 1e-6},   {"reduce_dims", f_reduce_dims, 1, 1e-6},
+    {"int_ops", f_int_ops, 2, 0},      {"f64", f_f64, 2, 0},
+    {"linear_gelu_ln", f_matmul_epi, 3, 1e-6}, {"simplify", f_simplify, 1, 0},
+    {"mse", f_mse, 2, 1e-6},           {"cross_entropy", f_cross_entropy, 2, 1e-6},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static void check_close(const char *what, const char *name, const tide_tensor *got,
+                        const tide_tensor *want, double tol)
+{
+    bool bitwise;
+    double e = compare(got, want, &bitwise);
+    if (tol == 0)
+        CHECK(bitwise, "%s %s: not bitwise equal to eager (max rel diff %g)", what, name, e);
+    else
+        CHECK(e >= 0 && e <= tol, "%s %s: max rel diff %g > %g", what, name, e, tol);
+}
+
+static void test_differential(void)
+{
+    for (int k = 0; k < NCASES; k++) {
+        const fcase *fc = &cases[k];
+        tide_tensor *in[4] = {0};
+        make_inputs(k, in);
+        tide_tensor *want = fc->fn(in);
+        CHECK(want != NULL, "%s eager: %s", fc->name, tide_last_error());
+        /* a trace session: same values */
+        tide_jit_stats st = {0};
+        CHECK(tide_jit_trace_begin(&st, NULL, NULL) == 0, "%s", tide_last_error());
+        tide_tensor *got = fc->fn(in);
+        CHECK(tide_jit_trace_end() == 0, "%s trace: %s", fc->name, tide_last_error());
+        check_close("trace", fc->name, got, want, fc->tol);
+        tide_release(got);
+        /* the same again: a cache hit, nothing compiled */
+        tide_jit_stats st2 = {0};
+        tide_jit_trace_begin(&st2, NULL, NULL);
+        got = fc->fn(in);
+        tide_jit_trace_end();
+        CHECK(st2.compiles == 0 && st2.hits == 1, "%s: second trace compiled %lld, hit %lld",
+              fc->name, (long long)st2.compiles, (long long)st2.hits);
+        check_close("trace (hit)", fc->name, got, want, fc->tol);
+        tide_release(got);
+        /* capture, then replay on new inputs */
+        CHECK(tide_jit_begin(in, fc->nin) == 0, "%s", tide_last_error());
+        tide_tensor *cap = fc->fn(in);
+        tide_graph *g = tide_jit_end(&cap, 1);
+        CHECK(g != NULL, "%s capture: %s", fc->name, tide_last_error());
+        check_close("capture", fc->name, cap, want, fc->tol);
+        tide_release(cap);
+        tide_tensor *in2[4] = {0};
+        make_inputs(k, in2);
+        tide_tensor *want2 = fc->fn(in2), *got2 = NULL;
+        CHECK(g && tide_graph_run(g, in2, fc->nin, &got2) == 0, "%s run: %s", fc->name,
+              tide_last_error());
+        check_close("replay", fc->name, got2, want2, fc->tol);
+        tide_release(got2);
+        tide_release(want2);
+        tide_graph_free(g);
+        for (int i = 0; i < 4; i++) {
+            tide_release(in[i]);
+            tide_release(in2[i]);
+        }
+        tide_release(want);
+    }
+}
+
+/* Every unary and binary op on every dtype it takes, with a broadcast operand and a chain
+ * around it (so the op is a member of a fused group): jit bitwise equal to eager. */
+typedef tide_tensor *(*un_fn)(const tide_tensor *);
+typedef tide_tensor *(*bin_fn)(const tide_tensor *, const tide_tensor *);
+
+static void test_all_ops(void)
+{
+    static const struct { const char *name; un_fn f; } un[] = {
+        {"neg", tide_neg}, {"abs", tide_abs}, {"exp", tide_exp}, {"log", tide_log},
+        {"sqrt", tide_sqrt}, {"rsqrt", tide_rsqrt}, {"sin", tide_sin}, {"cos", tide_cos},
+        {"tanh", tide_tanh}, {"sigmoid", tide_sigmoid}, {"relu", tide_relu},
+        {"floor", tide_floor}, {"ceil", tide_ceil}, {"round", tide_round}, {"sign", tide_sign},
+        {"reciprocal", tide_reciprocal}, {"logical_not", tide_logical_not},
+    };
+    static const struct { const char *name; bin_fn f; } bin[] = {
+        {"add", tide_add}, {"sub", tide_sub}, {"mul", tide_mul}, {"div", tide_div},
+        {"pow", tide_pow}, {"maximum", tide_maximum}, {"minimum", tide_minimum},
+        {"eq", tide_eq}, {"ne", tide_ne}, {"lt", tide_lt}, {"le", tide_le}, {"gt", tide_gt},
+        {"ge", tide_ge}, {"logical_and", tide_logical_and}, {"logical_or", tide_logical_or},
+    };
+    static const tide_dtype dts[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_INT32, TIDE_INT64,
+                                     TIDE_UINT8, TIDE_BOOL};
+    int64_t sa[2] = {37, 61}, sb[1] = {61};
+    int ran = 0;
+    for (int d = 0; d < 6; d++) {
+        tide_dtype dt = dts[d];
+        tide_tensor *a = randt(2, sa, dt, dt == TIDE_UINT8 || dt == TIDE_BOOL ? 0 : -4,
+                               dt == TIDE_BOOL ? 2 : 5);
+        tide_tensor *b = randt(1, sb, dt, dt == TIDE_UINT8 || dt == TIDE_BOOL ? 0 : -3,
+                               dt == TIDE_BOOL ? 2 : 4);
+        for (int k = 0; k < (int)(sizeof un / sizeof un[0]); k++) {
+            tide_tensor *want = un[k].f(a);
+            if (!want)
+                continue; /* not defined for this dtype */
+            tide_jit_trace_begin(NULL, NULL, NULL);
+            tide_tensor *got = un[k].f(a);
+            tide_jit_trace_end();
+            char what[64];
+            snprintf(what, sizeof what, "%s(%s)", un[k].name, tide_dtype_name(dt));
+            check_close("op", what, got, want, 0);
+            tide_release(got), tide_release(want);
+            ran++;
+        }
+        for (int k = 0; k < (int)(sizeof bin / sizeof bin[0]); k++) {
+            /* (a op b) op a: broadcast, then a fused member reading a group value */
+            tide_tensor *w1 = bin[k].f(a, b);
+            if (!w1)
+                continue;
+            tide_tensor *want = bin[k].f(w1, a);
+            tide_release(w1);
+            tide_jit_trace_begin(NULL, NULL, NULL);
+            tide_tensor *g1 = bin[k].f(a, b), *got = g1 ? bin[k].f(g1, a) : NULL;
+            tide_release(g1);
+            tide_jit_trace_end();
+            char what[64];
+            snprintf(what, sizeof what, "%s(%s)", bin[k].name, tide_dtype_name(dt));
+            if (want)
+                check_close("op", what, got, want, 0);
+            tide_release(got), tide_release(want);
+            ran++;
+        }
+        tide_release(a), tide_release(b);
+    }
+    CHECK(ran > 100, "only %d op/dtype pairs ran", ran);
+    tide_clear_error();
+}
+
+/* Against float64: the chain and softmax through a graph. */
+static void test_reference(void)
+{
+    int64_t n = 5000, sh[2] = {10, 500};
+    tide_tensor *x = randt(1, &n, TIDE_FLOAT32, -3, 3), *a = tide_number(1.5),
+                *b = randt(1, &n, TIDE_FLOAT32, -1, 1);
+    tide_tensor *in[3] = {x, a, b};
+    tide_jit_begin(in, 3);
+    tide_tensor *y = f_chain(in);
+    tide_graph *g = tide_jit_end(&y, 1);
+    float *xv = tide_data_ptr(x), *bv = tide_data_ptr(b), *yv = malloc(sizeof(float) * 5000);
+    tide_to_buffer(y, yv, sizeof(float) * 5000);
+    double worst = 0;
+    for (int i = 0; i < 5000; i++) {
+        double r = tanh((double)(float)(xv[i] * 1.5f) + bv[i]) * (1 / (1 + exp(-(double)xv[i]))) + 0.25;
+        worst = fmax(worst, fabs(yv[i] - r));
+    }
+    CHECK(worst < 1e-5, "chain vs float64: %g", worst);
+    free(yv);
+    tide_release(y);
+    tide_graph_free(g);
+    tide_tensor *s = randt(2, sh, TIDE_FLOAT32, -4, 4);
+    tide_jit_trace_begin(NULL, NULL, NULL);
+    tide_tensor *p = tide_softmax(s, 1);
+    tide_jit_trace_end();
+    float *sv = tide_data_ptr(s), pv[5000];
+    tide_to_buffer(p, pv, sizeof pv);
+    worst = 0;
+    for (int r = 0; r < 10; r++) {
+        double m = -INFINITY, z = 0;
+        for (int c = 0; c < 500; c++)
+            m = fmax(m, sv[r * 500 + c]);
+        for (int c = 0; c < 500; c++)
+            z += exp(sv[r * 500 + c] - m);
+        for (int c = 0; c < 500; c++)
+            worst = fmax(worst, fabs(pv[r * 500 + c] - exp(sv[r * 500 + c] - m) / z));
+    }
+    CHECK(worst < 1e-6, "softmax vs float64: %g", worst);
+    tide_release(p);
+    tide_release(s);
+    tide_release(x), tide_release(a), tide_release(b);
+}
+
+/* Scalars are runtime arguments: a new learning rate does not recompile; in-place updates are
+ * written back on every run. */
+static void test_inplace_and_scalars(void)
+{
+    int64_t n = 1000;
+    tide_tensor *w = randt(1, &n, TIDE_FLOAT32, -1, 1), *gr = randt(1, &n, TIDE_FLOAT32, -1, 1);
+    float w0[1000], gv[1000], w1[1000];
+    tide_to_buffer(w, w0, sizeof w0);
+    tide_to_buffer(gr, gv, sizeof gv);
+    for (int step = 0; step < 3; step++) {
+        double lr = 0.1 * (step + 1);
+        tide_jit_stats st = {0};
+        tide_jit_trace_begin(&st, NULL, NULL);
+        tide_tensor *u = tide_mul_scalar(gr, lr), *nw = tide_sub(w, u);
+        CHECK(tide_copy_(w, nw) == 0, "%s", tide_last_error());
+        tide_release(u), tide_release(nw);
+        tide_jit_trace_end();
+        if (step > 0)
+            CHECK(st.compiles == 0 && st.hits == 1, "lr %g recompiled (%lld compiles)", lr,
+                  (long long)st.compiles);
+        tide_to_buffer(w, w1, sizeof w1);
+        int bad = 0;
+        for (int i = 0; i < 1000; i++) {
+            float want = w0[i] - gv[i] * (float)lr;
+            bad += w1[i] != want;
+            w0[i] = w1[i];
+        }
+        CHECK(bad == 0, "sgd step %d: %d elements differ", step, bad);
+    }
+    /* a read of the written tensor inside a trace sees the write (a graph break) */
+    tide_jit_stats st = {0};
+    tide_jit_trace_begin(&st, NULL, NULL);
+    CHECK(tide_fill_(w, 2.5) == 0, "%s", tide_last_error());
+    double v = 0;
+    tide_tensor *first = tide_select(w, 0, 3);
+    CHECK(tide_item(first, &v) == 0 && v == 2.5, "read after fill_ in a trace: %g", v);
+    CHECK(st.breaks == 1, "breaks %lld", (long long)st.breaks);
+    tide_release(first);
+    tide_jit_trace_end();
+    tide_release(w), tide_release(gr);
+}
+
+/* Lua-style control flow on tensor values: a break per item(), correct every time. */
+static void test_breaks(void)
+{
+    int64_t n = 100;
+    tide_tensor *x = randt(1, &n, TIDE_FLOAT32, -1, 1);
+    tide_jit_stats st = {0};
+    tide_jit_trace_begin(&st, NULL, NULL);
+    tide_tensor *cur = tide_retain(x);
+    int iters = 0;
+    for (;;) {
+        tide_tensor *s = tide_sum(cur, NULL, 0, false), *a = tide_abs(s);
+        double v;
+        CHECK(tide_item(a, &v) == 0, "%s", tide_last_error());
+        tide_release(s), tide_release(a);
+        if (v < 1e-3 || ++iters > 30)
+            break;
+        tide_tensor *h = tide_mul_scalar(cur, 0.5);
+        tide_release(cur);
+        cur = h;
+    }
+    CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+    CHECK(st.breaks == iters + 1, "breaks %lld for %d iterations", (long long)st.breaks, iters);
+    /* the eager answer */
+    tide_tensor *e = tide_retain(x);
+    int eiters = 0;
+    for (;;) {
+        tide_tensor *s = tide_sum(e, NULL, 0, false);
+        double v;
+        tide_item(s, &v);
+        tide_release(s);
+        if (fabs(v) < 1e-3 || ++eiters > 30)
+            break;
+        tide_tensor *h = tide_mul_scalar(e, 0.5);
+        tide_release(e);
+        e = h;
+    }
+    CHECK(eiters == iters, "jit took %d iterations, eager %d", iters, eiters);
+    /* a long loop in one trace runs in pieces and stays right */
+    tide_jit_stats ls = {0};
+    tide_jit_trace_begin(&ls, NULL, NULL);
+    tide_tensor *acc = tide_retain(x);
+    for (int i = 0; i < 3000; i++) {
+        tide_tensor *nx = tide_add_scalar(acc, 1.0);
+        tide_release(acc);
+        acc = nx;
+    }
+    CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+    CHECK(ls.breaks >= 1, "a 6000-node segment was not split (%lld breaks)", (long long)ls.breaks);
+    float xv[100], av[100];
+    tide_to_buffer(x, xv, sizeof xv);
+    tide_to_buffer(acc, av, sizeof av);
+    int off = 0;
+    for (int i = 0; i < 100; i++) {
+        float r = xv[i];
+        for (int k = 0; k < 3000; k++)
+            r = r + 1.0f;
+        off += av[i] != r;
+    }
+    CHECK(off == 0, "long loop: %d elements differ", off);
+    tide_release(acc);
+    bool bw;
+    compare(cur, e, &bw);
+    CHECK(bw, "halving loop differs from eager");
+    tide_release(cur), tide_release(e), tide_release(x);
+}
+
+static void test_errors_and_guards(void)
+{
+    int64_t n = 8, m = 9;
+    tide_tensor *x = randt(1, &n, TIDE_FLOAT32, -1, 1), *y = randt(1, &m, TIDE_FLOAT32, -1, 1);
+    CHECK(tide_jit_begin(&x, 1) == 0, "%s", tide_last_error());
+    tide_tensor *e = tide_exp(x);
+    float buf[8];
+    CHECK(tide_to_buffer(e, buf, sizeof buf) < 0 && strstr(tide_last_error(), "graph break"),
+          "item during capture: %s", tide_last_error());
+    CHECK(tide_jit_begin(&x, 1) < 0 && strstr(tide_last_error(), "already tracing"), "nest: %s",
+          tide_last_error());
+    tide_graph *g = tide_jit_end(&e, 1);
+    CHECK(g != NULL, "%s", tide_last_error());
+    tide_tensor *out = NULL;
+    CHECK(tide_graph_run(g, &y, 1, &out) < 0 && strstr(tide_last_error(), "shape [9]"),
+          "guard: %s", tide_last_error());
+    CHECK(tide_graph_run(g, NULL, 0, &out) < 0 && strstr(tide_last_error(), "takes 1"),
+          "count: %s", tide_last_error());
+    tide_tensor *xi = tide_cast(x, TIDE_FLOAT64);
+    CHECK(tide_graph_run(g, &xi, 1, &out) < 0 && strstr(tide_last_error(), "float64"),
+          "dtype guard: %s", tide_last_error());
+    /* the graph outlives a cleared cache */
+    tide_jit_cache_clear();
+    tide_tensor *x2 = randt(1, &n, TIDE_FLOAT32, -1, 1), *want = tide_exp(x2);
+    CHECK(tide_graph_run(g, &x2, 1, &out) == 0, "run after cache clear: %s", tide_last_error());
+    bool bw = false;
+    compare(out, want, &bw);
+    CHECK(bw, "replay after cache clear differs");
+    tide_release(out), tide_release(want), tide_release(x2);
+    CHECK(tide_jit_end(&e, 1) == NULL, "end without begin");
+    CHECK(tide_jit_trace_end() < 0, "trace_end without begin");
+    tide_release(e), tide_release(xi);
+    tide_graph_free(g);
+    tide_release(x), tide_release(y);
+}
+
+/* Many threads hitting the cache and running one graph at once. */
+typedef struct thr_arg {
+    tide_graph *g;
+    tide_tensor **in;
+    int bad;
+} thr_arg;
+
+static void *thread_body(void *p)
+{
+    thr_arg *a = p;
+    for (int i = 0; i < 20; i++) {
+        tide_tensor **in = a->in;
+        tide_jit_trace_begin(NULL, NULL, NULL);
+        tide_tensor *r = f_chain(in);
+        tide_jit_trace_end();
+        tide_tensor *o = NULL;
+        if (tide_graph_run(a->g, in, 3, &o) < 0)
+            a->bad++;
+        bool bw;
+        compare(r, o, &bw);
+        a->bad += !bw;
+        tide_release(r), tide_release(o);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    int64_t n = 3000;
+    tide_tensor *x = randt(1, &n, TIDE_FLOAT32, -1, 1), *a = tide_number(0.7),
+                *b = randt(1, &n, TIDE_FLOAT32, -1, 1);
+    tide_tensor *in[3] = {x, a, b};
+    CHECK(tide_jit_begin(in, 3) == 0, "%s", tide_last_error());
+    CHECK(tide_jit_begin(in, 3) < 0, "nested begin");
+    tide_tensor *y = f_chain(in);
+    tide_graph *g = tide_jit_end(&y, 1);
+    tide_release(y);
+    tide_jit_stats before, after;
+    tide_jit_global_stats(&before);
+    pthread_t th[4];
+    thr_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thr_arg){g, in, 0};
+        pthread_create(&th[i], NULL, thread_body, &args[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        bad += args[i].bad;
+    }
+    tide_jit_global_stats(&after);
+    CHECK(bad == 0, "%d thread runs differ", bad);
+    CHECK(after.compiles - before.compiles <= 1, "threads compiled %lld times",
+          (long long)(after.compiles - before.compiles));
+    tide_graph_free(g);
+    tide_release(x), tide_release(a), tide_release(b);
+}
+
+int main(void)
+{
+    ref_seed(7);
+    test_differential();
+    test_all_ops();
+    test_reference();
+    test_inplace_and_scalars();
+    test_breaks();
+    test_errors_and_guards();
+    test_threads();
+    return test_summary("test_jit");
+}
