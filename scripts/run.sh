@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and runs the example program.
-# (For now a linear model fitted by gradient steps written with tide ops; the Fashion-MNIST
-# training run takes its place once autograd and nn land.)
+# The main job: installs what is missing, builds, and trains a classifier on the real
+# Fashion-MNIST training set, then reports its test-set accuracy (examples/fashion_mnist.lua).
+# Arguments go to the example: bash scripts/run.sh --model cnn --epochs 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
-./build/examples/linear_fit
+model=mlp
+prev=
+for a in "$@"; do
+  case "$prev" in --model) model=$a ;; esac
+  case "$a" in --model=*) model=${a#--model=} ;; esac
+  prev=$a
+done
+./build/lua/tide examples/fashion_mnist.lua --checkpoint "build/fashion_mnist_${model}.safetensors" "$@"

@@ -1,0 +1,351 @@
+/*
+ * ltide_io.c — files from Lua: tide.save / tide.load (safetensors, nested tables flattened with
+ * dotted names), tide.save_npy / tide.load_npy, tide.load_idx (gzipped or plain IDX), and
+ * tide.isatty (for progress bars). Also registers the Lua sources embedded at build time
+ * (tide.nn, tide.optim, tide.data ...) in package.preload, and lets `tide.nn` etc. be read as
+ * fields of the module (loaded on first use).
+ */
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ltide.h"
+#include "lualib.h"
+
+/* ---- tide.save(path, table) ------------------------------------------------------------------ */
+
+#define SAVE_MAX_DEPTH 32
+
+/* Walks the table at idx, appending dotted names and tensors to the tables at names/tensors
+ * (tensors) or at mkeys/mvals (numbers, strings, booleans: stored as metadata strings). */
+static void flatten(lua_State *L, int idx, const char *prefix, int depth, int names, int tensors,
+                    int mkeys, int mvals)
+{
+    if (depth > SAVE_MAX_DEPTH)
+        luaL_error(L, "save: tables nested deeper than %d levels (a cycle?) at '%s'",
+                   SAVE_MAX_DEPTH, prefix);
+    luaL_checkstack(L, 8, "save");
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        /* key at -2, value at -1 */
+        char keybuf[64];
+        const char *key;
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            key = lua_tostring(L, -2);
+        } else if (lua_isinteger(L, -2)) {
+            snprintf(keybuf, sizeof keybuf, "%lld", (long long)lua_tointeger(L, -2));
+            key = keybuf;
+        } else {
+            return (void)luaL_error(L, "save: table keys must be strings or integers, got a %s "
+                                    "key under '%s'", luaL_typename(L, -2), prefix);
+        }
+        if (*prefix)
+            lua_pushfstring(L, "%s.%s", prefix, key);
+        else
+            lua_pushstring(L, key);
+        const char *name = lua_tostring(L, -1);
+        int vt = lua_type(L, -2);
+        if (lt_totensor(L, -2)) {
+            lua_rawseti(L, names, (lua_Integer)luaL_len(L, names) + 1);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, tensors, (lua_Integer)luaL_len(L, tensors) + 1);
+        } else if (vt == LUA_TTABLE) {
+            flatten(L, lua_absindex(L, -2), name, depth + 1, names, tensors, mkeys, mvals);
+            lua_pop(L, 1);
+        } else if (vt == LUA_TNUMBER || vt == LUA_TSTRING || vt == LUA_TBOOLEAN) {
+            lua_rawseti(L, mkeys, (lua_Integer)luaL_len(L, mkeys) + 1);
+            if (vt == LUA_TBOOLEAN) {
+                lua_pushstring(L, lua_toboolean(L, -1) ? "true" : "false");
+            } else if (vt == LUA_TNUMBER && lua_isinteger(L, -1)) {
+                lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, -1));
+            } else if (vt == LUA_TNUMBER) {
+                char nb[40]; /* full precision: reads back as the same double */
+                snprintf(nb, sizeof nb, "%.17g", (double)lua_tonumber(L, -1));
+                lua_pushstring(L, nb);
+            } else {
+                lua_pushvalue(L, -1);
+            }
+            lua_rawseti(L, mvals, (lua_Integer)luaL_len(L, mvals) + 1);
+        } else {
+            return (void)luaL_error(L, "save: '%s' is a %s; only tensors, tables of them, "
+                                    "numbers, strings and booleans can be saved", name,
+                                    luaL_typename(L, -2));
+        }
+        lua_pop(L, 1); /* value; key stays for lua_next */
+    }
+}
+
+/* tide.save(path, table [, metadata_table]): tensors (nested tables flattened with dotted names,
+ * integer keys as their decimal digits) go into a safetensors file; numbers, strings and
+ * booleans among them, and the entries of metadata_table, go into its "__metadata__" as strings. */
+static int f_save(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    if (lt_totensor(L, 2))
+        return luaL_error(L, "save: expected a table of tensors, got a single tensor (use "
+                          "tide.save(path, {name = x}) or tide.save_npy)");
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (!lua_isnoneornil(L, 3))
+        luaL_checktype(L, 3, LUA_TTABLE);
+    lua_settop(L, 3);
+    lua_newtable(L); /* 4 names */
+    lua_newtable(L); /* 5 tensors */
+    lua_newtable(L); /* 6 metadata keys */
+    lua_newtable(L); /* 7 metadata values */
+    flatten(L, 2, "", 0, 4, 5, 6, 7);
+    if (!lua_isnil(L, 3)) {
+        lua_pushnil(L);
+        while (lua_next(L, 3)) {
+            if (lua_type(L, -2) != LUA_TSTRING)
+                return luaL_error(L, "save: metadata keys must be strings");
+            if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER &&
+                lua_type(L, -1) != LUA_TBOOLEAN)
+                return luaL_error(L, "save: metadata value '%s' must be a string, number or "
+                                  "boolean, got %s", lua_tostring(L, -2), luaL_typename(L, -1));
+            lua_pushvalue(L, -2);
+            lua_rawseti(L, 6, (lua_Integer)luaL_len(L, 6) + 1);
+            if (lua_type(L, -1) == LUA_TBOOLEAN) {
+                lua_pushstring(L, lua_toboolean(L, -1) ? "true" : "false");
+            } else if (lua_type(L, -1) == LUA_TNUMBER && !lua_isinteger(L, -1)) {
+                char nb[40];
+                snprintf(nb, sizeof nb, "%.17g", (double)lua_tonumber(L, -1));
+                lua_pushstring(L, nb);
+            } else {
+                luaL_tolstring(L, -1, NULL);
+            }
+            lua_rawseti(L, 7, (lua_Integer)luaL_len(L, 7) + 1);
+            lua_pop(L, 1);
+        }
+    }
+    int n = (int)luaL_len(L, 4), nm = (int)luaL_len(L, 6);
+    /* the arrays live in GC-managed userdata: nothing leaks if a later step raises */
+    const char **names = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
+    tide_tensor **ts = lua_newuserdatauv(L, sizeof(tide_tensor *) * (size_t)(n + 1), 0);
+    const char **meta = lua_newuserdatauv(L, sizeof(char *) * (size_t)(2 * nm + 1), 0);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, 4, i + 1);
+        names[i] = lua_tostring(L, -1); /* anchored in the names table */
+        lua_pop(L, 1);
+        lua_rawgeti(L, 5, i + 1);
+        ts[i] = lt_totensor(L, -1);
+        lua_pop(L, 1);
+    }
+    for (int i = 0; i < nm; i++) {
+        lua_rawgeti(L, 6, i + 1);
+        meta[2 * i] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+        lua_rawgeti(L, 7, i + 1);
+        meta[2 * i + 1] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    if (tide_save_safetensors(path, names, ts, n, nm ? meta : NULL, nm) < 0)
+        return lt_raise(L, "save: failed");
+    return 0;
+}
+
+/* A userdata whose __gc frees the dict: keeps a load from leaking when building the Lua tables
+ * raises (out of memory). */
+typedef struct dict_guard {
+    tide_tensor_dict *d;
+} dict_guard;
+
+static int dict_guard_gc(lua_State *L)
+{
+    dict_guard *g = lua_touserdata(L, 1);
+    if (g && g->d) {
+        tide_tensor_dict_free(g->d);
+        g->d = NULL;
+    }
+    return 0;
+}
+
+/* tide.load(path) -> {name = tensor, ...} (flat, dotted names as stored), {metadata strings} */
+static int f_load(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    dict_guard *g = lua_newuserdatauv(L, sizeof *g, 0);
+    g->d = NULL;
+    if (luaL_newmetatable(L, "tide.dict_guard")) {
+        lua_pushcfunction(L, dict_guard_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, dict_guard_gc);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_setmetatable(L, -2);
+    int gidx = lua_gettop(L);
+    g->d = tide_load_safetensors(path);
+    if (!g->d)
+        return lt_raise(L, "load: failed");
+    int n = tide_tensor_dict_count(g->d);
+    lua_createtable(L, 0, n);
+    int out = lua_gettop(L);
+    for (int i = 0; i < n; i++) {
+        lt_box *b = lt_newbox(L);
+        tide_tensor *t = tide_tensor_dict_tensor(g->d, i);
+        lt_fill(L, b, tide_retain(t), false);
+        lua_setfield(L, out, tide_tensor_dict_name(g->d, i));
+    }
+    int nm = tide_tensor_dict_metadata_count(g->d);
+    lua_createtable(L, 0, nm);
+    for (int i = 0; i < nm; i++) {
+        lua_pushstring(L, tide_tensor_dict_metadata_value(g->d, i));
+        lua_setfield(L, -2, tide_tensor_dict_metadata_key(g->d, i));
+    }
+    tide_tensor_dict_free(g->d);
+    g->d = NULL;
+    (void)gidx;
+    return 2;
+}
+
+static int f_save_npy(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    tide_tensor *t = lt_check(L, 2, "save_npy");
+    if (tide_save_npy(path, t) < 0)
+        return lt_raise(L, "save_npy: failed");
+    return 0;
+}
+
+static int f_load_npy(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    lt_box *b = lt_newbox(L);
+    return lt_fill(L, b, tide_load_npy(path), false);
+}
+
+static int f_load_idx(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    lt_box *b = lt_newbox(L);
+    return lt_fill(L, b, tide_load_idx(path), false);
+}
+
+/* tide.isatty([fd or file]) -> boolean (default: io.stdout's descriptor, 1) */
+static int f_isatty(lua_State *L)
+{
+    int fd = 1;
+    if (lua_type(L, 1) == LUA_TNUMBER) {
+        fd = (int)luaL_checkinteger(L, 1);
+    } else if (!lua_isnoneornil(L, 1)) {
+        luaL_Stream *s = luaL_checkudata(L, 1, LUA_FILEHANDLE);
+        if (!s->f || !s->closef)
+            return luaL_error(L, "isatty: attempt to use a closed file");
+        fd = fileno(s->f);
+    }
+    lua_pushboolean(L, fd >= 0 && isatty(fd));
+    return 1;
+}
+
+/* tide.clock() -> seconds of a monotonic clock (for samples/s and ETA; os.clock is CPU time) */
+static int f_clock(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
+static const lt_reg io_funcs[] = {
+    {"save", f_save, LT_FUNCTION},
+    {"load", f_load, LT_FUNCTION},
+    {"save_npy", f_save_npy, LT_FUNCTION},
+    {"load_npy", f_load_npy, LT_FUNCTION},
+    {"load_idx", f_load_idx, LT_FUNCTION},
+    {"isatty", f_isatty, LT_FUNCTION},
+    {"clock", f_clock, LT_FUNCTION},
+    {NULL, NULL, 0},
+};
+
+/* ---- the embedded Lua sources ---------------------------------------------------------------- */
+
+/* Generated at build time from lua/tide/ (lua/embed_lua.cmake): module name, source, length. */
+typedef struct lt_lua_source {
+    const char *name;
+    const char *chunkname;
+    const unsigned char *code;
+    size_t len;
+} lt_lua_source;
+extern const lt_lua_source lt_lua_sources[];
+extern const int lt_lua_source_count;
+
+/* package.preload loader: upvalue 1 is the index into lt_lua_sources. */
+static int preload_loader(lua_State *L)
+{
+    int i = (int)lua_tointeger(L, lua_upvalueindex(1));
+    const lt_lua_source *s = &lt_lua_sources[i];
+    if (luaL_loadbufferx(L, (const char *)s->code, s->len, s->chunkname, "t") != LUA_OK)
+        return lua_error(L);
+    lua_pushstring(L, s->name);
+    lua_call(L, 1, 1);
+    return 1;
+}
+
+/* luaopen_tide_nn etc. (generated beside the sources): require "tide" first (the module and its
+ * preload entries), then run the embedded chunk as require would. */
+int lt_open_embedded(lua_State *L, const char *name);
+int lt_open_embedded(lua_State *L, const char *name)
+{
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "tide");
+    lua_call(L, 1, 0);
+    for (int i = 0; i < lt_lua_source_count; i++) {
+        if (strcmp(lt_lua_sources[i].name, name) == 0) {
+            lua_pushinteger(L, i);
+            lua_pushcclosure(L, preload_loader, 1);
+            lua_call(L, 0, 1);
+            return 1;
+        }
+    }
+    return luaL_error(L, "tide: no embedded module %s", name);
+}
+
+/* __index of the module table: tide.nn, tide.optim, tide.data ... load on first use. */
+static int module_index(lua_State *L)
+{
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return 0;
+    const char *key = lua_tostring(L, 2);
+    char full[128];
+    snprintf(full, sizeof full, "tide.%s", key);
+    for (int i = 0; i < lt_lua_source_count; i++) {
+        if (strcmp(lt_lua_sources[i].name, full) != 0)
+            continue;
+        lua_getglobal(L, "require");
+        if (!lua_isfunction(L, -1))
+            return 0;
+        lua_pushstring(L, full);
+        lua_call(L, 1, 1);
+        lua_pushvalue(L, 2);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, 1); /* cached: tide[key] from now on without __index */
+        return 1;
+    }
+    return 0;
+}
+
+static void open_lua_sources(lua_State *L, int module)
+{
+    lua_getglobal(L, "package");
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "preload");
+        if (lua_istable(L, -1)) {
+            for (int i = 0; i < lt_lua_source_count; i++) {
+                lua_pushinteger(L, i);
+                lua_pushcclosure(L, preload_loader, 1);
+                lua_setfield(L, -2, lt_lua_sources[i].name);
+            }
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushcfunction(L, module_index);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, module);
+}
+
+void lt_open_io(lua_State *L, int mt, int methods, int module)
+{
+    lt_setfuncs(L, io_funcs, mt, methods, module);
+    open_lua_sources(L, module);
+}

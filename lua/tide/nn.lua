@@ -1,0 +1,1011 @@
+-- tide.nn — modules with torch.nn's names, on tide's ops (see lua/README.md "tide.nn").
+--
+--   local nn = require "tide.nn"        -- or tide.nn
+--   local model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 10))
+--   local y = model(x)                  -- __call runs forward
+--   for name, p in model:named_parameters() do print(name, p.shape) end   -- "1.weight" ...
+--
+-- A module keeps its parameters, buffers and children as plain fields (self.weight, self.fc1;
+-- a child named "1" lives at self[1]) plus ordered name lists, so reassigning self.weight = t
+-- is seen by parameters() and state_dict(). Names in state_dict() and named_parameters() are
+-- dotted paths of those names: Sequential children are "1", "2", ... (1-based, as Lua), so an
+-- nn.Sequential inside a field `layers` gives keys like "layers.1.weight".
+--
+-- New modules: local M = nn.Module:extend("MyNet"); function M:__init(...) ... end;
+-- function M:forward(x) ... end; then M(...) makes one (nn.Module.__init must be called first
+-- in __init: M.super.__init(self)).
+local tide = require "tide"
+local F = require "tide.nn.functional"
+
+local nn = {}
+nn.functional = F
+
+-- ---- init ------------------------------------------------------------------------------------
+
+local init = {}
+nn.init = init
+
+local function no_grad(fn, ...)
+  return tide.no_grad(fn, ...)
+end
+
+-- fan_in, fan_out of a weight [out, in, k...] as torch.nn.init._calculate_fan_in_and_fan_out
+function init.calculate_fan_in_and_fan_out(t)
+  local d = t:dim()
+  if d < 2 then
+    error("calculate_fan_in_and_fan_out: needs a tensor of at least 2 dims, got " .. d, 2)
+  end
+  local receptive = 1
+  for i = 3, d do
+    receptive = receptive * t:size(i)
+  end
+  return t:size(2) * receptive, t:size(1) * receptive
+end
+
+function init.calculate_gain(nonlinearity, param)
+  if nonlinearity == "linear" or nonlinearity == "sigmoid" or nonlinearity:match("^conv") then
+    return 1
+  elseif nonlinearity == "tanh" then
+    return 5 / 3
+  elseif nonlinearity == "relu" then
+    return math.sqrt(2)
+  elseif nonlinearity == "leaky_relu" then
+    local a = param or 0.01
+    return math.sqrt(2 / (1 + a * a))
+  elseif nonlinearity == "selu" then
+    return 3 / 4
+  end
+  error("calculate_gain: unknown nonlinearity " .. tostring(nonlinearity), 2)
+end
+
+function init.uniform_(t, a, b)
+  no_grad(function() t:uniform_(a or 0, b or 1) end)
+  return t
+end
+
+function init.normal_(t, mean, std)
+  no_grad(function() t:normal_(mean or 0, std or 1) end)
+  return t
+end
+
+function init.constant_(t, v)
+  no_grad(function() t:fill_(v) end)
+  return t
+end
+
+function init.zeros_(t)
+  return init.constant_(t, 0)
+end
+
+function init.ones_(t)
+  return init.constant_(t, 1)
+end
+
+-- kaiming_uniform_(t [, {a=0, mode="fan_in", nonlinearity="leaky_relu"}])
+function init.kaiming_uniform_(t, opts)
+  opts = opts or {}
+  local fan_in, fan_out = init.calculate_fan_in_and_fan_out(t)
+  local fan = (opts.mode or "fan_in") == "fan_in" and fan_in or fan_out
+  local gain = init.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0)
+  local bound = math.sqrt(3) * gain / math.sqrt(fan)
+  return init.uniform_(t, -bound, bound)
+end
+
+function init.kaiming_normal_(t, opts)
+  opts = opts or {}
+  local fan_in, fan_out = init.calculate_fan_in_and_fan_out(t)
+  local fan = (opts.mode or "fan_in") == "fan_in" and fan_in or fan_out
+  local gain = init.calculate_gain(opts.nonlinearity or "leaky_relu", opts.a or 0)
+  return init.normal_(t, 0, gain / math.sqrt(fan))
+end
+
+function init.xavier_uniform_(t, gain)
+  local fan_in, fan_out = init.calculate_fan_in_and_fan_out(t)
+  local bound = (gain or 1) * math.sqrt(6 / (fan_in + fan_out))
+  return init.uniform_(t, -bound, bound)
+end
+
+function init.xavier_normal_(t, gain)
+  local fan_in, fan_out = init.calculate_fan_in_and_fan_out(t)
+  return init.normal_(t, 0, (gain or 1) * math.sqrt(2 / (fan_in + fan_out)))
+end
+
+-- ---- Parameter -------------------------------------------------------------------------------
+
+-- nn.Parameter(t): a leaf that requires grad with t's values (a float tensor).
+function nn.Parameter(t, requires_grad)
+  if not tide.is_tensor(t) then
+    error("Parameter: expected a tensor, got " .. type(t), 2)
+  end
+  if not t:is_floating_point() then
+    error("Parameter: only floating-point tensors can be parameters, got " .. t.dtype, 2)
+  end
+  if not t.is_leaf or t.requires_grad then
+    t = t:detach()
+  end
+  if requires_grad ~= false then
+    t:requires_grad_(true)
+  end
+  return t
+end
+
+-- ---- Module ----------------------------------------------------------------------------------
+
+local Module = {}
+Module.__index = Module
+Module.__name = "Module"
+nn.Module = Module
+
+-- Errors raised inside tide's own Lua files are re-raised at the user's line: "model.lua:12:
+-- linear: the input [3, 5] ..." rather than a position inside tide/nn.lua. Other errors (from a
+-- user's own forward or __init) pass through unchanged.
+-- The message to raise again at the caller's line, or nil for an error to pass on as it is
+-- (a user's own error that already carries its position, or a non-string error value).
+local function internal(err)
+  if type(err) ~= "string" then
+    return nil
+  end
+  local stripped, n = err:gsub("^tide/[%w_/]+%.lua:%d+: ", "", 1)
+  if n > 0 then
+    return stripped
+  end
+  if not err:find("^[^\n]-:%d+: ") then
+    return err -- raised without a position (checks whose level pointed at pcall)
+  end
+  return nil
+end
+
+local pack, unpack = table.pack, table.unpack
+
+local function instance_call(self, ...)
+  local r = pack(pcall(self.forward, self, ...))
+  if r[1] then
+    return unpack(r, 2, r.n)
+  end
+  local msg = internal(r[2])
+  if msg then
+    error(msg, 2)
+  end
+  error(r[2], 0)
+end
+
+local function instance_tostring(self)
+  return self:__repr()
+end
+
+-- Metamethods are not inherited through __index: every class gets its own copies.
+local function setup_class(cls, name, super)
+  cls.__index = cls
+  cls.__name = name
+  cls.__call = instance_call
+  cls.__tostring = instance_tostring
+  cls.super = super
+  return setmetatable(cls, {
+    __index = super,
+    __call = function(c, ...)
+      local self = setmetatable({}, c)
+      local ok, err = pcall(self.__init, self, ...)
+      if not ok then
+        local msg = internal(err)
+        if msg then
+          error(msg, 2)
+        end
+        error(err, 0)
+      end
+      return self
+    end,
+    __tostring = function() return "nn." .. name end,
+  })
+end
+
+-- local Net = nn.Module:extend("Net")
+function Module:extend(name)
+  if type(name) ~= "string" then
+    error("Module:extend: expected a class name", 2)
+  end
+  return setup_class({}, name, self)
+end
+setup_class(Module, "Module", nil)
+
+function Module:__init()
+  rawset(self, "_param_names", {})
+  rawset(self, "_buffer_names", {})
+  rawset(self, "_persistent", {})
+  rawset(self, "_module_names", {})
+  rawset(self, "training", true)
+end
+
+function Module:forward()
+  error(self.__name .. ": forward is not defined", 2)
+end
+
+local function field_key(name)
+  return math.tointeger(tonumber(name)) or name
+end
+
+local function check_init(self, what)
+  if rawget(self, "_param_names") == nil then
+    error(("%s: %s before nn.Module.__init(self) was called"):format(self.__name, what), 3)
+  end
+end
+
+local function list_add(list, name)
+  for _, n in ipairs(list) do
+    if n == name then
+      return
+    end
+  end
+  list[#list + 1] = name
+end
+
+function Module:register_parameter(name, t)
+  check_init(self, "register_parameter")
+  if t ~= nil and not tide.is_tensor(t) then
+    error(("register_parameter: '%s' must be a tensor or nil"):format(name), 2)
+  end
+  list_add(self._param_names, name)
+  self[field_key(name)] = t
+  return t
+end
+
+function Module:register_buffer(name, t, persistent)
+  check_init(self, "register_buffer")
+  list_add(self._buffer_names, name)
+  self._persistent[name] = persistent ~= false
+  self[field_key(name)] = t
+  return t
+end
+
+function Module:add_module(name, m)
+  check_init(self, "add_module")
+  name = tostring(name)
+  if m ~= nil and getmetatable(m) == nil or (m ~= nil and m.forward == nil) then
+    error(("add_module: '%s' must be a module"):format(name), 2)
+  end
+  list_add(self._module_names, name)
+  self[field_key(name)] = m
+  return m
+end
+Module.register_module = Module.add_module
+
+-- Children in registration order: an iterator of (name, module).
+function Module:named_children()
+  local names, i = self._module_names, 0
+  return function()
+    while true do
+      i = i + 1
+      local name = names[i]
+      if name == nil then
+        return nil
+      end
+      local m = self[field_key(name)]
+      if m ~= nil then
+        return name, m
+      end
+    end
+  end
+end
+
+function Module:children()
+  local out = {}
+  for _, m in self:named_children() do
+    out[#out + 1] = m
+  end
+  return out
+end
+
+-- Every module below (self first, named ""), as a list of {name, module}.
+local function collect_modules(self, prefix, out, seen)
+  if seen[self] then
+    return out
+  end
+  seen[self] = true
+  out[#out + 1] = { prefix, self }
+  for name, m in self:named_children() do
+    collect_modules(m, prefix == "" and name or (prefix .. "." .. name), out, seen)
+  end
+  return out
+end
+
+local function iter_pairs(list)
+  local i = 0
+  return function()
+    i = i + 1
+    local e = list[i]
+    if e then
+      return e[1], e[2]
+    end
+  end
+end
+
+function Module:named_modules()
+  return iter_pairs(collect_modules(self, "", {}, {}))
+end
+
+function Module:modules()
+  local out = {}
+  for _, m in self:named_modules() do
+    out[#out + 1] = m
+  end
+  return out
+end
+
+local function collect_tensors(self, names_field, filter)
+  local out, seen = {}, {}
+  for _, e in ipairs(collect_modules(self, "", {}, {})) do
+    local prefix, m = e[1], e[2]
+    for _, name in ipairs(m[names_field]) do
+      local t = m[field_key(name)]
+      if t ~= nil and not seen[t] and (not filter or filter(m, name)) then
+        seen[t] = true
+        out[#out + 1] = { prefix == "" and name or (prefix .. "." .. name), t }
+      end
+    end
+  end
+  return out
+end
+
+-- for name, p in model:named_parameters() do ... end (each tensor once, in registration order)
+function Module:named_parameters()
+  return iter_pairs(collect_tensors(self, "_param_names"))
+end
+
+-- A list of the parameters (what optimizers take).
+function Module:parameters()
+  local out = {}
+  for _, e in ipairs(collect_tensors(self, "_param_names")) do
+    out[#out + 1] = e[2]
+  end
+  return out
+end
+
+function Module:named_buffers()
+  return iter_pairs(collect_tensors(self, "_buffer_names"))
+end
+
+function Module:buffers()
+  local out = {}
+  for _, e in ipairs(collect_tensors(self, "_buffer_names")) do
+    out[#out + 1] = e[2]
+  end
+  return out
+end
+
+-- The number of parameter elements.
+function Module:num_parameters()
+  local n = 0
+  for _, p in ipairs(self:parameters()) do
+    n = n + p:numel()
+  end
+  return n
+end
+
+function Module:apply(fn)
+  for _, m in ipairs(self:children()) do
+    m:apply(fn)
+  end
+  fn(self)
+  return self
+end
+
+function Module:train(mode)
+  if mode == nil then
+    mode = true
+  end
+  for _, m in ipairs(self:modules()) do
+    rawset(m, "training", mode)
+  end
+  return self
+end
+
+function Module:eval()
+  return self:train(false)
+end
+
+-- Clears every parameter's gradient (set_to_none, PyTorch's default; false: zeros it).
+function Module:zero_grad(set_to_none)
+  for _, p in ipairs(self:parameters()) do
+    if set_to_none == false then
+      local g = p.grad
+      if g then
+        no_grad(function() g:zero_() end)
+        p.grad = g
+      end
+    else
+      p.grad = nil
+    end
+  end
+end
+
+-- {["name"] = tensor} of parameters and persistent buffers (the module's own tensors, sharing
+-- memory, as PyTorch's state_dict gives detached references).
+function Module:state_dict()
+  local sd = {}
+  for _, e in ipairs(collect_tensors(self, "_param_names")) do
+    sd[e[1]] = e[2]
+  end
+  for _, e in ipairs(collect_tensors(self, "_buffer_names",
+                                     function(m, name) return m._persistent[name] end)) do
+    sd[e[1]] = e[2]
+  end
+  return sd
+end
+
+-- Copies values from a flat {name = tensor} table (a state_dict, or what tide.load returns)
+-- into the parameters and buffers. strict (default true): missing or unexpected keys are an
+-- error. Returns the lists of missing and unexpected keys.
+function Module:load_state_dict(sd, strict)
+  if type(sd) ~= "table" then
+    error("load_state_dict: expected a table of tensors, got " .. type(sd), 2)
+  end
+  if strict == nil then
+    strict = true
+  end
+  local own = self:state_dict()
+  local missing, unexpected = {}, {}
+  for name in pairs(own) do
+    if sd[name] == nil then
+      missing[#missing + 1] = name
+    end
+  end
+  for name, v in pairs(sd) do
+    if own[name] == nil then
+      unexpected[#unexpected + 1] = name
+    elseif not tide.is_tensor(v) then
+      error(("load_state_dict: '%s' must be a tensor, got %s"):format(name, type(v)), 2)
+    end
+  end
+  table.sort(missing)
+  table.sort(unexpected)
+  if strict and (#missing > 0 or #unexpected > 0) then
+    local msg = "load_state_dict: "
+    if #missing > 0 then
+      msg = msg .. "missing keys: " .. table.concat(missing, ", ")
+    end
+    if #unexpected > 0 then
+      msg = msg .. (#missing > 0 and "; " or "") .. "unexpected keys: " ..
+        table.concat(unexpected, ", ")
+    end
+    error(msg, 2)
+  end
+  for name, dst in pairs(own) do
+    local src = sd[name]
+    if src ~= nil then
+      local a, b = dst:size(), src:size()
+      local same = #a == #b
+      for i = 1, #a do
+        same = same and a[i] == b[i]
+      end
+      if not same then
+        error(("load_state_dict: size mismatch for '%s': the checkpoint has {%s}, the module "
+               .. "{%s}"):format(name, table.concat(b, ", "), table.concat(a, ", ")), 2)
+      end
+      no_grad(function() dst:copy_(src) end)
+    end
+  end
+  return missing, unexpected
+end
+
+local DTYPE_NAMES = { float32 = true, float64 = true, int32 = true, int64 = true, uint8 = true,
+                      bool = true, float = true, double = true, int = true, long = true,
+                      byte = true }
+
+-- m:to(dtype) converts floating-point parameters and buffers to a dtype; m:to(device) ("cpu",
+-- "vulkan" ...) moves every parameter and buffer there; m:to({dtype=, device=}) does both.
+-- Parameters stay leaves that require grad (new tensors: build the optimizer afterwards).
+function Module:to(arg)
+  local dtype, device
+  if type(arg) == "table" then
+    dtype, device = arg.dtype, arg.device
+  elseif type(arg) == "string" and DTYPE_NAMES[arg] then
+    dtype = arg
+  elseif type(arg) == "string" then
+    device = arg
+  else
+    error("Module:to: expected a dtype name, a device name or {dtype=, device=}", 2)
+  end
+  local function convert(t, is_param)
+    local out = t
+    if dtype and t:is_floating_point() and t.dtype ~= tide[dtype] then
+      out = (is_param and out:detach() or out):to(dtype)
+    end
+    if device and out.device ~= device then
+      out = (is_param and out:detach() or out):to(device)
+    end
+    if is_param and out ~= t and t.requires_grad then
+      out:requires_grad_(true)
+    end
+    return out
+  end
+  for _, m in ipairs(self:modules()) do
+    for _, name in ipairs(m._param_names) do
+      local k = field_key(name)
+      if m[k] ~= nil then m[k] = convert(m[k], true) end
+    end
+    for _, name in ipairs(m._buffer_names) do
+      local k = field_key(name)
+      if m[k] ~= nil then m[k] = convert(m[k], false) end
+    end
+  end
+  return self
+end
+
+function Module:double()
+  return self:to("float64")
+end
+
+function Module:float()
+  return self:to("float32")
+end
+
+function Module:requires_grad_(on)
+  for _, p in ipairs(self:parameters()) do
+    p:requires_grad_(on ~= false)
+  end
+  return self
+end
+
+function Module:extra_repr()
+  return ""
+end
+
+function Module:__repr()
+  local lines = {}
+  for name, m in self:named_children() do
+    local s = tostring(m):gsub("\n", "\n  ")
+    lines[#lines + 1] = "  (" .. name .. "): " .. s
+  end
+  local head = self.__name .. "(" .. self:extra_repr()
+  if #lines == 0 then
+    return head .. ")"
+  end
+  return head .. "\n" .. table.concat(lines, "\n") .. "\n)"
+end
+
+-- ---- helpers -----------------------------------------------------------------------------------
+
+local function check_opts(opts, name, allowed)
+  if opts == nil then
+    return {}
+  end
+  if type(opts) ~= "table" then
+    error(("%s: options must be a table, got %s"):format(name, type(opts)), 3)
+  end
+  for k in pairs(opts) do
+    if not allowed[k] then
+      error(("%s: unknown option '%s'"):format(name, tostring(k)), 3)
+    end
+  end
+  return opts
+end
+
+local function check_int(v, name, what)
+  if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v)) then
+    error(("%s: %s must be an integer, got %s"):format(name, what, tostring(v)), 3)
+  end
+  if v < 1 then
+    error(("%s: %s must be positive, got %d"):format(name, what, v), 3)
+  end
+  return math.tointeger(v)
+end
+
+local function pair(v)
+  if type(v) == "table" then
+    return v[1], v[2]
+  end
+  return v, v
+end
+
+local function fmt_pair(v)
+  if type(v) == "table" then
+    return "(" .. v[1] .. ", " .. v[2] .. ")"
+  end
+  return tostring(v)
+end
+
+local function dtype_of(opts)
+  return { dtype = opts.dtype or "float32" }
+end
+
+-- ---- layers ------------------------------------------------------------------------------------
+
+-- nn.Linear(in_features, out_features [, {bias=true, dtype="float32"}])
+local Linear = Module:extend("Linear")
+nn.Linear = Linear
+function Linear:__init(in_features, out_features, opts)
+  Module.__init(self)
+  opts = check_opts(opts, "Linear", { bias = true, dtype = true })
+  self.in_features = check_int(in_features, "Linear", "in_features")
+  self.out_features = check_int(out_features, "Linear", "out_features")
+  local w = tide.empty(self.out_features, self.in_features, dtype_of(opts))
+  init.kaiming_uniform_(w, { a = math.sqrt(5) })
+  self:register_parameter("weight", nn.Parameter(w))
+  if opts.bias ~= false then
+    local bound = 1 / math.sqrt(self.in_features)
+    self:register_parameter("bias", nn.Parameter(init.uniform_(
+      tide.empty(self.out_features, dtype_of(opts)), -bound, bound)))
+  end
+end
+function Linear:forward(x)
+  return tide.linear(x, self.weight, self.bias)
+end
+function Linear:extra_repr()
+  return ("in_features=%d, out_features=%d, bias=%s"):format(self.in_features,
+                                                             self.out_features,
+                                                             tostring(self.bias ~= nil))
+end
+
+-- nn.Identity()
+local Identity = Module:extend("Identity")
+nn.Identity = Identity
+function Identity:forward(x)
+  return x
+end
+
+-- nn.Conv2d(in_channels, out_channels, kernel_size [, {stride=1, padding=0, dilation=1,
+-- groups=1, bias=true, dtype=}]); sizes are numbers or {h, w} pairs, padding may be "same"
+local Conv2d = Module:extend("Conv2d")
+nn.Conv2d = Conv2d
+function Conv2d:__init(in_channels, out_channels, kernel_size, opts)
+  Module.__init(self)
+  opts = check_opts(opts, "Conv2d", { stride = true, padding = true, dilation = true,
+                                      groups = true, bias = true, dtype = true,
+                                      padding_mode = true })
+  if opts.padding_mode and opts.padding_mode ~= "zeros" then
+    error("Conv2d: only padding_mode \"zeros\" is supported", 2)
+  end
+  self.in_channels = check_int(in_channels, "Conv2d", "in_channels")
+  self.out_channels = check_int(out_channels, "Conv2d", "out_channels")
+  self.groups = check_int(opts.groups or 1, "Conv2d", "groups")
+  if self.in_channels % self.groups ~= 0 or self.out_channels % self.groups ~= 0 then
+    error(("Conv2d: in_channels (%d) and out_channels (%d) must be divisible by groups (%d)")
+      :format(self.in_channels, self.out_channels, self.groups), 2)
+  end
+  self.kernel_size = kernel_size
+  self.stride = opts.stride or 1
+  self.padding = opts.padding or 0
+  self.dilation = opts.dilation or 1
+  local kh, kw = pair(kernel_size)
+  kh, kw = check_int(kh, "Conv2d", "kernel_size"), check_int(kw, "Conv2d", "kernel_size")
+  local w = tide.empty(self.out_channels, self.in_channels // self.groups, kh, kw, dtype_of(opts))
+  init.kaiming_uniform_(w, { a = math.sqrt(5) })
+  self:register_parameter("weight", nn.Parameter(w))
+  if opts.bias ~= false then
+    local fan_in = (self.in_channels // self.groups) * kh * kw
+    local bound = 1 / math.sqrt(fan_in)
+    self:register_parameter("bias", nn.Parameter(init.uniform_(
+      tide.empty(self.out_channels, dtype_of(opts)), -bound, bound)))
+  end
+end
+function Conv2d:forward(x)
+  return tide.conv2d(x, self.weight, self.bias, { stride = self.stride, padding = self.padding,
+                                                  dilation = self.dilation, groups = self.groups })
+end
+function Conv2d:extra_repr()
+  local s = ("%d, %d, kernel_size=%s, stride=%s"):format(self.in_channels, self.out_channels,
+                                                         fmt_pair(self.kernel_size),
+                                                         fmt_pair(self.stride))
+  if self.padding ~= 0 then s = s .. ", padding=" .. fmt_pair(self.padding) end
+  if self.dilation ~= 1 then s = s .. ", dilation=" .. fmt_pair(self.dilation) end
+  if self.groups ~= 1 then s = s .. ", groups=" .. self.groups end
+  if self.bias == nil then s = s .. ", bias=false" end
+  return s
+end
+
+-- nn.MaxPool2d(kernel_size [, stride | {stride=kernel_size, padding=0}])
+local MaxPool2d = Module:extend("MaxPool2d")
+nn.MaxPool2d = MaxPool2d
+local function pool_init(self, name, kernel_size, opts, extra)
+  Module.__init(self)
+  if type(opts) == "number" then
+    opts = { stride = opts }
+  end
+  local allowed = { stride = true, padding = true }
+  for k in pairs(extra or {}) do allowed[k] = true end
+  opts = check_opts(opts, name, allowed)
+  self.kernel_size = kernel_size
+  self.stride = opts.stride or kernel_size
+  self.padding = opts.padding or 0
+  return opts
+end
+function MaxPool2d:__init(kernel_size, opts)
+  pool_init(self, "MaxPool2d", kernel_size, opts)
+end
+function MaxPool2d:forward(x)
+  return tide.max_pool2d(x, self.kernel_size, { stride = self.stride, padding = self.padding })
+end
+function MaxPool2d:extra_repr()
+  return ("kernel_size=%s, stride=%s, padding=%s"):format(fmt_pair(self.kernel_size),
+                                                          fmt_pair(self.stride),
+                                                          fmt_pair(self.padding))
+end
+
+-- nn.AvgPool2d(kernel_size [, stride | {stride=kernel_size, padding=0, count_include_pad=true}])
+local AvgPool2d = Module:extend("AvgPool2d")
+nn.AvgPool2d = AvgPool2d
+function AvgPool2d:__init(kernel_size, opts)
+  opts = pool_init(self, "AvgPool2d", kernel_size, opts, { count_include_pad = true })
+  self.count_include_pad = opts.count_include_pad ~= false
+end
+function AvgPool2d:forward(x)
+  return tide.avg_pool2d(x, self.kernel_size, { stride = self.stride, padding = self.padding,
+                                                count_include_pad = self.count_include_pad })
+end
+AvgPool2d.extra_repr = MaxPool2d.extra_repr
+
+-- nn.AdaptiveAvgPool2d(output_size): a number or {h, w}
+local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
+nn.AdaptiveAvgPool2d = AdaptiveAvgPool2d
+function AdaptiveAvgPool2d:__init(output_size)
+  Module.__init(self)
+  self.output_size = output_size
+end
+function AdaptiveAvgPool2d:forward(x)
+  return tide.adaptive_avg_pool2d(x, self.output_size)
+end
+function AdaptiveAvgPool2d:extra_repr()
+  return "output_size=" .. fmt_pair(self.output_size)
+end
+
+-- nn.BatchNorm1d / nn.BatchNorm2d(num_features [, {eps=1e-5, momentum=0.1, affine=true,
+-- track_running_stats=true}]); buffers running_mean, running_var, num_batches_tracked
+local function batchnorm_class(name, dims)
+  local BN = Module:extend(name)
+  function BN:__init(num_features, opts)
+    Module.__init(self)
+    opts = check_opts(opts, name, { eps = true, momentum = true, affine = true,
+                                    track_running_stats = true, dtype = true })
+    self.num_features = check_int(num_features, name, "num_features")
+    self.eps = opts.eps or 1e-5
+    self.momentum = opts.momentum == nil and 0.1 or opts.momentum
+    self.affine = opts.affine ~= false
+    self.track_running_stats = opts.track_running_stats ~= false
+    local o = dtype_of(opts)
+    if self.affine then
+      self:register_parameter("weight", nn.Parameter(tide.ones(self.num_features, o)))
+      self:register_parameter("bias", nn.Parameter(tide.zeros(self.num_features, o)))
+    end
+    if self.track_running_stats then
+      self:register_buffer("running_mean", tide.zeros(self.num_features, o))
+      self:register_buffer("running_var", tide.ones(self.num_features, o))
+      self:register_buffer("num_batches_tracked", tide.tensor(0))
+    end
+  end
+  function BN:forward(x)
+    local d = x:dim()
+    local ok = false
+    for _, want in ipairs(dims) do
+      ok = ok or d == want
+    end
+    if not ok then
+      error(("%s: expected a %s-dim input, got %d dims"):format(name, table.concat(dims, " or "),
+                                                                 d), 2)
+    end
+    if x:size(2) ~= self.num_features then
+      error(("%s: expected %d channels (dim 2), got %d"):format(name, self.num_features,
+                                                               x:size(2)), 2)
+    end
+    local use_batch = self.training or not self.track_running_stats
+    if self.training and self.track_running_stats then
+      self.num_batches_tracked:copy_(self.num_batches_tracked + 1)
+    end
+    if use_batch then
+      return tide.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                             true, self.momentum, self.eps)
+    end
+    return tide.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                           false, self.momentum, self.eps)
+  end
+  function BN:extra_repr()
+    return ("%d, eps=%g, momentum=%g, affine=%s, track_running_stats=%s"):format(
+      self.num_features, self.eps, self.momentum, tostring(self.affine),
+      tostring(self.track_running_stats))
+  end
+  return BN
+end
+nn.BatchNorm1d = batchnorm_class("BatchNorm1d", { 2, 3 })
+nn.BatchNorm2d = batchnorm_class("BatchNorm2d", { 4 })
+
+-- nn.LayerNorm(normalized_shape [, {eps=1e-5, elementwise_affine=true, bias=true}])
+local LayerNorm = Module:extend("LayerNorm")
+nn.LayerNorm = LayerNorm
+function LayerNorm:__init(normalized_shape, opts)
+  Module.__init(self)
+  opts = check_opts(opts, "LayerNorm", { eps = true, elementwise_affine = true, bias = true,
+                                         dtype = true })
+  if type(normalized_shape) ~= "table" then
+    normalized_shape = { normalized_shape }
+  end
+  self.normalized_shape = normalized_shape
+  self.eps = opts.eps or 1e-5
+  self.elementwise_affine = opts.elementwise_affine ~= false
+  if self.elementwise_affine then
+    self:register_parameter("weight", nn.Parameter(tide.ones(normalized_shape, dtype_of(opts))))
+    if opts.bias ~= false then
+      self:register_parameter("bias", nn.Parameter(tide.zeros(normalized_shape, dtype_of(opts))))
+    end
+  end
+end
+function LayerNorm:forward(x)
+  return tide.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+end
+function LayerNorm:extra_repr()
+  return ("{%s}, eps=%g, elementwise_affine=%s"):format(table.concat(self.normalized_shape, ", "),
+                                                        self.eps,
+                                                        tostring(self.elementwise_affine))
+end
+
+-- nn.Dropout(p=0.5): identity in eval mode
+local Dropout = Module:extend("Dropout")
+nn.Dropout = Dropout
+function Dropout:__init(p)
+  Module.__init(self)
+  if type(p) == "table" then p = p.p end
+  p = p or 0.5
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    error("Dropout: p must be a probability in [0, 1], got " .. tostring(p), 2)
+  end
+  self.p = p
+end
+function Dropout:forward(x)
+  if not self.training or self.p == 0 then
+    return x
+  end
+  return tide.dropout(x, self.p, true)
+end
+function Dropout:extra_repr()
+  return "p=" .. self.p
+end
+
+-- nn.Embedding(num_embeddings, embedding_dim [, {dtype=}]): weight ~ N(0, 1); 1-based indices
+local Embedding = Module:extend("Embedding")
+nn.Embedding = Embedding
+function Embedding:__init(num_embeddings, embedding_dim, opts)
+  Module.__init(self)
+  opts = check_opts(opts, "Embedding", { dtype = true })
+  self.num_embeddings = check_int(num_embeddings, "Embedding", "num_embeddings")
+  self.embedding_dim = check_int(embedding_dim, "Embedding", "embedding_dim")
+  local w = tide.empty(self.num_embeddings, self.embedding_dim, dtype_of(opts))
+  self:register_parameter("weight", nn.Parameter(init.normal_(w, 0, 1)))
+end
+function Embedding:forward(indices)
+  return tide.embedding(indices, self.weight)
+end
+function Embedding:extra_repr()
+  return ("%d, %d"):format(self.num_embeddings, self.embedding_dim)
+end
+
+-- Activations
+local function activation(name, fn, repr)
+  local A = Module:extend(name)
+  function A:forward(x)
+    return fn(self, x)
+  end
+  if repr then
+    A.extra_repr = repr
+  end
+  nn[name] = A
+  return A
+end
+activation("ReLU", function(_, x) return tide.relu(x) end)
+activation("Sigmoid", function(_, x) return tide.sigmoid(x) end)
+activation("Tanh", function(_, x) return tide.tanh(x) end)
+activation("SiLU", function(_, x) return tide.silu(x) end)
+local GELU = activation("GELU", function(self, x)
+  if self.approximate ~= "none" then
+    return tide.gelu(x, self.approximate)
+  end
+  return tide.gelu(x)
+end, function(self) return "approximate=" .. self.approximate end)
+function GELU:__init(opts)
+  Module.__init(self)
+  if type(opts) == "string" then opts = { approximate = opts } end
+  opts = check_opts(opts, "GELU", { approximate = true })
+  self.approximate = opts.approximate or "none"
+  if self.approximate ~= "none" and self.approximate ~= "tanh" then
+    error("GELU: approximate must be \"none\" or \"tanh\"", 2)
+  end
+end
+local LeakyReLU = activation("LeakyReLU", function(self, x)
+  return F.leaky_relu(x, self.negative_slope)
+end, function(self) return "negative_slope=" .. self.negative_slope end)
+function LeakyReLU:__init(negative_slope)
+  Module.__init(self)
+  self.negative_slope = negative_slope or 0.01
+end
+
+local function dim_activation(name, fn)
+  local A = activation(name, function(self, x) return fn(x, self.dim) end,
+                       function(self) return "dim=" .. tostring(self.dim) end)
+  function A:__init(dim)
+    Module.__init(self)
+    if dim == nil then
+      error(name .. ": dim is required (1-based; -1 is the last)", 3)
+    end
+    self.dim = dim
+  end
+end
+dim_activation("Softmax", tide.softmax)
+dim_activation("LogSoftmax", tide.log_softmax)
+
+-- nn.Flatten(start_dim=2, end_dim=-1): keeps the batch dim (1-based dims)
+local Flatten = Module:extend("Flatten")
+nn.Flatten = Flatten
+function Flatten:__init(start_dim, end_dim)
+  Module.__init(self)
+  self.start_dim = start_dim or 2
+  self.end_dim = end_dim or -1
+end
+function Flatten:forward(x)
+  return x:flatten(self.start_dim, self.end_dim)
+end
+function Flatten:extra_repr()
+  return ("start_dim=%d, end_dim=%d"):format(self.start_dim, self.end_dim)
+end
+
+-- Loss modules: nn.CrossEntropyLoss([{reduction=, label_smoothing=, ignore_index=}]) ...
+local function loss_class(name, fn)
+  local L = Module:extend(name)
+  function L:__init(opts)
+    Module.__init(self)
+    self.opts = opts
+  end
+  function L:forward(input, target)
+    return fn(input, target, self.opts)
+  end
+  nn[name] = L
+end
+loss_class("CrossEntropyLoss", F.cross_entropy)
+loss_class("NLLLoss", F.nll_loss)
+loss_class("MSELoss", F.mse_loss)
+loss_class("L1Loss", F.l1_loss)
+loss_class("BCEWithLogitsLoss", F.binary_cross_entropy_with_logits)
+
+-- nn.Sequential(m1, m2, ...) or nn.Sequential({m1, m2, ...}): children "1", "2", ... at
+-- seq[1], seq[2]; forward feeds each output to the next
+local Sequential = Module:extend("Sequential")
+nn.Sequential = Sequential
+function Sequential:__init(...)
+  Module.__init(self)
+  local list = { ... }
+  if #list == 1 and getmetatable(list[1]) == nil and type(list[1]) == "table" then
+    list = list[1]
+  end
+  for i, m in ipairs(list) do
+    self:add_module(tostring(i), m)
+  end
+end
+function Sequential:append(m)
+  self:add_module(tostring(#self._module_names + 1), m)
+  return self
+end
+function Sequential:__len()
+  return #self._module_names
+end
+function Sequential:forward(x, ...)
+  for i = 1, #self._module_names do
+    x = self[i](x, ...)
+  end
+  return x
+end
+Sequential.__len = function(self) return #self._module_names end
+
+-- nn.ModuleList({m1, m2, ...}): children "1", "2", ... at list[i]; append, ipairs and # work
+local ModuleList = Module:extend("ModuleList")
+nn.ModuleList = ModuleList
+function ModuleList:__init(list)
+  Module.__init(self)
+  for i, m in ipairs(list or {}) do
+    self:add_module(tostring(i), m)
+  end
+end
+function ModuleList:append(m)
+  self:add_module(tostring(#self._module_names + 1), m)
+  return self
+end
+function ModuleList:forward()
+  error("ModuleList: has no forward; call its modules", 2)
+end
+ModuleList.__len = function(self) return #self._module_names end
+
+return nn
