@@ -9,7 +9,8 @@
  * Cached bytes are capped (TIDE_CACHE_LIMIT_MB, default 4096); beyond the cap a freed block goes
  * back to the system. A free block holds the free-list link in its first bytes.
  *
- * Live bytes are capped too (TIDE_MAX_MEMORY in MiB, default the machine's physical memory):
+ * Live bytes are capped too (tide_set_memory_limit, else TIDE_MAX_MEMORY in MiB, else the
+ * machine's physical memory):
  * past the cap an allocation fails with an error instead of the kernel killing the process
  * when an overcommitted block is first touched.
  */
@@ -45,7 +46,8 @@ static int size_class(size_t nbytes, size_t *rounded)
     return SMALL_CLASSES + (k - 9) * 4 + (int)(q - 5);
 }
 
-static size_t memory_cap;
+static size_t memory_cap;         /* atomic: the cap in force */
+static size_t default_memory_cap; /* TIDE_MAX_MEMORY, else physical memory */
 static pthread_once_t memory_cap_once = PTHREAD_ONCE_INIT;
 
 static void memory_cap_init(void)
@@ -53,18 +55,30 @@ static void memory_cap_init(void)
     const char *s = getenv("TIDE_MAX_MEMORY");
     long long mb = s ? atoll(s) : 0;
     if (mb > 0) {
-        memory_cap = (size_t)mb << 20;
-        return;
+        default_memory_cap = (size_t)mb << 20;
+    } else {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        default_memory_cap =
+            pages > 0 && page > 0 ? (size_t)pages * (size_t)page : (size_t)1 << 46;
     }
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    memory_cap = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : (size_t)1 << 46;
+    __atomic_store_n(&memory_cap, default_memory_cap, __ATOMIC_RELAXED);
 }
 
 size_t td_memory_cap(void)
 {
     pthread_once(&memory_cap_once, memory_cap_init);
-    return memory_cap;
+    return __atomic_load_n(&memory_cap, __ATOMIC_RELAXED);
 }
+
+/* A cap below what live tensors hold already is allowed: the next allocations fail until
+ * enough is released. 0 restores the default. */
+void tide_set_memory_limit(size_t bytes)
+{
+    pthread_once(&memory_cap_once, memory_cap_init);
+    __atomic_store_n(&memory_cap, bytes ? bytes : default_memory_cap, __ATOMIC_RELAXED);
+}
+
+size_t tide_get_memory_limit(void) { return td_memory_cap(); }
 
 static size_t limit_from_env(void)
 {
@@ -91,8 +105,12 @@ void *td_cache_alloc(size_t nbytes)
     pthread_mutex_unlock(&cache_lock);
     if (b)
         return b;
+    /* Reserve the bytes before allocating, so that threads allocating at once cannot together
+     * pass the cap. */
     pthread_mutex_lock(&cache_lock);
     bool over_cap = bytes_in_use + rounded > cap;
+    if (!over_cap)
+        bytes_in_use += rounded;
     pthread_mutex_unlock(&cache_lock);
     if (over_cap) {
         td_cache_empty();
@@ -103,12 +121,12 @@ void *td_cache_alloc(size_t nbytes)
         /* Memory may be sitting in the cache under other size classes: give it back, retry. */
         td_cache_empty();
         p = aligned_alloc(64, rounded);
-        if (!p)
-            return NULL;
     }
-    pthread_mutex_lock(&cache_lock);
-    bytes_in_use += rounded;
-    pthread_mutex_unlock(&cache_lock);
+    if (!p) {
+        pthread_mutex_lock(&cache_lock);
+        bytes_in_use -= rounded;
+        pthread_mutex_unlock(&cache_lock);
+    }
     return p;
 }
 
@@ -163,6 +181,5 @@ void td_cache_stats(size_t *in_use, size_t *cached)
     pthread_mutex_unlock(&cache_lock);
 }
 
-void tide_empty_cache(void) { td_cache_empty(); }
 
 void tide_memory_stats(size_t *in_use, size_t *cached) { td_cache_stats(in_use, cached); }

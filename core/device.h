@@ -7,7 +7,9 @@
 #ifndef TIDE_DEVICE_H
 #define TIDE_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "primitive.h"
 #include "tide.h"
@@ -43,5 +45,16 @@ struct tide_device {
 
 /* The CPU device; always present. */
 tide_device *tide_cpu_device(void);
+
+/* The Vulkan device (devices/vulkan), opened at first use; NULL when there is none, with the
+ * reason (no loader, no driver, no device...) written into why. Never fails the CPU. */
+tide_device *td_vulkan_device(char *why, size_t n);
+/* Vulkan devices seen (0 when none), and what each one is; selected: the one tide uses. */
+int td_vulkan_device_count(void);
+int td_vulkan_device_info(int i, char *name, size_t n, const char **type, bool *selected);
+/* Whether the Vulkan device has been opened (without opening it). */
+bool td_vulkan_opened(void);
+/* Counters since start: command-buffer submissions, shader dispatches, CPU fallbacks. */
+void td_vulkan_stats(uint64_t *submits, uint64_t *dispatches, uint64_t *fallbacks);
 
 #endif /* TIDE_DEVICE_H */

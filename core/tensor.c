@@ -20,6 +20,7 @@ tide_storage *td_storage_new(tide_device *dev, size_t nbytes)
     s->borrowed = false;
     s->release = NULL;
     s->release_ctx = NULL;
+    s->version = 0;
     return s;
 }
 
@@ -69,7 +70,7 @@ tide_tensor *td_tensor_new(const char *op, tide_device *dev, int ndim, const int
     if (!t->storage) {
         char s[160];
         td_error("%s: out of memory allocating %zu bytes for a %s tensor of shape %s on %s "
-                 "(host memory cap %zu MiB, set by TIDE_MAX_MEMORY)", op,
+                 "(host memory cap %zu MiB: TIDE_MAX_MEMORY or tide_set_memory_limit)", op,
                  nbytes, tide_dtype_name(dtype), td_shape_str(s, sizeof s, ndim, shape),
                  dev->name, td_memory_cap() >> 20);
         free(t);
@@ -121,6 +122,7 @@ void tide_release(tide_tensor *t)
         return;
     td_storage_release(t->storage);
     tide_release(t->grad);
+    td_grad_fn_release(t->grad_fn);
     free(t);
 }
 
@@ -178,6 +180,7 @@ tide_tensor *tide_wrap(void *data, size_t nbytes, int ndim, const int64_t *shape
     s->borrowed = true;
     s->release = release;
     s->release_ctx = ctx;
+    s->version = 0;
     t->dtype = (uint8_t)dtype;
     t->ndim = (uint8_t)ndim;
     memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);

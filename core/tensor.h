@@ -24,6 +24,7 @@ typedef struct tide_storage {
     bool borrowed;           /* caller-owned memory from tide_wrap: the device never frees it */
     tide_release_fn release; /* called for borrowed memory when the last view goes; may be NULL */
     void *release_ctx;
+    uint32_t version; /* bumped by every in-place write; autograd checks its saved tensors */
 } tide_storage;
 
 enum {
@@ -46,6 +47,9 @@ struct tide_tensor {
     tide_tensor *grad;  /* autograd: the accumulated gradient of a leaf */
     void *trace_node;   /* jit: the graph node this tensor stands for while tracing */
 };
+
+/* autograd/: drops a tensor's reference to its backward node (tide_release calls it). */
+void td_grad_fn_release(void *grad_fn);
 
 /* A contiguous tensor with fresh storage on dev. NULL with the error set (op names the caller). */
 tide_tensor *td_tensor_new(const char *op, tide_device *dev, int ndim, const int64_t *shape,
@@ -103,12 +107,23 @@ void td_cache_empty(void);
 size_t td_memory_cap(void);
 void td_cache_stats(size_t *in_use, size_t *cached);
 
+/* ---- release hooks (runtime.c) ------------------------------------------------------------ */
+
+/* Called by tide_empty_cache (shutting_down false: release what no live object uses, e.g.
+ * compiled code no tide_graph holds) and tide_shutdown (true: release everything; no tensor or
+ * graph of the module is in use). Lets jit/ and the devices free their caches without core
+ * calling them. Registering the same hook twice is a no-op. 0, or -1 when the table is full. */
+typedef void (*td_release_hook)(bool shutting_down);
+int td_on_release(td_release_hook fn);
+
 /* ---- thread pool -------------------------------------------------------------------------- */
 
 typedef void (*td_range_fn)(void *ctx, int64_t begin, int64_t end);
 /* Runs fn over [0, n) in chunks of at least grain on the pool's threads; inline when n < 2*grain,
  * when called from inside a worker, or when another thread is using the pool. */
 void td_parallel_for(int64_t n, int64_t grain, td_range_fn fn, void *ctx);
+/* Stops and joins the workers (tide_shutdown); the next parallel call starts them again. */
+void td_threadpool_shutdown(void);
 int td_num_threads(void);
 
 #endif /* TIDE_TENSOR_H */

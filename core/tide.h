@@ -355,14 +355,91 @@ TIDE_API tide_tensor *tide_load_npy(const char *path);
  * int32, 0x0D float32, 0x0E float64. Images come back [N, 28, 28] uint8, labels [N] uint8. */
 TIDE_API tide_tensor *tide_load_idx(const char *path);
 
+/* ---- jit (jit/README.md) ------------------------------------------------------------------ */
+/* Capture: between tide_jit_begin and tide_jit_end the calling thread records the ops it calls
+ * instead of running them (results are placeholders: reading their data is an error until
+ * tide_jit_end). inputs are the graph's arguments, replaced on every tide_graph_run (pass
+ * scalars such as a learning rate as 0-dim tensors, e.g. tide_number, so they stay runtime
+ * values); every other tensor the ops read is captured by reference: each run reads its current
+ * values, and in-place writes into it (tide_copy_, tide_fill_) happen again on each run.
+ * tide_jit_end compiles the graph (or finds it in the cache), runs it once so every tensor made
+ * during the capture holds its value, and returns it; outputs are what tide_graph_run returns.
+ * NULL on error (the capture is then over). Captures do not nest. */
+typedef struct tide_graph tide_graph;
+TIDE_API int tide_jit_begin(tide_tensor *const *inputs, int ninputs);
+TIDE_API tide_graph *tide_jit_end(tide_tensor *const *outputs, int noutputs);
+/* Runs the graph on new inputs (same shapes, dtypes and strides as captured; checked):
+ * outputs[i] receives a new reference. Safe to call from several threads at once. 0 or -1. */
+TIDE_API int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs,
+                            tide_tensor **outputs);
+TIDE_API int tide_graph_num_outputs(const tide_graph *g);
+TIDE_API void tide_graph_free(tide_graph *g); /* NULL-safe */
+
+/* Counts of a traced function (or of the whole process). */
+typedef struct tide_jit_stats {
+    int64_t compiles, hits, misses, breaks, fallbacks;
+    double compile_ms;
+} tide_jit_stats;
+/* Trace sessions (what tide.jit uses): ops are recorded; a read of tensor data (tide_item,
+ * tide_to_buffer) is a graph break: the pending segment is compiled (or found in the cache) and
+ * run, then recording goes on. Every tensor a segment reads from outside is a runtime argument.
+ * stats (may be NULL) is updated; where(ctx), if given, names the caller's source line for
+ * TIDE_LOG=jit. tide_jit_trace_end runs what is pending and stops. 0 or -1. */
+TIDE_API int tide_jit_trace_begin(tide_jit_stats *stats, const char *(*where)(void *ctx),
+                                  void *ctx);
+TIDE_API int tide_jit_trace_end(void);
+/* fn(ctx) is called at each graph break of the current session before the pending segment is
+ * compiled (Lua collects garbage there, so dead temporaries do not become results). */
+TIDE_API void tide_jit_trace_on_break(void (*fn)(void *ctx), void *ctx);
+/* Runs what is pending now (a graph break without a read). 0 or -1. */
+TIDE_API int tide_jit_trace_flush(void);
+TIDE_API bool tide_jit_is_tracing(void);
+/* Counts a fallback to eager (in stats, if given, and in the process's counts). */
+TIDE_API void tide_jit_note_fallback(tide_jit_stats *stats);
+TIDE_API void tide_jit_global_stats(tide_jit_stats *stats);
+/* Frees every compiled graph in the cache (no tide_graph may be alive). */
+TIDE_API void tide_jit_cache_clear(void);
+
+/* ---- devices ------------------------------------------------------------------------------ */
+/* Tensors live on "cpu" (the default) or "vulkan" (devices/vulkan: any Vulkan GPU, or Mesa's
+ * lavapipe on the CPU). Ops run on their operands' device; operands on two devices are an error
+ * (wrapped numbers and 0-dim CPU tensors go with any device). Vulkan ops are queued and run at
+ * the next synchronization point: a read to the host (tide_to_buffer, tide_item, printing,
+ * tide_to "cpu") or tide_sync. */
+/* A copy of t on device ("cpu" or "vulkan"); a new reference to t when it is already there. */
+TIDE_API tide_tensor *tide_to(const tide_tensor *t, const char *device);
+/* Waits until every queued kernel and copy of every device has finished. 0 or -1. */
+TIDE_API int tide_sync(void);
+/* Whether the Vulkan device can be used. When it cannot, why (n bytes, may be NULL) says why:
+ * no loader (libvulkan.so.1), no driver, no device. TIDE_VULKAN_DEVICE=index picks a device;
+ * otherwise a discrete GPU is preferred, then an integrated one, then a CPU implementation. */
+TIDE_API bool tide_vulkan_available(char *why, size_t n);
+/* The Vulkan devices seen (0 when there is no Vulkan at all), and for device i its name, kind
+ * ("discrete GPU", "integrated GPU", "virtual GPU", "CPU", "other") and whether tide uses it.
+ * 0 or -1 for a bad index. */
+TIDE_API int tide_vulkan_device_count(void);
+TIDE_API int tide_vulkan_device_info(int i, char *name, size_t n, const char **kind,
+                                     bool *selected);
+
 /* ---- runtime ------------------------------------------------------------------------------ */
 /* Threads used by kernels above a size threshold. Default: TIDE_NUM_THREADS, else the cores. */
 TIDE_API void tide_set_num_threads(int n);
 TIDE_API int tide_get_num_threads(void);
-/* Gives cached memory blocks back to the system. */
+/* Gives cached memory blocks back to the system, and compiled code no graph holds (when the
+ * jit registers a release hook). Safe while other threads run ops. */
 TIDE_API void tide_empty_cache(void);
 /* Bytes held by live tensors and bytes cached for reuse. */
 TIDE_API void tide_memory_stats(size_t *in_use, size_t *cached);
+/* Caps the host memory live tensors may hold, in bytes (0: back to the default, TIDE_MAX_MEMORY
+ * MiB or else the machine's physical memory). An allocation past the cap fails: the op returns
+ * NULL and tide_last_error() says "out of memory ... cap N MiB". Safe from any thread. */
+TIDE_API void tide_set_memory_limit(size_t bytes);
+TIDE_API size_t tide_get_memory_limit(void);
+/* Frees everything tide holds itself: stops and joins the thread pool, empties the allocator's
+ * cache, and frees the caches of the jit and devices that registered a release hook. Call it
+ * once no other thread is calling tide, after releasing your tensors and graphs (so that a
+ * leak checker sees nothing left). tide stays usable afterwards: the next call starts again. */
+TIDE_API void tide_shutdown(void);
 
 #ifdef __cplusplus
 }

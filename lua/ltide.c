@@ -410,6 +410,7 @@ void lt_checkoptions(lua_State *L, int arg, const char *op, lt_options *o)
 {
     o->dtype = -1;
     o->requires_grad = false;
+    o->device = NULL;
     if (lua_isnoneornil(L, arg))
         return;
     if (lua_type(L, arg) != LUA_TTABLE || lt_totensor(L, arg))
@@ -424,8 +425,9 @@ void lt_checkoptions(lua_State *L, int arg, const char *op, lt_options *o)
         const char *dev = lua_tostring(L, -1);
         if (!dev || lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "%s: device must be a string such as \"cpu\"", op);
-        if (strcmp(dev, "cpu") != 0)
-            luaL_error(L, "%s: device \"%s\" is not available (devices: cpu)", op, dev);
+        if (strcmp(dev, "cpu") != 0 && strcmp(dev, "vulkan") != 0)
+            luaL_error(L, "%s: unknown device \"%s\" (devices: cpu, vulkan)", op, dev);
+        o->device = strcmp(dev, "cpu") == 0 ? "cpu" : "vulkan";
     }
     lua_pop(L, 1);
     int type = lua_getfield(L, arg, "requires_grad");
@@ -437,6 +439,11 @@ void lt_checkoptions(lua_State *L, int arg, const char *op, lt_options *o)
 
 int lt_fill_created(lua_State *L, lt_box *box, tide_tensor *t, const lt_options *o)
 {
+    if (t && o->device && strcmp(o->device, "cpu") != 0) { /* made on the CPU, then moved */
+        tide_tensor *moved = tide_to(t, o->device);
+        tide_release(t);
+        t = moved;
+    }
     lt_fill(L, box, t, false);
     if (o->requires_grad && tide_requires_grad_(box->t, true) < 0)
         return lt_raise(L, NULL);
@@ -476,9 +483,12 @@ int luaopen_tide(lua_State *L)
     lt_open_ops(L, mt, methods, module);
     lt_open_shape(L, mt, methods, module);
     lt_open_index(L, mt, methods, module);
+    lt_open_device(L, mt, methods, module);
     lt_open_nn(L, mt, methods, module);
     lt_open_autograd(L, mt, methods, module);
     lt_open_print(L, mt, methods, module);
+    lt_open_jit(L, mt, methods, module);
+    lt_open_io(L, mt, methods, module);
 
     set_dtype_names(L, module);
     lua_pushstring(L, TIDE_VERSION_STRING);

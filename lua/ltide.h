@@ -131,6 +131,7 @@ tide_dtype lt_checkdtype(lua_State *L, int arg, const char *op, tide_dtype fallb
 typedef struct lt_options {
     int dtype; /* -1 when not given */
     bool requires_grad;
+    const char *device; /* "cpu" or "vulkan"; NULL when not given */
 } lt_options;
 void lt_checkoptions(lua_State *L, int arg, const char *op, lt_options *o);
 /* A new tensor in box honouring requires_grad; raises on failure (the box owns t either way). */
@@ -152,9 +153,14 @@ void lt_open_create(lua_State *L, int mt, int methods, int module);
 void lt_open_ops(lua_State *L, int mt, int methods, int module);
 void lt_open_shape(lua_State *L, int mt, int methods, int module);
 void lt_open_index(lua_State *L, int mt, int methods, int module);
+void lt_open_device(lua_State *L, int mt, int methods, int module); /* ltide_device.c */
 void lt_open_nn(lua_State *L, int mt, int methods, int module);
 void lt_open_autograd(lua_State *L, int mt, int methods, int module);
 void lt_open_print(lua_State *L, int mt, int methods, int module);
+/* tide.jit(fn [, opts]) and tide.jit_stats() (ltide_jit.c) */
+void lt_open_jit(lua_State *L, int mt, int methods, int module);
+/* tide.save/load, npy, idx, isatty; the embedded Lua modules (tide.nn ...) in package.preload */
+void lt_open_io(lua_State *L, int mt, int methods, int module);
 
 /* Pushes tostring(t) in PyTorch's layout. */
 void lt_pushtensorstring(lua_State *L, tide_tensor *t);

@@ -139,7 +139,10 @@ tide_tensor *lt_zero_based(tide_tensor *idx, int64_t limit, const char *op, cons
                                char *err, size_t errsize)
 {
     err[0] = 0;
-    if (tide_numel(idx) > 0) {
+    /* The range check reads the indices, which would end a jit segment on every call (a
+     * training step's targets); while tracing, the kernels' own bounds check reports a bad index
+     * instead (in 0-based terms: the value after the shift). */
+    if (tide_numel(idx) > 0 && !tide_jit_is_tracing()) {
         tide_tensor *lo = tide_min(idx, NULL, 0, false);
         tide_tensor *hi = lo ? tide_max(idx, NULL, 0, false) : NULL;
         int64_t vlo = 0, vhi = 0;

@@ -190,10 +190,11 @@ static int t_cast_method(lua_State *L)
     return cast_to(L, 1, (tide_dtype)lua_tointeger(L, lua_upvalueindex(2)));
 }
 
-static void check_device(lua_State *L, const char *op, const char *dev)
+static const char *check_device(lua_State *L, const char *op, const char *dev)
 {
-    if (strcmp(dev, "cpu") != 0)
-        luaL_error(L, "%s: device \"%s\" is not available (devices: cpu)", op, dev);
+    if (strcmp(dev, "cpu") != 0 && strcmp(dev, "vulkan") != 0)
+        luaL_error(L, "%s: unknown device \"%s\" (devices: cpu, vulkan)", op, dev);
+    return strcmp(dev, "cpu") == 0 ? "cpu" : "vulkan";
 }
 
 /* x:to(dtype), x:to("cpu"), x:to(other_tensor), x:to({dtype=, device=}) */
@@ -201,12 +202,13 @@ static int t_to(lua_State *L)
 {
     tide_tensor *t = lt_check(L, 1, "to");
     tide_dtype dtype = tide_get_dtype(t);
+    const char *device = NULL;
     for (int arg = 2; arg <= lua_gettop(L); arg++) {
         tide_tensor *other;
         if (lua_type(L, arg) == LUA_TSTRING) {
             const char *s = lua_tostring(L, arg);
             if (strcmp(s, "cpu") == 0 || strcmp(s, "vulkan") == 0 || strcmp(s, "cuda") == 0)
-                check_device(L, "to", s);
+                device = check_device(L, "to", s);
             else
                 dtype = lt_checkdtype(L, arg, "to", dtype);
         } else if ((other = lt_totensor(L, arg))) {
@@ -217,7 +219,7 @@ static int t_to(lua_State *L)
             lua_getfield(L, arg, "dtype");
             dtype = lt_checkdtype(L, -1, "to", dtype);
             if (lua_getfield(L, arg, "device") == LUA_TSTRING)
-                check_device(L, "to", lua_tostring(L, -1));
+                device = check_device(L, "to", lua_tostring(L, -1));
             else if (!lua_isnil(L, -1))
                 luaL_error(L, "to: device must be a string such as \"cpu\"");
             lua_pop(L, 2);
@@ -225,6 +227,13 @@ static int t_to(lua_State *L)
             return luaL_error(L, "to: argument %d must be a dtype or device name, a tensor or "
                               "an options table, got %s", arg, luaL_typename(L, arg));
         }
+    }
+    if (device && strcmp(device, tide_device_name(t)) != 0) {
+        tide_tensor *moved = tide_to(t, device);
+        tide_tensor *r = moved && tide_get_dtype(moved) != dtype ? tide_cast(moved, dtype)
+                                                                  : tide_retain(moved);
+        tide_release(moved);
+        return lt_fill(L, lt_newbox(L), r, false);
     }
     return cast_to(L, 1, dtype);
 }

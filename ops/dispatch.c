@@ -2,8 +2,10 @@
 #include <stdio.h>
 
 #include "dispatch.h"
+#include "../autograd/autograd.h"
 
-static _Thread_local td_hooks thread_hooks;
+/* Grad mode is on by default in every thread (autograd/ keeps the per-thread switch). */
+static _Thread_local td_hooks thread_hooks = {.record = td_autograd_record};
 
 td_hooks *td_thread_hooks(void) { return &thread_hooks; }
 
@@ -74,6 +76,15 @@ int td_dispatch_inplace(tide_op op, tide_tensor *dst, tide_tensor *const *in, in
                         const tide_attrs *attrs)
 {
     td_hooks *h = &thread_hooks;
+    /* autograd sees an in-place op before it writes, so it can refuse one that would corrupt a
+     * graph (a leaf that requires grad, a tensor inside a graph) while the data is intact. */
+    if (h->record) {
+        bool needs = dst->flags & TD_REQUIRES_GRAD;
+        for (int i = 0; i < nin && !needs; i++)
+            needs = in[i]->flags & TD_REQUIRES_GRAD;
+        if (needs && h->record(h->record_ctx, op, dst, in, nin, attrs) < 0)
+            return -1;
+    }
     if (h->trace) {
         td_meta meta = {dst->ndim, {0}, (tide_dtype)dst->dtype, dst->device};
         for (int i = 0; i < dst->ndim; i++)
@@ -86,7 +97,21 @@ int td_dispatch_inplace(tide_op op, tide_tensor *dst, tide_tensor *const *in, in
                dst->device->run(dst->device, op, dst, in, nin, attrs) < 0) {
         return -1;
     }
-    return record_grad(op, dst, in, nin, attrs);
+    /* Tensors autograd saved from this storage are now stale (it checks at backward). */
+    if (dst->storage)
+        __atomic_add_fetch(&dst->storage->version, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int td_materialize(const tide_tensor *t)
+{
+    td_hooks *h = &thread_hooks;
+    if (h->trace && h->materialize)
+        return h->materialize(h->trace_ctx, t);
+    if (t && t->trace_node && !t->storage)
+        return td_error("a tensor computed while tracing was read after its trace ended "
+                        "without being computed");
+    return 0;
 }
 
 int td_check_tensor(const char *op, const char *arg, const tide_tensor *t)

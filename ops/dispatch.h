@@ -25,7 +25,10 @@ typedef struct td_meta {
  *    For views, meta is the view's shape and out_view carries its strides and offset; for
  *    in-place ops (COPY, FILL) dst is the destination.
  *  record: after an op ran (or was traced), autograd records a backward node when grad mode is
- *    on and an input requires grad. 0 or -1 with the error set.
+ *    on and an input requires grad. 0 or -1 with the error set. For in-place ops (COPY, FILL)
+ *    it is called before the write, with out = dst, when dst or an input requires grad: it
+ *    refuses the write (-1) when it would corrupt a graph. Installed by default in every
+ *    thread (autograd/autograd.h).
  */
 typedef struct td_hooks {
     tide_tensor *(*trace)(void *ctx, tide_op op, const td_meta *meta, tide_tensor *dst,
@@ -35,6 +38,9 @@ typedef struct td_hooks {
     int (*record)(void *ctx, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
                   const tide_attrs *attrs);
     void *record_ctx;
+    /* jit: called (with trace_ctx) before a tensor's data is read back to the host while the
+     * thread traces; the tracer runs the pending graph there (a graph break). 0 or -1. */
+    int (*materialize)(void *ctx, const tide_tensor *t);
 } td_hooks;
 
 /* The hooks of the calling thread (tracing and grad mode are per thread). */
@@ -49,6 +55,9 @@ tide_tensor *td_dispatch_view(tide_op op, const tide_tensor *x, int ndim, const 
 /* An in-place op (COPY, FILL) writing into dst. 0 or -1. */
 int td_dispatch_inplace(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
                         const tide_attrs *attrs);
+
+/* Gives the tracer a chance to compute t before its data is read (see materialize). 0 or -1. */
+int td_materialize(const tide_tensor *t);
 
 /* Shared argument checks: each sets an error naming op and returns -1 on failure. */
 int td_check_tensor(const char *op, const char *arg, const tide_tensor *t);

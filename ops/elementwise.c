@@ -7,10 +7,27 @@
 
 #include "dispatch.h"
 
-static tide_device *device_of(tide_tensor *const *ts, int n)
+/* The device the op runs on. Wrapped numbers and 0-dim CPU tensors go with any device (the
+ * device copies them over); other operands on two devices are an error naming both. */
+static tide_device *device_of(const char *op, tide_tensor *const *ts, const char *const *names,
+                              int n)
 {
-    /* Wrapped numbers and 0-dim tensors live on the CPU and go with any device. */
-    for (int i = 0; i < n; i++)
+    int first = -1;
+    for (int i = 0; i < n; i++) {
+        if ((ts[i]->flags & TD_WRAPPED_NUMBER) ||
+            (ts[i]->ndim == 0 && ts[i]->device->kind == TIDE_DEVICE_CPU))
+            continue;
+        if (first < 0) {
+            first = i;
+        } else if (ts[i]->device != ts[first]->device) {
+            td_error("%s: the %s is on %s but the %s is on %s; move one with to()", op,
+                     names[first], ts[first]->device->name, names[i], ts[i]->device->name);
+            return NULL;
+        }
+    }
+    if (first >= 0)
+        return ts[first]->device;
+    for (int i = 0; i < n; i++) /* all scalars: a 0-dim tensor's device, else the CPU */
         if (!(ts[i]->flags & TD_WRAPPED_NUMBER))
             return ts[i]->device;
     return ts[0]->device;
@@ -121,7 +138,10 @@ static tide_tensor *binary(tide_op op, const tide_tensor *a, const tide_tensor *
     td_meta meta;
     if (broadcast_all(name, in, 2, &meta) < 0)
         return NULL;
-    meta.device = device_of(in, 2);
+    static const char *const names[] = {"first input", "second input"};
+    meta.device = device_of(name, in, names, 2);
+    if (!meta.device)
+        return NULL;
     meta.dtype = is_comparison(op) ? TIDE_BOOL : ct;
     tide_tensor *args[2];
     for (int i = 0; i < 2; i++) {
@@ -176,7 +196,10 @@ tide_tensor *tide_where(const tide_tensor *cond, const tide_tensor *a, const tid
         return NULL;
     tide_dtype ct = td_result_type(all + 1, 2);
     meta.dtype = ct;
-    meta.device = device_of(all + 1, 2);
+    static const char *const names[] = {"condition", "first input", "second input"};
+    meta.device = device_of("where", all, names, 3);
+    if (!meta.device)
+        return NULL;
     tide_tensor *args[3] = {
         cond->dtype == TIDE_BOOL ? tide_retain(all[0]) : as_dtype(cond, TIDE_BOOL),
         a->dtype == ct ? tide_retain(all[1]) : as_dtype(a, ct),

@@ -3,6 +3,7 @@
  * (a Bernoulli keep-mask scaled by 1/(1-p), so the expected value is unchanged, as PyTorch).
  */
 #include <math.h>
+#include <string.h>
 
 #include "nn_common.h"
 
@@ -59,6 +60,8 @@ tide_tensor *tide_dropout(const tide_tensor *x, double p, bool training)
     nn_drop(&s, keep_p);
     tide_tensor *scale = nn_keep(&s, tide_div_scalar(mask, 1 - p));
     nn_drop(&s, mask);
+    if (strcmp(tide_device_name(x), "cpu") != 0) /* the random mask is made on the CPU */
+        scale = nn_keep(&s, tide_to(scale, tide_device_name(x)));
     out = nn_keep(&s, tide_mul(x, scale));
     return nn_finish(&s, op, out);
 }

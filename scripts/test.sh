@@ -58,5 +58,19 @@ for t in build/tests/test_*; do
   fi
 done
 
+echo "== ThreadSanitizer build of tests/test_threads.c"
+# Only the thread stress test: 8 threads calling tide at once (docs/threads.md); any report fails.
+if cmake -S . -B build-tsan -DTIDE_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DTIDE_TSAN=ON >/dev/null &&
+   cmake --build build-tsan -j"$jobs" --target test_threads; then
+  if TSAN_OPTIONS=halt_on_error=1:exitcode=66 build-tsan/tests/test_threads > build-tsan/test_threads.log 2>&1 &&
+     ! grep -q "WARNING: ThreadSanitizer" build-tsan/test_threads.log; then
+    echo "tsan test_threads: clean"; passed=$((passed + 1))
+  else
+    echo "tsan test_threads: FAILED"; tail -60 build-tsan/test_threads.log; failed=$((failed + 1))
+  fi
+else
+  echo "ThreadSanitizer build failed"; failed=$((failed + 1))
+fi
+
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -601,8 +601,27 @@ static int child_forced_core(void)
         CHECK(get_threads() == 1, "OpenBLAS threads %d, tide's 1", get_threads());
         tide_set_num_threads(2);
         CHECK(small_matmul_ok(), "matmul: %s", tide_last_error());
-        CHECK(get_threads() == 2, "OpenBLAS threads follow tide_set_num_threads: %d",
+        CHECK(get_threads() == 1, "OpenBLAS stays single-threaded (tide splits products): %d",
               get_threads());
+        /* a product large enough to be split over tide's two threads */
+        int64_t n = 96;
+        tide_tensor *a = tide_randn(2, (int64_t[]){n, n}, TIDE_FLOAT64);
+        tide_tensor *b = tide_randn(2, (int64_t[]){n, n + 3}, TIDE_FLOAT64);
+        tide_tensor *c = tide_matmul(a, b);
+        double *av = tide_data_ptr(a), *bv = tide_data_ptr(b), *cv = c ? tide_data_ptr(c) : NULL;
+        double worst = cv ? 0 : 1;
+        for (int64_t i = 0; cv && i < n; i++)
+            for (int64_t j = 0; j < n + 3; j++) {
+                double ref = 0;
+                for (int64_t l = 0; l < n; l++)
+                    ref += av[i * n + l] * bv[l * (n + 3) + j];
+                double e = fabs(cv[i * (n + 3) + j] - ref);
+                worst = e > worst ? e : worst;
+            }
+        CHECK(worst < 1e-9, "split 96x96 @ 96x99 product: worst error %g", worst);
+        tide_release(a);
+        tide_release(b);
+        tide_release(c);
     }
     if (h)
         dlclose(h);

@@ -50,7 +50,6 @@ static struct {
     void *sgemm, *dgemm, *sgemv, *dgemv;
     void (*set_num_threads)(int);
     bool ilp64;
-    int threads; /* atomic: the count last given to OpenBLAS */
     char corename[32], requested[32], config[160];
     char error[1024]; /* why loading failed; the op name is put in front when reported */
 } blas;
@@ -261,7 +260,7 @@ static void load(void)
     bool preloaded = h != NULL;
     if (!h) {
         char nthreads[16];
-        snprintf(nthreads, sizeof nthreads, "%d", threads);
+        snprintf(nthreads, sizeof nthreads, "%d", 1);
         char *old_core = NULL, *old_threads;
         bool had_core = false, had_threads;
         const char *inherited = getenv("OPENBLAS_CORETYPE");
@@ -318,11 +317,10 @@ static void load(void)
         td_log("blas", "core type %s, although tide asked for %s (%s): the library ignores "
                        "OPENBLAS_CORETYPE (not a DYNAMIC_ARCH build?)",
                blas.corename, blas.requested, why);
-    if (blas.set_num_threads) {
-        blas.set_num_threads(threads);
-        __atomic_store_n(&blas.threads, threads, __ATOMIC_RELAXED);
-    }
-    td_log("blas", "threads: %d (tide's; tide_set_num_threads or TIDE_NUM_THREADS change both)",
+    if (blas.set_num_threads)
+        blas.set_num_threads(1);
+    td_log("blas", "OpenBLAS runs single-threaded; tide splits each large product over its %d "
+                   "threads (tide_set_num_threads, TIDE_NUM_THREADS)",
            threads);
     __atomic_store_n(&blas.handle, h, __ATOMIC_RELEASE);
 }
@@ -337,12 +335,6 @@ int td_blas_ready(const char *op)
 {
     if (!loaded())
         return td_error("%s: %s", op, blas.error);
-    int want = td_num_threads();
-    if (blas.set_num_threads && __atomic_load_n(&blas.threads, __ATOMIC_RELAXED) != want) {
-        blas.set_num_threads(want);
-        __atomic_store_n(&blas.threads, want, __ATOMIC_RELAXED);
-        td_log("blas", "threads: %d", want);
-    }
     return 0;
 }
 
@@ -392,12 +384,58 @@ DEFINE_GEMM_LOOP(dgemm_loop, double)
 DEFINE_GEMV_LOOP(sgemv_loop, float)
 DEFINE_GEMV_LOOP(dgemv_loop, double)
 
+/* One pool of threads for everything: OpenBLAS runs single-threaded and a large product is cut
+ * into blocks of C's rows (or columns, when C is wider than tall) run on tide's pool. Two pools
+ * spinning on the same cores (OpenBLAS's and tide's, alternating between a GEMM and the
+ * elementwise ops around it) cost a training step several times its work on a loaded 2-core
+ * machine; one pool does not. */
+#define GEMM_SPLIT_BLOCK 16
+
+typedef struct gemm_split {
+    bool trans_a, trans_b, by_rows;
+    int64_t m, n, k, lda, ldb, ldc;
+    const void *a, *b;
+    void *c;
+    double alpha, beta;
+    size_t es;
+} gemm_split;
+
+static void gemm_blocks(void *ctx, int64_t begin, int64_t end);
+
+/* Runs the product on the pool when it is large enough to share; false when it should run here
+ * on the calling thread as it is. */
+static bool gemm_parallel(gemm_split *g)
+{
+    if ((double)g->m * (double)g->n * (double)g->k <= TD_BLAS_GEMM_SINGLE_THREAD_MNK ||
+        td_num_threads() < 2)
+        return false;
+    g->by_rows = g->m >= g->n;
+    int64_t len = g->by_rows ? g->m : g->n;
+    int64_t blocks = (len + GEMM_SPLIT_BLOCK - 1) / GEMM_SPLIT_BLOCK;
+    if (blocks < 2)
+        return false;
+    td_parallel_for(blocks, 1, gemm_blocks, g);
+    return true;
+}
+
 #define DEFINE_GEMM(name, T, loop, fn32, fn64, field)                                              \
+    static void name##_here(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, \
+                            const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,       \
+                            int64_t ldc);                                                          \
     void name(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T *a,   \
               int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc)                    \
     {                                                                                              \
         if (m <= 0 || n <= 0)                                                                      \
             return;                                                                                \
+        gemm_split g = {trans_a, trans_b, false, m,     n,     k,    lda,  ldb,                   \
+                        ldc,     a,       b,       c, alpha, beta, sizeof(T)};                     \
+        if (!gemm_parallel(&g))                                                                    \
+            name##_here(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);           \
+    }                                                                                              \
+    static void name##_here(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, \
+                            const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,       \
+                            int64_t ldc)                                                           \
+    {                                                                                              \
         if (!loaded() || (!blas.ilp64 && !fits_int(m, n, k, lda, ldb, ldc))) {                     \
             loop(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);                  \
             return;                                                                                \
@@ -411,6 +449,34 @@ DEFINE_GEMV_LOOP(dgemv_loop, double)
     }
 DEFINE_GEMM(td_blas_sgemm, float, sgemm_loop, sgemm32_fn, sgemm64_fn, sgemm)
 DEFINE_GEMM(td_blas_dgemm, double, dgemm_loop, dgemm32_fn, dgemm64_fn, dgemm)
+
+/* Blocks [begin, end) of GEMM_SPLIT_BLOCK rows of C (or columns): the rows of op(A) or the
+ * columns of op(B) that make them. */
+static void gemm_blocks(void *ctx, int64_t begin, int64_t end)
+{
+    const gemm_split *g = ctx;
+    int64_t len = g->by_rows ? g->m : g->n;
+    int64_t lo = begin * GEMM_SPLIT_BLOCK, hi = end * GEMM_SPLIT_BLOCK < len ? end * GEMM_SPLIT_BLOCK
+                                                                              : len;
+    int64_t m = g->m, n = g->n, a_off = 0, b_off = 0, c_off;
+    if (g->by_rows) {
+        m = hi - lo;
+        a_off = g->trans_a ? lo : lo * g->lda;
+        c_off = lo * g->ldc;
+    } else {
+        n = hi - lo;
+        b_off = g->trans_b ? lo * g->ldb : lo;
+        c_off = lo;
+    }
+    if (g->es == sizeof(float))
+        td_blas_sgemm_here(g->trans_a, g->trans_b, m, n, g->k, (float)g->alpha,
+                           (const float *)g->a + a_off, g->lda, (const float *)g->b + b_off,
+                           g->ldb, (float)g->beta, (float *)g->c + c_off, g->ldc);
+    else
+        td_blas_dgemm_here(g->trans_a, g->trans_b, m, n, g->k, g->alpha,
+                           (const double *)g->a + a_off, g->lda, (const double *)g->b + b_off,
+                           g->ldb, g->beta, (double *)g->c + c_off, g->ldc);
+}
 
 /* CBLAS's gemv takes the stored matrix's rows and columns; ours takes op(A)'s. beta == 0 zeroes
  * y first, because some OpenBLAS versions compute 0 * y and would keep a NaN found there. */

@@ -33,11 +33,11 @@ void td_blas_sgemv(bool trans, int64_t m, int64_t n, float alpha, const float *a
 void td_blas_dgemv(bool trans, int64_t m, int64_t n, double alpha, const double *a, int64_t lda,
                    const double *x, int64_t incx, double beta, double *y, int64_t incy);
 
-/* OpenBLAS runs a gemm with at most this many multiply-adds (m*n*k) on the calling thread
- * alone (0.3.x: 65536 * GEMM_MULTITHREAD_THRESHOLD 4), so such calls can run side by side on
- * tide's threads without the two pools fighting over the cores. */
+/* OpenBLAS runs single-threaded (one pool of threads: tide's). td_blas_sgemm/dgemm split a
+ * product with more multiply-adds (m*n*k) than this over tide's threads; smaller ones run on the
+ * calling thread, so callers may run several side by side inside td_parallel_for. */
 #define TD_BLAS_GEMM_SINGLE_THREAD_MNK 262144
-/* The same for gemv (m*n): 2304 * 4. */
+/* gemv runs on the calling thread; callers may split larger ones (m*n) themselves. */
 #define TD_BLAS_GEMV_SINGLE_THREAD_MN 9216
 
 /* What was loaded, for logs, tests and benchmarks: OpenBLAS's own name for the kernels it runs

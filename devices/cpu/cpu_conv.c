@@ -14,12 +14,11 @@
  * gradient is gathered into one). A 1x1 convolution with stride 1 and no padding needs no
  * columns at all: each image's plane already is the matrix.
  *
- * Threads: OpenBLAS threads a GEMM by itself above TD_BLAS_GEMM_SINGLE_THREAD_MNK
- * multiply-adds and runs it on the calling thread below. Two pools busy at once on the same
- * cores slow each other down badly (a waiting worker spins), so a convolution uses one or the
- * other, never both: when blocks can be made small enough for single-threaded GEMMs, the blocks
- * (im2col, GEMM, scatter) are spread over tide's threads; otherwise blocks run one after
- * another on the calling thread, the moves serially and each GEMM on OpenBLAS's threads.
+ * Threads: OpenBLAS runs single-threaded and td_blas_sgemm splits a GEMM above
+ * TD_BLAS_GEMM_SINGLE_THREAD_MNK multiply-adds over tide's threads (cpu_blas.c). When blocks can
+ * be made small enough for single-threaded GEMMs, the blocks (im2col, GEMM, scatter) are spread
+ * over tide's threads; otherwise blocks run one after another on the calling thread, the moves
+ * serially and each GEMM split over the pool.
  */
 #include <string.h>
 

@@ -1,0 +1,184 @@
+// common.glsl — what the elementwise shaders share: dtype loads and stores over 32-bit words,
+// and the op bodies in float (vec4) and integer (ivec4) arithmetic, matching the CPU kernels'
+// semantics (NaN propagation in maximum/minimum, round half to even, sign(-0) = -0, ...).
+#include "../vk_opcodes.h"
+
+// DEFINE_LOAD(name, buf) defines uint name(int i, uint dt): element i of buf (32-bit words) of
+// dtype dt as its raw bits (a byte for uint8/bool). Written with if, not ?:, so that a driver that
+// runs both sides of a select (lavapipe) makes one load, not two.
+#define DEFINE_LOAD(name, buf)                                                                 \
+    uint name(int i, uint dt)                                                                  \
+    {                                                                                          \
+        if (dt == VK_DT_U8 || dt == VK_DT_BOOL)                                                \
+            return (buf[i >> 2] >> (uint(i & 3) * 8u)) & 0xffu;                                \
+        return buf[i];                                                                         \
+    }
+
+float raw_to_f(uint raw, uint dt)
+{
+    if (dt == VK_DT_F32) return uintBitsToFloat(raw);
+    if (dt == VK_DT_I32) return float(int(raw));
+    if (dt == VK_DT_U8) return float(raw);
+    return raw != 0u ? 1.0 : 0.0;
+}
+
+int raw_to_i(uint raw, uint dt)
+{
+    if (dt == VK_DT_BOOL) return raw != 0u ? 1 : 0;
+    return int(raw);
+}
+
+// float -> int32 as x86 does: truncation, and INT_MIN for NaN and values out of range
+int f2i(float v)
+{
+    return (v >= -2147483648.0 && v < 2147483648.0) ? int(v) : int(0x80000000u);
+}
+
+uint encode_f(float v, uint dt)
+{
+    if (dt == VK_DT_F32) return floatBitsToUint(v);
+    if (dt == VK_DT_I32) return uint(f2i(v));
+    // uint8: the low byte of the int64 conversion; every float at or above 2^31 in magnitude
+    // is a multiple of 256, and NaN converts to INT64_MIN: both give 0
+    if (dt == VK_DT_U8) return abs(v) < 2147483648.0 ? uint(int(v)) & 0xffu : 0u;
+    return (v == 0.0) ? 0u : 1u; // NaN is true
+}
+
+uint encode_i(int v, uint dt)
+{
+    if (dt == VK_DT_F32) return floatBitsToUint(float(v));
+    if (dt == VK_DT_I32) return uint(v);
+    if (dt == VK_DT_U8) return uint(v) & 0xffu;
+    return v != 0 ? 1u : 0u;
+}
+
+vec4 sel(vec4 a, vec4 b, bvec4 c) { return mix(a, b, c); } // c ? b : a
+
+float tanh1(float x)
+{
+    float a = abs(x);
+    float r;
+    if (a < 0.4) {
+        float x2 = a * a;
+        r = a * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 +
+            x2 * (62.0 / 2835.0 + x2 * (-1382.0 / 155925.0 + x2 * (21844.0 / 6081075.0)))))));
+    } else if (a < 9.5) {
+        float t = exp(-2.0 * a);
+        r = (1.0 - t) / (1.0 + t);
+    } else {
+        r = 1.0;
+    }
+    if (isnan(x)) return x;
+    return x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u) ? -r : r;
+}
+
+float sigmoid1(float x)
+{
+    float e = exp(-abs(x));
+    if (isnan(x)) return x;
+    return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+
+float pow1(float a, float b)
+{
+    if (b == 0.0 || a == 1.0) return 1.0;
+    if (isnan(a) || isnan(b)) return a + b;
+    float r = pow(abs(a), b);
+    if (a == 0.0) r = b > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);
+    if (floatBitsToUint(a) >= 0x80000000u) { // negative, or -0
+        if (abs(b) < 16777216.0 && floor(b) == b) {
+            if (mod(b, 2.0) == 1.0) r = -r;
+        } else if (a != 0.0 && !isinf(b)) {
+            return uintBitsToFloat(0x7fc00000u);
+        }
+    }
+    return r;
+}
+
+vec4 unary_f(uint op, vec4 x)
+{
+    switch (op) {
+    case VK_OP_NEG: return -x;
+    case VK_OP_ABS: return abs(x);
+    case VK_OP_EXP: return exp(x);
+    case VK_OP_LOG: return log(x);
+    case VK_OP_SQRT: return sqrt(x);
+    case VK_OP_RSQRT: return 1.0 / sqrt(x);
+    case VK_OP_SIN: return sin(x);
+    case VK_OP_COS: return cos(x);
+    case VK_OP_TANH: return vec4(tanh1(x.x), tanh1(x.y), tanh1(x.z), tanh1(x.w));
+    case VK_OP_SIGMOID: return vec4(sigmoid1(x.x), sigmoid1(x.y), sigmoid1(x.z), sigmoid1(x.w));
+    case VK_OP_RELU: return sel(x, vec4(0.0), lessThan(x, vec4(0.0)));
+    case VK_OP_FLOOR: return floor(x);
+    case VK_OP_CEIL: return ceil(x);
+    case VK_OP_ROUND: return roundEven(x);
+    case VK_OP_SIGN:
+        return sel(sel(x, vec4(-1.0), lessThan(x, vec4(0.0))), vec4(1.0), greaterThan(x, vec4(0.0)));
+    case VK_OP_RECIPROCAL: return 1.0 / x;
+    case VK_OP_NOT: return vec4(equal(x, vec4(0.0)));
+    default: return x; // VK_OP_CAST between float32 tensors: a copy
+    }
+}
+
+bvec4 isnan4(vec4 x) { return bvec4(isnan(x.x), isnan(x.y), isnan(x.z), isnan(x.w)); }
+bvec4 or4(bvec4 a, bvec4 b) { return bvec4(a.x || b.x, a.y || b.y, a.z || b.z, a.w || b.w); }
+bvec4 and4(bvec4 a, bvec4 b) { return bvec4(a.x && b.x, a.y && b.y, a.z && b.z, a.w && b.w); }
+
+vec4 binary_f(uint op, vec4 a, vec4 b)
+{
+    switch (op) {
+    case VK_OP_ADD: return a + b;
+    case VK_OP_SUB: return a - b;
+    case VK_OP_MUL: return a * b;
+    case VK_OP_DIV: return a / b;
+    case VK_OP_POW: return vec4(pow1(a.x, b.x), pow1(a.y, b.y), pow1(a.z, b.z), pow1(a.w, b.w));
+    case VK_OP_MAXIMUM: return sel(b, a, or4(greaterThan(a, b), isnan4(a)));
+    case VK_OP_MINIMUM: return sel(b, a, or4(lessThan(a, b), isnan4(a)));
+    case VK_OP_EQ: return vec4(equal(a, b));
+    case VK_OP_NE: return vec4(not(equal(a, b)));
+    case VK_OP_LT: return vec4(lessThan(a, b));
+    case VK_OP_LE: return vec4(lessThanEqual(a, b));
+    case VK_OP_GT: return vec4(greaterThan(a, b));
+    case VK_OP_GE: return vec4(greaterThanEqual(a, b));
+    case VK_OP_AND: return vec4(and4(not(equal(a, vec4(0.0))), not(equal(b, vec4(0.0)))));
+    default: return vec4(or4(not(equal(a, vec4(0.0))), not(equal(b, vec4(0.0)))));
+    }
+}
+
+ivec4 unary_i(uint op, ivec4 x)
+{
+    switch (op) {
+    case VK_OP_NEG: return -x;
+    case VK_OP_ABS: return abs(x);
+    case VK_OP_RELU: return max(x, ivec4(0));
+    case VK_OP_SIGN: return sign(x);
+    case VK_OP_NOT: return ivec4(equal(x, ivec4(0)));
+    default: return x;
+    }
+}
+
+ivec4 binary_i(uint op, ivec4 a, ivec4 b)
+{
+    switch (op) {
+    case VK_OP_ADD: return a + b;
+    case VK_OP_SUB: return a - b;
+    case VK_OP_MUL: return a * b;
+    case VK_OP_MAXIMUM: return max(a, b);
+    case VK_OP_MINIMUM: return min(a, b);
+    case VK_OP_EQ: return ivec4(equal(a, b));
+    case VK_OP_NE: return ivec4(notEqual(a, b));
+    case VK_OP_LT: return ivec4(lessThan(a, b));
+    case VK_OP_LE: return ivec4(lessThanEqual(a, b));
+    case VK_OP_GT: return ivec4(greaterThan(a, b));
+    case VK_OP_GE: return ivec4(greaterThanEqual(a, b));
+    case VK_OP_AND: return ivec4(and4(notEqual(a, ivec4(0)), notEqual(b, ivec4(0))));
+    default: return ivec4(or4(notEqual(a, ivec4(0)), notEqual(b, ivec4(0))));
+    }
+}
+
+// The workgroup's linear index when a large dispatch is spread over x, y and z.
+uint group_index()
+{
+    return (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x +
+           gl_WorkGroupID.x;
+}

@@ -1,0 +1,182 @@
+/*
+ * vk_internal.h — what the files of devices/vulkan share: the Vulkan entry points (loaded with
+ * dlopen, so tide has no link-time dependency on libvulkan), the device state, buffers
+ * sub-allocated from large blocks, and the batch of recorded commands.
+ */
+#ifndef TIDE_VK_INTERNAL_H
+#define TIDE_VK_INTERNAL_H
+
+#define VK_NO_PROTOTYPES
+#include <pthread.h>
+#include <vulkan/vulkan.h>
+
+#include "../../core/log.h"
+#include "../../core/tensor.h"
+#include "vk_opcodes.h"
+
+#define TD_VK_GLOBAL_FNS(X)                                                                        \
+    X(vkCreateInstance) X(vkEnumerateInstanceVersion)
+
+#define TD_VK_INSTANCE_FNS(X)                                                                      \
+    X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)          \
+    X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceQueueFamilyProperties)               \
+    X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr)            \
+    X(vkGetPhysicalDeviceFeatures)
+
+#define TD_VK_DEVICE_FNS(X)                                                                        \
+    X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer)                   \
+    X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory)   \
+    X(vkMapMemory) X(vkUnmapMemory) X(vkCreateCommandPool) X(vkDestroyCommandPool)               \
+    X(vkResetCommandPool) X(vkAllocateCommandBuffers) X(vkBeginCommandBuffer)                   \
+    X(vkEndCommandBuffer) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence)                   \
+    X(vkWaitForFences) X(vkResetFences) X(vkCreateShaderModule) X(vkDestroyShaderModule)        \
+    X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout) X(vkCreatePipelineLayout)    \
+    X(vkDestroyPipelineLayout) X(vkCreateComputePipelines) X(vkDestroyPipeline)                 \
+    X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkResetDescriptorPool)              \
+    X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCmdBindPipeline)                 \
+    X(vkCmdBindDescriptorSets) X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer)     \
+    X(vkCmdUpdateBuffer) X(vkDeviceWaitIdle)
+
+typedef struct td_vk_fns {
+#define TD_VK_FN_FIELD(name) PFN_##name name;
+    TD_VK_GLOBAL_FNS(TD_VK_FN_FIELD)
+    TD_VK_INSTANCE_FNS(TD_VK_FN_FIELD)
+    TD_VK_DEVICE_FNS(TD_VK_FN_FIELD)
+#undef TD_VK_FN_FIELD
+} td_vk_fns;
+
+extern td_vk_fns td_vk;
+
+/* ---- memory --------------------------------------------------------------------------------- */
+
+typedef struct vk_range {
+    size_t offset, size;
+    struct vk_range *next;
+} vk_range;
+
+/* One VkDeviceMemory with one VkBuffer over all of it. Tensors get ranges of it. */
+typedef struct vk_block {
+    VkDeviceMemory memory;
+    VkBuffer buffer;
+    size_t size;
+    char *map;          /* host address when the memory is mapped, else NULL */
+    vk_range *free;     /* free ranges, sorted by offset */
+    size_t used;
+    bool dedicated;     /* made for one large tensor; freed when that tensor goes */
+    struct vk_block *next;
+} vk_block;
+
+/* The handle a tide_storage holds for a Vulkan buffer. */
+typedef struct vk_buf {
+    vk_block *block;
+    size_t offset; /* bytes into the block */
+    size_t size;   /* bytes reserved (rounded up) */
+} vk_buf;
+
+/* ---- pipelines ------------------------------------------------------------------------------- */
+
+#define VK_MAX_BINDINGS 5 /* 0: parameters; 1..4: data */
+#define VK_PARAM_SLOT 512 /* bytes of parameters per dispatch */
+
+typedef struct vk_shader {
+    const char *name;
+    const uint32_t *code;
+    size_t size; /* bytes */
+} vk_shader;
+
+/* Generated at build time from the shaders folder (vk_shader_table.c, shaders.cmake). */
+extern const vk_shader td_vk_shaders[];
+extern const int td_vk_num_shaders;
+
+/* ---- the device -------------------------------------------------------------------------- */
+
+typedef struct vk_device_info {
+    char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+    VkPhysicalDeviceType type;
+    uint32_t api_version;
+    bool has_compute;
+} vk_device_info;
+
+typedef struct vk_state {
+    pthread_mutex_t lock;
+    void *lib;
+    VkInstance instance;
+    VkPhysicalDevice phys;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    VkPhysicalDeviceProperties props;
+    size_t max_binding;      /* maxStorageBufferRange */
+    size_t max_alloc;        /* maxMemoryAllocationSize */
+    size_t offset_align;     /* minStorageBufferOffsetAlignment */
+    uint32_t max_groups[3];  /* maxComputeWorkGroupCount (lowered by TIDE_VULKAN_MAX_GROUPS) */
+    size_t block_size;
+    uint32_t mem_type;       /* for tensors */
+    bool mapped;             /* tensor memory is host-visible and mapped */
+    bool has64;              /* shaderInt64 and shaderFloat64: the int64/float64 shaders work */
+    uint32_t staging_type;   /* host-visible, for staging copies */
+    vk_block *blocks;
+    vk_block *spare;         /* freed dedicated blocks kept for reuse (the next tensor of a size) */
+    size_t spare_bytes;
+    size_t bytes_in_use;
+
+    /* shared layout of every compute pipeline */
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout pipe_layout;
+    VkPipeline *pipelines; /* per shader and specialization value, made at first use */
+
+    /* the batch being recorded */
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    bool recording;
+    int ndispatch;
+    VkDescriptorPool desc_pool;
+    int desc_used, desc_cap;
+    VkBuffer param_buf;
+    VkDeviceMemory param_mem;
+    char *param_map;
+    size_t param_used, param_cap;
+    /* staging buffers to free once the batch has run */
+    struct vk_staging *staging;
+    /* counters for tests and benchmarks */
+    uint64_t submits, dispatches, fallbacks;
+} vk_state;
+
+extern vk_state *td_vk_state; /* NULL until the device works */
+
+/* vk_device.c */
+void *td_vk_alloc_locked(vk_state *s, size_t nbytes);
+void td_vk_free_locked(vk_state *s, void *buffer);
+int td_vk_write_locked(vk_state *s, vk_buf *b, size_t offset, const void *src, size_t n);
+int td_vk_read_locked(vk_state *s, const vk_buf *b, size_t offset, void *dst, size_t n);
+int td_vk_flush(vk_state *s);          /* submits the batch and waits for it */
+int td_vk_begin(vk_state *s);          /* opens the batch's command buffer if needed */
+void td_vk_barrier(vk_state *s);       /* orders every earlier command before every later one */
+const char *td_vk_result_str(VkResult r);
+
+/* One binding of a dispatch: a range of a buffer. */
+typedef struct vk_binding {
+    VkBuffer buffer;
+    VkDeviceSize offset, range;
+} vk_binding;
+
+/* Records one dispatch of shader (index into td_vk_shaders) with the given parameters (at most
+ * VK_PARAM_SLOT bytes) and data bindings 1..nb; groups is the number of workgroups, spread over
+ * x and y when it exceeds the limit (the shader reads gl_NumWorkGroups.x). 0 or -1. */
+/* spec: the value of the shader's specialization constant 0 (the op, for the elementwise
+ * shaders: the driver then compiles that op alone), below VK_MAX_SPEC. */
+#define VK_MAX_SPEC 512
+int td_vk_dispatch(vk_state *s, int shader, uint32_t spec, const void *params, size_t nparams,
+                   const vk_binding *b, int nb, uint64_t groups);
+int td_vk_dispatch3(vk_state *s, int shader, uint32_t spec, const void *params, size_t nparams,
+                    const vk_binding *b, int nb, uint32_t gx, uint32_t gy, uint32_t gz);
+int td_vk_shader_index(const char *name);
+
+/* vk_run.c */
+int td_vk_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+              const tide_attrs *attrs);
+
+extern tide_device td_vk_device_struct;
+
+#endif

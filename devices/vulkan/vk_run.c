@@ -1,0 +1,1039 @@
+/*
+ * vk_run.c — running one primitive on the Vulkan device: plan the operands (broadcast strides,
+ * merged dims, bindings at aligned offsets), record the shader's dispatch, or, for what has no
+ * shader yet (see README.md), fall back to the CPU kernel through host copies, saying so once
+ * per op under TIDE_LOG=vulkan.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+#define BIND_ALIGN 32 /* bindings start on a 32-byte boundary: u64vec4, vec4 and uint views work */
+
+static char why_not[200]; /* why the last attempt declined to use a shader (under the lock) */
+
+static int decline(const char *fmt, const char *arg)
+{
+    snprintf(why_not, sizeof why_not, fmt, arg);
+    return 0;
+}
+
+static bool on_vulkan(const tide_tensor *t) { return t->device == &td_vk_device_struct; }
+
+static int vk_dtype(int dt)
+{
+    switch (dt) {
+    case TIDE_FLOAT32: return (int)VK_DT_F32;
+    case TIDE_INT32: return (int)VK_DT_I32;
+    case TIDE_UINT8: return (int)VK_DT_U8;
+    case TIDE_BOOL: return (int)VK_DT_BOOL;
+    case TIDE_INT64: return (int)VK_DT_I64;
+    case TIDE_FLOAT64: return (int)VK_DT_F64;
+    default: return -1;
+    }
+}
+
+/* The elements [lo, hi] of t's storage that t read with (shape, strides) touches. */
+static void span(const tide_tensor *t, int nd, const int64_t *shape, const int64_t *st,
+                 int64_t *lo, int64_t *hi)
+{
+    *lo = *hi = t->offset;
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] == 0) {
+            *lo = *hi = t->offset;
+            return;
+        }
+        int64_t e = (shape[d] - 1) * st[d];
+        if (e < 0)
+            *lo += e;
+        else
+            *hi += e;
+    }
+}
+
+/* ---- operands -------------------------------------------------------------------------------- */
+
+typedef struct operand {
+    vk_binding b;
+    int32_t base;   /* element index of the tensor's offset inside the binding */
+    vk_buf *upload; /* a host operand's temporary device copy */
+} operand;
+
+static void release_operands(vk_state *s, operand *ops, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ops[i].upload) {
+            td_vk_free_locked(s, ops[i].upload);
+            ops[i].upload = NULL;
+        }
+}
+
+/* Binds t read with (shape, strides). A host tensor (a wrapped number, say) is copied into the
+ * command stream first. 1 bound, 0 cannot (too large for one binding), -1 error. */
+static int bind(vk_state *s, tide_tensor *t, int nd, const int64_t *shape, const int64_t *st,
+                operand *op)
+{
+    op->upload = NULL;
+    int64_t lo, hi;
+    span(t, nd, shape, st, &lo, &hi);
+    size_t es = td_dtype_sizes[t->dtype];
+    if (hi - lo >= INT32_MAX / 2)
+        return decline("an operand spans more than 2^30 elements%s", "");
+    if (!on_vulkan(t)) {
+        const char *data = td_tensor_data(t);
+        if (!data)
+            return td_error("vulkan: an operand on %s has no host data", t->device->name);
+        size_t nbytes = (size_t)(hi - lo + 1) * es, padded = (nbytes + 3) & ~(size_t)3;
+        if (padded > s->max_binding)
+            return decline("an operand is larger than one binding%s", "");
+        vk_buf *u = td_vk_alloc_locked(s, padded);
+        if (!u)
+            return td_error("vulkan: out of device memory for a %zu-byte operand", nbytes);
+        const char *src = data + (lo - t->offset) * (int64_t)es;
+        char small[64];
+        const void *from = src;
+        char *heap = NULL;
+        if (padded != nbytes) {
+            char *dst = padded <= sizeof small ? small : (heap = calloc(1, padded));
+            if (!dst) {
+                td_vk_free_locked(s, u);
+                return td_error("vulkan: out of memory");
+            }
+            memset(dst, 0, padded);
+            memcpy(dst, src, nbytes);
+            from = dst;
+        }
+        int rc = td_vk_write_locked(s, u, 0, from, padded);
+        free(heap);
+        if (rc < 0) {
+            td_vk_free_locked(s, u);
+            return -1;
+        }
+        op->upload = u;
+        op->b = (vk_binding){u->block->buffer, u->offset, (padded + 31) & ~(size_t)31};
+        op->base = (int32_t)(t->offset - lo);
+        return 1;
+    }
+    vk_buf *h = t->storage->buffer;
+    size_t align = s->offset_align > BIND_ALIGN ? s->offset_align : BIND_ALIGN;
+    size_t first = h->offset + (size_t)lo * es, end = h->offset + (size_t)(hi + 1) * es;
+    size_t off = first - first % align;
+    size_t range = (end - off + 31) & ~(size_t)31;
+    if (off + range > h->block->size)
+        range = h->block->size - off;
+    if (range > s->max_binding)
+        return decline("an operand is larger than one storage-buffer binding%s", "");
+    op->b = (vk_binding){h->block->buffer, off, range};
+    op->base = (int32_t)((h->offset + (size_t)t->offset * es - off) / es);
+    return 1;
+}
+
+/* ---- elementwise ------------------------------------------------------------------------------ */
+
+typedef struct ew_params {
+    uint32_t n, ndim, op, nin;
+    uint32_t out_dt, in_dt[3];
+    int32_t shape[8];
+    int32_t out_st[8];
+    int32_t in_st[3][8];
+    int32_t out_base, in_base[3];
+    uint32_t bits, out_contig, bits_hi, pad0; /* bits_hi: eltwise64 only */
+} ew_params;
+
+typedef struct ew4_params {
+    uint32_t n, op, nin, pad0;
+    uint32_t scalar[2];
+    int32_t in_base[2];
+    int32_t out_base;
+} ew4_params;
+
+static uint32_t vk_opcode(tide_op op)
+{
+    static const uint32_t codes[] = {
+        [TIDE_OP_NEG] = VK_OP_NEG, [TIDE_OP_ABS] = VK_OP_ABS, [TIDE_OP_EXP] = VK_OP_EXP,
+        [TIDE_OP_LOG] = VK_OP_LOG, [TIDE_OP_SQRT] = VK_OP_SQRT, [TIDE_OP_RSQRT] = VK_OP_RSQRT,
+        [TIDE_OP_SIN] = VK_OP_SIN, [TIDE_OP_COS] = VK_OP_COS, [TIDE_OP_TANH] = VK_OP_TANH,
+        [TIDE_OP_SIGMOID] = VK_OP_SIGMOID, [TIDE_OP_RELU] = VK_OP_RELU,
+        [TIDE_OP_FLOOR] = VK_OP_FLOOR, [TIDE_OP_CEIL] = VK_OP_CEIL, [TIDE_OP_ROUND] = VK_OP_ROUND,
+        [TIDE_OP_SIGN] = VK_OP_SIGN, [TIDE_OP_RECIPROCAL] = VK_OP_RECIPROCAL,
+        [TIDE_OP_LOGICAL_NOT] = VK_OP_NOT, [TIDE_OP_ADD] = VK_OP_ADD, [TIDE_OP_SUB] = VK_OP_SUB,
+        [TIDE_OP_MUL] = VK_OP_MUL, [TIDE_OP_DIV] = VK_OP_DIV, [TIDE_OP_POW] = VK_OP_POW,
+        [TIDE_OP_MAXIMUM] = VK_OP_MAXIMUM, [TIDE_OP_MINIMUM] = VK_OP_MINIMUM,
+        [TIDE_OP_EQ] = VK_OP_EQ, [TIDE_OP_NE] = VK_OP_NE, [TIDE_OP_LT] = VK_OP_LT,
+        [TIDE_OP_LE] = VK_OP_LE, [TIDE_OP_GT] = VK_OP_GT, [TIDE_OP_GE] = VK_OP_GE,
+        [TIDE_OP_LOGICAL_AND] = VK_OP_AND, [TIDE_OP_LOGICAL_OR] = VK_OP_OR,
+        [TIDE_OP_WHERE] = VK_OP_WHERE, [TIDE_OP_CAST] = VK_OP_CAST, [TIDE_OP_COPY] = VK_OP_CAST,
+        [TIDE_OP_FILL] = VK_OP_FILL,
+    };
+    return codes[op];
+}
+
+/* Integer arithmetic the shaders do; the rest (pow, float functions) is float-only. */
+static bool int_op_ok(uint32_t op)
+{
+    switch (op) {
+    case VK_OP_POW: case VK_OP_DIV: case VK_OP_EXP: case VK_OP_LOG: case VK_OP_SQRT:
+    case VK_OP_RSQRT: case VK_OP_SIN: case VK_OP_COS: case VK_OP_TANH: case VK_OP_SIGMOID:
+    case VK_OP_FLOOR: case VK_OP_CEIL: case VK_OP_ROUND: case VK_OP_RECIPROCAL:
+        return false;
+    default:
+        return true;
+    }
+}
+
+/* The bit pattern of value stored as dtype, as the CPU's fill makes it. */
+static int fill_bits(double value, tide_dtype dtype, uint32_t bits[2])
+{
+    tide_device *cpu = tide_cpu_device();
+    int64_t one = 1;
+    tide_tensor *t = td_tensor_new("fill", cpu, 1, &one, dtype);
+    if (!t)
+        return -1;
+    tide_attrs a = {.values = {value}};
+    int rc = cpu->run(cpu, TIDE_OP_FILL, t, NULL, 0, &a);
+    bits[0] = bits[1] = 0;
+    if (rc == 0)
+        memcpy(bits, td_tensor_data(t), td_dtype_sizes[dtype]);
+    tide_release(t);
+    return rc;
+}
+
+/* out = op(in...) (or the fill/copy into out's view). 1 done, 0 no shader, -1 error. */
+static int run_eltwise(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *const *in,
+                       int nin, const tide_attrs *attrs)
+{
+    uint32_t op = vk_opcode(top);
+    int odt = vk_dtype(out->dtype);
+    if (odt < 0)
+        return decline("no shader for %s", tide_dtype_name((tide_dtype)out->dtype));
+    int idt[3] = {0, 0, 0};
+    for (int k = 0; k < nin; k++)
+        if ((idt[k] = vk_dtype(in[k]->dtype)) < 0)
+            return decline("no shader for %s", tide_dtype_name((tide_dtype)in[k]->dtype));
+    int cdt = nin > 0 ? idt[nin == 3 ? 1 : 0] : odt; /* the computation's dtype */
+    bool float_in = cdt == (int)VK_DT_F32 || cdt == (int)VK_DT_F64;
+    bool arith = nin > 0 && top != TIDE_OP_WHERE && top != TIDE_OP_CAST && top != TIDE_OP_COPY;
+    if (arith && !float_in && !int_op_ok(op))
+        return decline("no integer shader for %s", tide_op_name(top));
+    bool wide = odt >= (int)VK_DT_I64;
+    for (int k = 0; k < nin; k++)
+        wide = wide || idt[k] >= (int)VK_DT_I64;
+    if (wide && !s->has64)
+        return decline("the device has no 64-bit shader arithmetic for %s",
+                       tide_dtype_name((tide_dtype)(odt >= (int)VK_DT_I64 ? out->dtype
+                                                                          : in[0]->dtype)));
+    if (wide && arith && cdt == (int)VK_DT_F64 &&
+        (op == VK_OP_EXP || op == VK_OP_LOG || op == VK_OP_SIN || op == VK_OP_COS ||
+         op == VK_OP_TANH || op == VK_OP_SIGMOID || op == VK_OP_POW))
+        return decline("no float64 shader for %s", tide_op_name(top));
+    if (top == TIDE_OP_COPY && on_vulkan(in[0]) && in[0]->storage == out->storage)
+        return decline("%s between overlapping views of one buffer", "copy");
+    int64_t n = td_numel(out->ndim, out->shape);
+    if (n > (int64_t)UINT32_MAX - 4096)
+        return decline("more than 2^32 elements%s", "");
+
+    /* strides of every operand over out's shape, then dims merged (innermost first) */
+    int nd = out->ndim;
+    int64_t st[4][TIDE_MAX_DIMS];
+    memcpy(st[0], out->strides, sizeof(int64_t) * (size_t)nd);
+    for (int k = 0; k < nin; k++)
+        td_broadcast_strides(in[k], nd, out->shape, st[k + 1]);
+    int64_t ms[TIDE_MAX_DIMS], mst[4][TIDE_MAX_DIMS];
+    int m = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        if (out->shape[d] == 1)
+            continue;
+        if (m > 0) {
+            bool merge = true;
+            for (int k = 0; k <= nin; k++)
+                merge = merge && st[k][d] == mst[k][m - 1] * ms[m - 1];
+            if (merge) {
+                ms[m - 1] *= out->shape[d];
+                continue;
+            }
+        }
+        ms[m] = out->shape[d];
+        for (int k = 0; k <= nin; k++)
+            mst[k][m] = st[k][d];
+        m++;
+    }
+    if (m == 0) {
+        ms[0] = 1;
+        for (int k = 0; k <= nin; k++)
+            mst[k][0] = 1;
+        m = 1;
+    }
+    for (int d = 0; d < m; d++)
+        for (int k = 0; k <= nin; k++)
+            if (mst[k][d] > INT32_MAX / 2 || mst[k][d] < -(INT32_MAX / 2))
+                return decline("strides beyond 32 bits%s", "");
+
+    /* Operands larger than one storage-buffer binding, read as one row each: in pieces. */
+    if (m == 1 && nd > 0) {
+        int64_t widest = 1;
+        for (int k = 0; k <= nin; k++) {
+            int64_t st0 = mst[k][0] < 0 ? -mst[k][0] : mst[k][0];
+            int64_t span = (st0 ? st0 : 1) *
+                           (int64_t)td_dtype_sizes[k ? in[k - 1]->dtype : out->dtype];
+            if (span > widest)
+                widest = span;
+        }
+        if ((uint64_t)n * (uint64_t)widest > s->max_binding - 65536) {
+            int64_t piece = (int64_t)((s->max_binding / 2) / (uint64_t)widest) / 1024 * 1024;
+            if (piece < 1024)
+                return decline("an element stride too large for one binding%s", "");
+            for (int64_t at = 0; at < n; at += piece) {
+                int64_t len = n - at < piece ? n - at : piece;
+                tide_tensor parts[4], *pin[3];
+                for (int k = 0; k <= nin; k++) {
+                    tide_tensor *t = k ? in[k - 1] : out;
+                    parts[k] = *t;
+                    parts[k].ndim = 1;
+                    parts[k].shape[0] = len;
+                    parts[k].strides[0] = mst[k][0];
+                    parts[k].offset = t->offset + at * mst[k][0];
+                    if (k)
+                        pin[k - 1] = &parts[k];
+                }
+                int rc = run_eltwise(s, top, &parts[0], pin, nin, attrs);
+                if (rc != 1)
+                    return rc;
+            }
+            return 1;
+        }
+    }
+
+    operand ops[4];
+    memset(ops, 0, sizeof ops);
+    int rc = bind(s, out, nd, out->shape, st[0], &ops[0]);
+    for (int k = 0; k < nin && rc == 1; k++)
+        rc = bind(s, in[k], nd, out->shape, st[k + 1], &ops[k + 1]);
+    if (rc != 1) {
+        release_operands(s, ops, nin + 1);
+        return rc;
+    }
+    bool out_contig = td_is_contiguous(out) && ops[0].base % 4 == 0;
+    if (odt >= (int)VK_DT_U8 && !out_contig) {
+        release_operands(s, ops, nin + 1);
+        return decline("a %s output that is not contiguous", tide_dtype_name((tide_dtype)out->dtype));
+    }
+
+    /* float32 contiguous operands: the vec4 shader */
+    bool vec4 = out_contig && m == 1 && odt == (int)VK_DT_F32 && nin >= 1 && nin <= 2 &&
+                top != TIDE_OP_WHERE && (top == TIDE_OP_CAST || top == TIDE_OP_COPY ||
+                                         tide_op_is_unary(top) || tide_op_is_binary(top));
+    ew4_params p4 = {.n = (uint32_t)n, .op = op, .nin = (uint32_t)nin, .out_base = ops[0].base};
+    uint32_t spec = op;
+    bool v8 = s->has64 && ops[0].base % 8 == 0; /* 8 floats per access where bases allow */
+    for (int k = 0; k < nin && vec4; k++) {
+        bool scalar = true, contig = m == 1 && mst[k + 1][0] == 1 && ops[k + 1].base % 4 == 0;
+        for (int d = 0; d < m; d++)
+            scalar = scalar && mst[k + 1][d] == 0;
+        vec4 = idt[k] == (int)VK_DT_F32 && (scalar || contig);
+        v8 = v8 && (scalar || ops[k + 1].base % 8 == 0);
+        p4.scalar[k] = scalar;
+        p4.in_base[k] = ops[k + 1].base;
+        if (scalar)
+            spec |= 128u << k;
+    }
+    vk_binding b[4];
+    for (int k = 0; k <= nin; k++)
+        b[k] = ops[k].b;
+    if (vec4) {
+        static int sh4 = -2, sh8 = -2;
+        if (sh4 == -2) {
+            sh4 = td_vk_shader_index("eltwise_vec4");
+            sh8 = td_vk_shader_index("eltwise_v8");
+        }
+        uint64_t per_group = v8 ? 2048 : 1024;
+        rc = td_vk_dispatch(s, v8 ? sh8 : sh4, spec, &p4, sizeof p4, b, nin + 1,
+                            ((uint64_t)n + per_group - 1) / per_group);
+    } else {
+        ew_params p;
+        memset(&p, 0, sizeof p);
+        p.n = (uint32_t)n;
+        p.ndim = (uint32_t)m;
+        p.op = op;
+        p.nin = (uint32_t)nin;
+        p.out_dt = (uint32_t)odt;
+        p.out_base = ops[0].base;
+        p.out_contig = out_contig;
+        for (int d = 0; d < m; d++) {
+            p.shape[d] = (int32_t)ms[d];
+            p.out_st[d] = (int32_t)mst[0][d];
+            for (int k = 0; k < nin; k++)
+                p.in_st[k][d] = (int32_t)mst[k + 1][d];
+        }
+        for (int k = 0; k < nin; k++) {
+            p.in_dt[k] = (uint32_t)idt[k];
+            p.in_base[k] = ops[k + 1].base;
+        }
+        rc = 0;
+        if (top == TIDE_OP_FILL) {
+            uint32_t bits[2] = {0, 0};
+            rc = fill_bits(attrs->values[0], (tide_dtype)out->dtype, bits);
+            p.bits = bits[0];
+            p.bits_hi = bits[1];
+        }
+        static int sh = -2, sh64 = -2;
+        if (sh == -2) {
+            sh = td_vk_shader_index("eltwise");
+            sh64 = td_vk_shader_index("eltwise64");
+        }
+        if (rc == 0)
+            rc = td_vk_dispatch(s, wide ? sh64 : sh, op, &p, sizeof p, b, nin + 1,
+                                ((uint64_t)n + 1023) / 1024);
+    }
+    release_operands(s, ops, nin + 1);
+    return rc < 0 ? -1 : 1;
+}
+
+/* ---- copying movement: cat, pad and flip as copies between views --------------------------- */
+
+static tide_tensor view_of(const tide_tensor *t, const int64_t *shape, const int64_t *strides,
+                           int64_t offset)
+{
+    tide_tensor v = *t;
+    memcpy(v.shape, shape, sizeof v.shape);
+    memcpy(v.strides, strides, sizeof v.strides);
+    v.offset = offset;
+    return v;
+}
+
+static int copy_view(vk_state *s, tide_tensor *dst, tide_tensor *src)
+{
+    if (td_numel(dst->ndim, dst->shape) == 0)
+        return 1;
+    return run_eltwise(s, TIDE_OP_COPY, dst, &src, 1, NULL);
+}
+
+static int run_cat(vk_state *s, tide_tensor *out, tide_tensor *const *xs, int n, int dim)
+{
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (xs[i]->ndim != out->ndim) /* a 1-D empty tensor, skipped as in PyTorch */
+            continue;
+        int64_t shape[TIDE_MAX_DIMS];
+        memcpy(shape, out->shape, sizeof shape);
+        shape[dim] = xs[i]->shape[dim];
+        tide_tensor part = view_of(out, shape, out->strides, out->offset + at * out->strides[dim]);
+        int rc = copy_view(s, &part, xs[i]);
+        if (rc != 1)
+            return rc;
+        at += xs[i]->shape[dim];
+    }
+    return 1;
+}
+
+static int run_pad(vk_state *s, tide_tensor *out, tide_tensor *x, const tide_attrs *a)
+{
+    bool grows = false;
+    int64_t shape[TIDE_MAX_DIMS] = {0}, out_off = out->offset, x_off = x->offset;
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t before = a->ints[2 * d], after = a->ints[2 * d + 1];
+        grows |= before > 0 || after > 0;
+        int64_t skip_front = before < 0 ? -before : 0, skip_back = after < 0 ? -after : 0;
+        shape[d] = x->shape[d] - skip_front - skip_back;
+        if (shape[d] < 0)
+            shape[d] = 0;
+        x_off += skip_front * x->strides[d];
+        out_off += (before > 0 ? before : 0) * out->strides[d];
+    }
+    if (grows) {
+        tide_attrs fill = {.values = {a->values[0]}};
+        int rc = run_eltwise(s, TIDE_OP_FILL, out, NULL, 0, &fill);
+        if (rc != 1)
+            return rc;
+    }
+    tide_tensor dst = view_of(out, shape, out->strides, out_off);
+    tide_tensor src = view_of(x, shape, x->strides, x_off);
+    return copy_view(s, &dst, &src);
+}
+
+static int run_flip(vk_state *s, tide_tensor *out, tide_tensor *x, const tide_attrs *a)
+{
+    int64_t strides[TIDE_MAX_DIMS] = {0}, offset = x->offset;
+    memcpy(strides, x->strides, sizeof(int64_t) * (size_t)x->ndim);
+    for (int i = 0; i < a->nints; i++) {
+        int64_t d = a->ints[i];
+        if (x->shape[d] > 0)
+            offset += (x->shape[d] - 1) * strides[d];
+        strides[d] = -strides[d];
+    }
+    tide_tensor src = view_of(x, x->shape, strides, offset);
+    return copy_view(s, out, &src);
+}
+
+/* ---- reductions ------------------------------------------------------------------------------- */
+
+typedef struct red_params {
+    uint32_t nout, nred, op, mode;
+    uint32_t nkept, nreduced, chunk, nchunks;
+    int32_t kshape[8], kst[8];
+    int32_t rshape[8], rst[8];
+    int32_t in_base, in_dt, out_dt, pad0; /* dtypes: the 64-bit shaders only */
+} red_params;
+
+static int red_dispatch(vk_state *s, int sh, red_params *p, const vk_binding *out,
+                        const vk_binding *in)
+{
+    vk_binding b[2] = {*out, *in};
+    uint64_t groups = p->mode == 1 ? ((uint64_t)p->nout + 255) / 256
+                                   : (uint64_t)p->nout * p->nchunks;
+    return td_vk_dispatch(s, sh, p->op, p, sizeof *p, b, 2, groups);
+}
+
+static void choose_mode(red_params *p, bool arg)
+{
+    p->nchunks = 1;
+    p->chunk = p->nred;
+    if (p->nout >= 1024 && p->nred <= 256) {
+        p->mode = 1;
+        return;
+    }
+    p->mode = 0;
+    if (!arg && p->nout < 256 && p->nred >= 16384) { /* few long reductions: split them */
+        uint32_t want = (256 + p->nout - 1) / p->nout, most = (p->nred + 4095) / 4096;
+        p->nchunks = want < most ? want : most;
+        p->chunk = (p->nred + p->nchunks - 1) / p->nchunks;
+    }
+}
+
+static int run_reduce(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *x,
+                      const tide_attrs *a)
+{
+    bool arg = top == TIDE_OP_ARGMAX || top == TIDE_OP_ARGMIN;
+    static int sh32 = -2, shi = -2, shf = -2;
+    if (sh32 == -2) {
+        sh32 = td_vk_shader_index("reduce");
+        shi = td_vk_shader_index("reduce_i64");
+        shf = td_vk_shader_index("reduce_f64");
+    }
+    /* float32 in "reduce"; other dtypes accumulate in int64 or double */
+    int sh = sh32, wide_dt = 0;
+    if (x->dtype != TIDE_FLOAT32 || (!arg && out->dtype != TIDE_FLOAT32)) {
+        bool outs_ok = arg || out->dtype == TIDE_INT64 || out->dtype == TIDE_FLOAT64 ||
+                       out->dtype == TIDE_INT32;
+        if (!s->has64 || x->dtype == TIDE_FLOAT32 || !outs_ok)
+            return decline("no reduction shader for %s", tide_dtype_name((tide_dtype)x->dtype));
+        sh = x->dtype == TIDE_FLOAT64 ? shf : shi;
+        wide_dt = x->dtype == TIDE_FLOAT64 ? (int)VK_DT_F64 : (int)VK_DT_I64;
+    }
+    int red_mask = 0;
+    if (arg)
+        red_mask = x->ndim ? 1 << a->ints[0] : 0;
+    else
+        for (int i = 0; i < a->nints; i++)
+            red_mask |= 1 << a->ints[i];
+    red_params p;
+    memset(&p, 0, sizeof p);
+    static const uint32_t codes[] = {[TIDE_OP_SUM] = VK_RED_SUM, [TIDE_OP_PROD] = VK_RED_PROD,
+                                     [TIDE_OP_MAX] = VK_RED_MAX, [TIDE_OP_MIN] = VK_RED_MIN,
+                                     [TIDE_OP_ARGMAX] = VK_RED_ARGMAX,
+                                     [TIDE_OP_ARGMIN] = VK_RED_ARGMIN};
+    p.op = codes[top];
+    uint64_t nout = 1, nred = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (x->shape[d] == 1)
+            continue;
+        if (x->strides[d] > INT32_MAX / 2 || x->strides[d] < -(INT32_MAX / 2))
+            return decline("strides beyond 32 bits%s", "");
+        if (red_mask & (1 << d)) {
+            p.rshape[p.nreduced] = (int32_t)x->shape[d];
+            p.rst[p.nreduced++] = (int32_t)x->strides[d];
+            nred *= (uint64_t)x->shape[d];
+        } else {
+            p.kshape[p.nkept] = (int32_t)x->shape[d];
+            p.kst[p.nkept++] = (int32_t)x->strides[d];
+            nout *= (uint64_t)x->shape[d];
+        }
+    }
+    if (nred == 0 || nout == 0)
+        return decline("an empty reduction%s", "");
+    if (nred > UINT32_MAX / 2 || nout > UINT32_MAX / 2)
+        return decline("more than 2^31 elements%s", "");
+    if (p.nreduced == 0) { /* reducing size-1 dims only */
+        p.nreduced = 1;
+        p.rshape[0] = 1;
+        p.rst[0] = 0;
+    }
+    p.nout = (uint32_t)nout;
+    p.nred = (uint32_t)nred;
+    p.in_dt = vk_dtype(x->dtype);
+    p.out_dt = arg ? (int)VK_DT_I64 : vk_dtype(out->dtype);
+    choose_mode(&p, arg);
+    operand ox, oo;
+    int rc = bind(s, x, x->ndim, x->shape, x->strides, &ox);
+    if (rc != 1)
+        return rc;
+    rc = bind(s, out, out->ndim, out->shape, out->strides, &oo);
+    if (rc != 1 || oo.base != 0) {
+        release_operands(s, &ox, 1);
+        return rc != 1 ? rc : decline("an output not at the start of its binding%s", "");
+    }
+    p.in_base = ox.base;
+    if (p.nchunks == 1) {
+        rc = red_dispatch(s, sh, &p, &oo.b, &ox.b);
+    } else {
+        /* pass 1: partial results [nout, nchunks] (in the accumulator's width); pass 2 reduces
+         * them */
+        int final_dt = p.out_dt;
+        if (wide_dt)
+            p.out_dt = wide_dt;
+        size_t bytes = (size_t)p.nout * p.nchunks * (wide_dt ? 8 : 4);
+        vk_buf *tmp = td_vk_alloc_locked(s, bytes);
+        if (!tmp) {
+            release_operands(s, &ox, 1);
+            return td_error("vulkan: out of device memory for %zu bytes of partial sums", bytes);
+        }
+        vk_binding tb = {tmp->block->buffer, tmp->offset, tmp->size};
+        rc = red_dispatch(s, sh, &p, &tb, &ox.b);
+        if (rc == 0) {
+            red_params q;
+            memset(&q, 0, sizeof q);
+            q.op = p.op;
+            q.in_dt = wide_dt ? wide_dt : (int)VK_DT_F32;
+            q.out_dt = final_dt;
+            q.nout = p.nout;
+            q.nred = p.nchunks;
+            q.nkept = 1;
+            q.kshape[0] = (int32_t)p.nout;
+            q.kst[0] = (int32_t)p.nchunks;
+            q.nreduced = 1;
+            q.rshape[0] = (int32_t)p.nchunks;
+            q.rst[0] = 1;
+            choose_mode(&q, false);
+            q.nchunks = 1;
+            q.chunk = q.nred;
+            rc = red_dispatch(s, sh, &q, &oo.b, &tb);
+        }
+        td_vk_free_locked(s, tmp);
+    }
+    release_operands(s, &ox, 1);
+    release_operands(s, &oo, 1);
+    return rc < 0 ? -1 : 1;
+}
+
+/* ---- matmul ----------------------------------------------------------------------------------- */
+
+typedef struct mm_params {
+    uint32_t M, N, K, nbatch;
+    int32_t a_sm, a_sk, b_sk, b_sn;
+    int32_t a_base, b_base, ndb, pad0;
+    int32_t bshape[8], a_bst[8], b_bst[8];
+} mm_params;
+
+static int run_matmul(vk_state *s, tide_tensor *out, tide_tensor *a, tide_tensor *b)
+{
+    if (a->dtype != TIDE_FLOAT32 || b->dtype != TIDE_FLOAT32)
+        return decline("no matmul shader for %s", tide_dtype_name((tide_dtype)a->dtype));
+    int nd = out->ndim;
+    int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[nd - 1];
+    if (K == 0)
+        return decline("matmul with K = 0%s", "");
+    int64_t ashape[TIDE_MAX_DIMS], bshape[TIDE_MAX_DIMS], ast[TIDE_MAX_DIMS], bst[TIDE_MAX_DIMS];
+    memcpy(ashape, out->shape, sizeof(int64_t) * (size_t)nd);
+    memcpy(bshape, out->shape, sizeof(int64_t) * (size_t)nd);
+    ashape[nd - 1] = K;
+    bshape[nd - 2] = K;
+    td_broadcast_strides(a, nd, ashape, ast);
+    td_broadcast_strides(b, nd, bshape, bst);
+    mm_params p;
+    memset(&p, 0, sizeof p);
+    p.M = (uint32_t)M;
+    p.N = (uint32_t)N;
+    p.K = (uint32_t)K;
+    p.a_sm = (int32_t)ast[nd - 2];
+    p.a_sk = (int32_t)ast[nd - 1];
+    p.b_sk = (int32_t)bst[nd - 2];
+    p.b_sn = (int32_t)bst[nd - 1];
+    uint64_t nbatch = 1;
+    for (int d = nd - 3; d >= 0; d--) {
+        p.bshape[p.ndb] = (int32_t)out->shape[d];
+        p.a_bst[p.ndb] = (int32_t)ast[d];
+        p.b_bst[p.ndb++] = (int32_t)bst[d];
+        nbatch *= (uint64_t)out->shape[d];
+    }
+    uint64_t gx = ((uint64_t)N + 63) / 64, gy = ((uint64_t)M + 63) / 64;
+    if (gx > s->max_groups[0] || gy > s->max_groups[1] || nbatch > s->max_groups[2] ||
+        (uint64_t)M * N * nbatch > INT32_MAX)
+        return decline("a matmul too large for one dispatch%s", "");
+    p.nbatch = (uint32_t)nbatch;
+    operand oa, ob, oc;
+    int rc = bind(s, a, nd, ashape, ast, &oa);
+    if (rc != 1)
+        return rc;
+    rc = bind(s, b, nd, bshape, bst, &ob);
+    if (rc != 1) {
+        release_operands(s, &oa, 1);
+        return rc;
+    }
+    rc = bind(s, out, nd, out->shape, out->strides, &oc);
+    if (rc == 1 && oc.base != 0)
+        rc = decline("an output not at the start of its binding%s", "");
+    if (rc == 1) {
+        p.a_base = oa.base;
+        p.b_base = ob.base;
+        static int sh = -2;
+        if (sh == -2)
+            sh = td_vk_shader_index("matmul");
+        vk_binding bb[3] = {oc.b, oa.b, ob.b};
+        rc = td_vk_dispatch3(s, sh, 0, &p, sizeof p, bb, 3, (uint32_t)gx, (uint32_t)gy,
+                             (uint32_t)nbatch);
+        rc = rc < 0 ? -1 : 1;
+    }
+    release_operands(s, &oa, 1);
+    release_operands(s, &ob, 1);
+    return rc;
+}
+
+/* ---- pooling and convolution --------------------------------------------------------------- */
+
+typedef struct pool_params {
+    uint32_t total, op, C, H;
+    uint32_t W, OH, OW, cip;
+    int32_t kh, kw, sh, sw;
+    int32_t ph, pw, in_base, pad0;
+    int32_t s[4];
+} pool_params;
+
+static bool fits32(const int64_t *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] > INT32_MAX / 2 || v[i] < -(INT32_MAX / 2))
+            return false;
+    return true;
+}
+
+/* Binds out (fresh, contiguous) and the inputs; 1, 0 (decline) or -1. */
+static int bind_all(vk_state *s, tide_tensor *out, tide_tensor *const *in, int nin, operand *ops)
+{
+    memset(ops, 0, sizeof(operand) * (size_t)(nin + 1));
+    int rc = bind(s, out, out->ndim, out->shape, out->strides, &ops[0]);
+    if (rc == 1 && ops[0].base != 0)
+        rc = decline("an output not at the start of its binding%s", "");
+    for (int k = 0; k < nin && rc == 1; k++)
+        rc = bind(s, in[k], in[k]->ndim, in[k]->shape, in[k]->strides, &ops[k + 1]);
+    if (rc != 1)
+        release_operands(s, ops, nin + 1);
+    return rc;
+}
+
+static int run_pool(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *x, const tide_attrs *a)
+{
+    if (x->dtype != TIDE_FLOAT32)
+        return decline("no pooling shader for %s", tide_dtype_name((tide_dtype)x->dtype));
+    bool grad = op == TIDE_OP_AVG_POOL2D_GRAD;
+    const int64_t *plane = grad ? out->shape : x->shape, *pooled = grad ? x->shape : out->shape;
+    int64_t total = td_numel(out->ndim, out->shape);
+    if (total > INT32_MAX / 2 || !fits32(x->strides, 4) || !fits32(a->ints, 7))
+        return decline("a pooling too large for 32-bit indices%s", "");
+    pool_params p = {.total = (uint32_t)total,
+                     .op = op == TIDE_OP_MAX_POOL2D ? 0 : op == TIDE_OP_MAX_POOL2D_INDICES ? 1
+                                                      : op == TIDE_OP_AVG_POOL2D ? 2 : 3,
+                     .C = (uint32_t)plane[1], .H = (uint32_t)plane[2], .W = (uint32_t)plane[3],
+                     .OH = (uint32_t)pooled[2], .OW = (uint32_t)pooled[3],
+                     .cip = a->ints[6] != 0,
+                     .kh = (int32_t)a->ints[0], .kw = (int32_t)a->ints[1],
+                     .sh = (int32_t)a->ints[2], .sw = (int32_t)a->ints[3],
+                     .ph = (int32_t)a->ints[4], .pw = (int32_t)a->ints[5]};
+    for (int d = 0; d < 4; d++)
+        p.s[d] = (int32_t)x->strides[d];
+    operand ops[2];
+    int rc = bind_all(s, out, &x, 1, ops);
+    if (rc != 1)
+        return rc;
+    p.in_base = ops[1].base;
+    static int sh = -2;
+    if (sh == -2)
+        sh = td_vk_shader_index("pool");
+    vk_binding b[2] = {ops[0].b, ops[1].b};
+    rc = td_vk_dispatch(s, sh, p.op, &p, sizeof p, b, 2, ((uint64_t)total + 255) / 256);
+    release_operands(s, ops, 2);
+    return rc < 0 ? -1 : 1;
+}
+
+typedef struct conv_params {
+    uint32_t total, mode, N, C;
+    uint32_t H, W, O, OH;
+    uint32_t OW, KH, KW, groups;
+    int32_t sh, sw, ph, pw;
+    int32_t dh, dw, a_base, b_base;
+    int32_t sa[4], sb[4];
+} conv_params;
+
+static int run_conv(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in,
+                    const tide_attrs *a)
+{
+    if (in[0]->dtype != TIDE_FLOAT32 || in[1]->dtype != TIDE_FLOAT32)
+        return decline("no conv2d shader for %s", tide_dtype_name((tide_dtype)in[0]->dtype));
+    /* the shapes of x, w and the conv output, whichever of them is out */
+    const int64_t *x = op == TIDE_OP_CONV2D_GRAD_INPUT ? out->shape : in[0]->shape;
+    const int64_t *w = op == TIDE_OP_CONV2D ? in[1]->shape
+                       : op == TIDE_OP_CONV2D_GRAD_INPUT ? in[1]->shape : out->shape;
+    const int64_t *y = op == TIDE_OP_CONV2D ? out->shape
+                       : op == TIDE_OP_CONV2D_GRAD_INPUT ? in[0]->shape : in[1]->shape;
+    int64_t total = td_numel(out->ndim, out->shape);
+    if (total > INT32_MAX / 2 || !fits32(in[0]->strides, 4) || !fits32(in[1]->strides, 4) ||
+        td_numel(4, x) > INT32_MAX / 2 || td_numel(4, y) > INT32_MAX / 2)
+        return decline("a convolution too large for 32-bit indices%s", "");
+    conv_params p = {.total = (uint32_t)total,
+                     .mode = op == TIDE_OP_CONV2D ? 0 : op == TIDE_OP_CONV2D_GRAD_INPUT ? 1 : 2,
+                     .N = (uint32_t)x[0], .C = (uint32_t)x[1], .H = (uint32_t)x[2],
+                     .W = (uint32_t)x[3], .O = (uint32_t)w[0], .OH = (uint32_t)y[2],
+                     .OW = (uint32_t)y[3], .KH = (uint32_t)w[2], .KW = (uint32_t)w[3],
+                     .groups = (uint32_t)a->ints[6],
+                     .sh = (int32_t)a->ints[0], .sw = (int32_t)a->ints[1],
+                     .ph = (int32_t)a->ints[2], .pw = (int32_t)a->ints[3],
+                     .dh = (int32_t)a->ints[4], .dw = (int32_t)a->ints[5]};
+    for (int d = 0; d < 4; d++) {
+        p.sa[d] = (int32_t)in[0]->strides[d];
+        p.sb[d] = (int32_t)in[1]->strides[d];
+    }
+    operand ops[3];
+    int rc = bind_all(s, out, in, 2, ops);
+    if (rc != 1)
+        return rc;
+    p.a_base = ops[1].base;
+    p.b_base = ops[2].base;
+    static int sh = -2;
+    if (sh == -2)
+        sh = td_vk_shader_index("conv");
+    vk_binding b[3] = {ops[0].b, ops[1].b, ops[2].b};
+    uint64_t groups = p.mode == 2 ? (uint64_t)total : ((uint64_t)total + 255) / 256;
+    rc = td_vk_dispatch(s, sh, p.mode, &p, sizeof p, b, 3, groups);
+    release_operands(s, ops, 3);
+    return rc < 0 ? -1 : 1;
+}
+
+/* ---- indexing ----------------------------------------------------------------------------------- */
+
+typedef struct idx_params {
+    uint32_t mode, n, ndim, dim;
+    uint32_t bound, idx64, is_float, pad0;
+    int32_t shape[8], xst[8], ist[8], sst[8];
+    int32_t x_base, i_base, s_base, out_base;
+} idx_params;
+
+static int index_shader(void)
+{
+    static int sh = -2;
+    if (sh == -2)
+        sh = td_vk_shader_index("index");
+    return sh;
+}
+
+/* Checks on the device that every index lies in [0, bound): 1 when all do, 0 when one does not
+ * (the CPU kernel then reports which, with its usual message), -1 on error. Waits for the
+ * device: the answer is needed before anything reads memory through the indices. */
+static int check_indices(vk_state *s, tide_tensor *index, int64_t bound)
+{
+    idx_params p;
+    memset(&p, 0, sizeof p);
+    int64_t n = td_numel(index->ndim, index->shape);
+    if (n == 0)
+        return 1;
+    p.mode = 0;
+    p.n = (uint32_t)n;
+    p.ndim = (uint32_t)(index->ndim ? index->ndim : 1);
+    p.shape[0] = 1;
+    for (int d = 0; d < index->ndim; d++) {
+        p.shape[d] = (int32_t)index->shape[d];
+        p.ist[d] = (int32_t)index->strides[d];
+    }
+    p.bound = (uint32_t)bound;
+    p.idx64 = index->dtype == TIDE_INT64;
+    operand oi;
+    int rc = bind(s, index, index->ndim, index->shape, index->strides, &oi);
+    if (rc != 1)
+        return rc;
+    p.i_base = oi.base;
+    vk_buf *flag = td_vk_alloc_locked(s, 4);
+    uint32_t zero = 0, got = 1;
+    if (!flag) {
+        release_operands(s, &oi, 1);
+        return td_error("vulkan: out of device memory");
+    }
+    vk_binding b[3] = {{flag->block->buffer, flag->offset, 16}, oi.b, oi.b};
+    rc = td_vk_write_locked(s, flag, 0, &zero, 4);
+    if (rc == 0)
+        rc = td_vk_dispatch(s, index_shader(), 0, &p, sizeof p, b, 3, ((uint64_t)n + 255) / 256);
+    if (rc == 0)
+        rc = td_vk_read_locked(s, flag, 0, &got, 4);
+    td_vk_free_locked(s, flag);
+    release_operands(s, &oi, 1);
+    if (rc < 0)
+        return -1;
+    return got == 0 ? 1 : decline("an index out of range (the CPU kernel names it)%s", "");
+}
+
+static int run_index(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in,
+                     const tide_attrs *a)
+{
+    tide_tensor *x = in[0], *index = in[1], *src = op == TIDE_OP_SCATTER_ADD ? in[2] : NULL;
+    int dim = (int)a->ints[0];
+    if (td_dtype_sizes[x->dtype] != 4 || (src && src->dtype != x->dtype))
+        return decline("no indexing shader for %s", tide_dtype_name((tide_dtype)x->dtype));
+    if (x->ndim == 0 || index->ndim == 0)
+        return decline("no indexing shader for 0-dim tensors%s", "");
+    if (td_numel(out->ndim, out->shape) > INT32_MAX / 2 || !fits32(x->strides, x->ndim) ||
+        !fits32(index->strides, index->ndim) || (src && !fits32(src->strides, src->ndim)))
+        return decline("indexing too large for 32-bit offsets%s", "");
+    int rc = check_indices(s, index, x->shape[dim]);
+    if (rc != 1)
+        return rc;
+    if (src) { /* out starts as a copy of x */
+        rc = run_eltwise(s, TIDE_OP_COPY, out, &x, 1, NULL);
+        if (rc != 1)
+            return rc;
+    }
+    idx_params p;
+    memset(&p, 0, sizeof p);
+    p.mode = op == TIDE_OP_GATHER ? 1 : op == TIDE_OP_INDEX_SELECT ? 2 : 3;
+    p.dim = (uint32_t)dim;
+    p.bound = (uint32_t)x->shape[dim];
+    p.idx64 = index->dtype == TIDE_INT64;
+    p.is_float = x->dtype == TIDE_FLOAT32;
+    const tide_tensor *iter = op == TIDE_OP_INDEX_SELECT ? out : index;
+    p.ndim = (uint32_t)iter->ndim;
+    p.n = (uint32_t)td_numel(iter->ndim, iter->shape);
+    for (int d = 0; d < iter->ndim; d++)
+        p.shape[d] = (int32_t)iter->shape[d];
+    for (int d = 0; d < x->ndim; d++)
+        p.xst[d] = (int32_t)(src ? out->strides[d] : x->strides[d]);
+    for (int d = 0; d < index->ndim; d++)
+        p.ist[d] = (int32_t)index->strides[d];
+    for (int d = 0; src && d < src->ndim; d++)
+        p.sst[d] = (int32_t)src->strides[d];
+    tide_tensor *ins[3] = {x, index, src};
+    operand ops[4];
+    rc = bind_all(s, out, ins, src ? 3 : 2, ops);
+    if (rc != 1)
+        return rc;
+    p.x_base = ops[1].base;
+    p.i_base = ops[2].base;
+    p.s_base = src ? ops[3].base : 0;
+    vk_binding b[4] = {ops[0].b, ops[1].b, ops[2].b, src ? ops[3].b : ops[2].b};
+    rc = td_vk_dispatch(s, index_shader(), p.mode, &p, sizeof p, b, 4, ((uint64_t)p.n + 255) / 256);
+    release_operands(s, ops, src ? 4 : 3);
+    return rc < 0 ? -1 : 1;
+}
+
+/* ---- the CPU fallback ------------------------------------------------------------------------ */
+
+/* A CPU tensor with t's layout over a host copy of the part of t's storage it uses. */
+static tide_tensor *host_view(vk_state *s, tide_tensor *t, bool read)
+{
+    if (!on_vulkan(t))
+        return tide_retain(t);
+    int64_t lo, hi;
+    span(t, t->ndim, t->shape, t->strides, &lo, &hi);
+    int64_t n = hi - lo + 1;
+    tide_tensor *h = td_tensor_new("vulkan fallback", tide_cpu_device(), 1, &n,
+                                   (tide_dtype)t->dtype);
+    if (!h)
+        return NULL;
+    size_t es = td_dtype_sizes[t->dtype];
+    if (read && td_vk_read_locked(s, t->storage->buffer, (size_t)lo * es, td_tensor_data(h),
+                                  (size_t)n * es) < 0) {
+        tide_release(h);
+        return NULL;
+    }
+    tide_tensor *v = td_tensor_view(h, t->ndim, t->shape, t->strides, t->offset - lo);
+    tide_release(h);
+    return v;
+}
+
+static int fallback(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                    const tide_attrs *attrs)
+{
+    static bool logged[TIDE_NUM_OPS];
+    if (!logged[op]) {
+        logged[op] = true;
+        td_log("vulkan", "%s runs on the CPU through host copies (%s)", tide_op_name(op),
+               why_not[0] ? why_not : "no shader yet");
+    }
+    s->fallbacks++;
+    tide_tensor *hin[8] = {NULL};
+    tide_tensor *hout = NULL;
+    int rc = -1;
+    if (nin > 8) {
+        /* cat of many tensors: host copies, in a heap array */
+        tide_tensor **many = calloc((size_t)nin, sizeof *many);
+        if (!many)
+            return td_error("vulkan: out of memory");
+        int k = 0;
+        for (; k < nin; k++)
+            if (!(many[k] = host_view(s, in[k], true)))
+                break;
+        if (k == nin && (hout = host_view(s, out, false))) {
+            tide_device *cpu = tide_cpu_device();
+            rc = cpu->run(cpu, op, hout, many, nin, attrs);
+        }
+        for (int j = 0; j < nin; j++)
+            tide_release(many[j]);
+        free(many);
+    } else {
+        int k = 0;
+        for (; k < nin; k++)
+            if (!(hin[k] = host_view(s, in[k], true)))
+                break;
+        if (k == nin &&
+            (hout = host_view(s, out, op == TIDE_OP_COPY || op == TIDE_OP_FILL))) {
+            tide_device *cpu = tide_cpu_device();
+            rc = cpu->run(cpu, op, hout, hin, nin, attrs);
+        }
+        for (int j = 0; j < nin; j++)
+            tide_release(hin[j]);
+    }
+    if (rc == 0 && hout) {
+        int64_t lo, hi;
+        span(out, out->ndim, out->shape, out->strides, &lo, &hi);
+        size_t es = td_dtype_sizes[out->dtype];
+        rc = td_vk_write_locked(s, out->storage->buffer, (size_t)lo * es,
+                                (const char *)td_tensor_data(hout) - (out->offset - lo) * (int64_t)es,
+                                (size_t)(hi - lo + 1) * es);
+    }
+    tide_release(hout);
+    return rc;
+}
+
+/* ---- run ---------------------------------------------------------------------------------- */
+
+int td_vk_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+              const tide_attrs *attrs)
+{
+    (void)dev;
+    vk_state *s = td_vk_state;
+    if (!s)
+        return td_error("vulkan: the device has been shut down");
+    pthread_mutex_lock(&s->lock);
+    why_not[0] = 0;
+    int rc = 0;
+    if (tide_op_is_unary(op) || tide_op_is_binary(op) || op == TIDE_OP_WHERE ||
+        op == TIDE_OP_CAST || op == TIDE_OP_COPY || op == TIDE_OP_FILL)
+        rc = run_eltwise(s, op, out, in, nin, attrs);
+    else if (op >= TIDE_OP_SUM && op <= TIDE_OP_ARGMIN)
+        rc = run_reduce(s, op, out, in[0], attrs);
+    else if (op == TIDE_OP_MATMUL)
+        rc = run_matmul(s, out, in[0], in[1]);
+    else if (op >= TIDE_OP_MAX_POOL2D && op <= TIDE_OP_AVG_POOL2D_GRAD)
+        rc = run_pool(s, op, out, in[0], attrs);
+    else if (op == TIDE_OP_CONV2D || op == TIDE_OP_CONV2D_GRAD_INPUT ||
+             op == TIDE_OP_CONV2D_GRAD_WEIGHT)
+        rc = run_conv(s, op, out, in, attrs);
+    else if (op == TIDE_OP_GATHER || op == TIDE_OP_INDEX_SELECT || op == TIDE_OP_SCATTER_ADD)
+        rc = run_index(s, op, out, in, attrs);
+    else if (op == TIDE_OP_CAT)
+        rc = run_cat(s, out, in, nin, (int)attrs->ints[0]);
+    else if (op == TIDE_OP_PAD)
+        rc = run_pad(s, out, in[0], attrs);
+    else if (op == TIDE_OP_FLIP)
+        rc = run_flip(s, out, in[0], attrs);
+    if (rc == 0)
+        rc = fallback(s, op, out, in, nin, attrs);
+    pthread_mutex_unlock(&s->lock);
+    return rc < 0 ? -1 : 0;
+}

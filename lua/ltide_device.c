@@ -1,0 +1,67 @@
+/*
+ * ltide_device.c — devices from Lua: tide.sync(), tide.vulkan.available(),
+ * tide.vulkan.devices(). Moving tensors is x:to("vulkan") / x:to("cpu") (ltide_tensor.c) and the
+ * creation functions' {device=} option (ltide.c).
+ */
+#include "ltide.h"
+
+/* tide.sync(): waits for every queued kernel. */
+static int l_sync(lua_State *L)
+{
+    if (tide_sync() < 0)
+        return lt_raise(L, NULL);
+    return 0;
+}
+
+/* tide.vulkan.available() -> true, or false and the reason */
+static int l_available(lua_State *L)
+{
+    char why[512];
+    if (tide_vulkan_available(why, sizeof why)) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, why);
+    return 2;
+}
+
+/* tide.vulkan.devices() -> { {index=0, name=, kind=, selected=}, ... } (index is what
+ * TIDE_VULKAN_DEVICE takes); empty when there is no Vulkan. */
+static int l_devices(lua_State *L)
+{
+    int n = tide_vulkan_device_count();
+    lua_createtable(L, n > 0 ? n : 0, 0);
+    for (int i = 0; i < n; i++) {
+        char name[256];
+        const char *kind = "";
+        bool selected = false;
+        if (tide_vulkan_device_info(i, name, sizeof name, &kind, &selected) < 0)
+            continue;
+        lua_createtable(L, 0, 4);
+        lua_pushinteger(L, i);
+        lua_setfield(L, -2, "index");
+        lua_pushstring(L, name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, kind);
+        lua_setfield(L, -2, "kind");
+        lua_pushboolean(L, selected);
+        lua_setfield(L, -2, "selected");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+void lt_open_device(lua_State *L, int mt, int methods, int module)
+{
+    (void)mt;
+    (void)methods;
+    lua_pushcfunction(L, l_sync);
+    lua_setfield(L, module, "sync");
+    lua_createtable(L, 0, 2);
+    lua_pushcfunction(L, l_available);
+    lua_setfield(L, -2, "available");
+    lua_pushcfunction(L, l_devices);
+    lua_setfield(L, -2, "devices");
+    lua_setfield(L, module, "vulkan");
+}

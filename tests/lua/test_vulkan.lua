@@ -1,0 +1,115 @@
+-- test_vulkan.lua — the Vulkan device from Lua: availability and device listing, x:to(),
+-- creation with {device=}, ops and printing of Vulkan tensors checked against plain Lua loops,
+-- tide.sync(), and the errors for a mixed-device op. With no Vulkan, the tests that need it are
+-- skipped with the reason printed, and the errors asking for it must say why.
+package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
+local H = require "harness"
+local tide = require "tide"
+
+local ok, why = tide.vulkan.available()
+
+H.test("available() returns a boolean and a reason when false", function()
+  H.ok(type(ok) == "boolean", "boolean")
+  if not ok then
+    H.ok(type(why) == "string" and #why > 0, "a reason")
+  end
+  H.ok(type(tide.vulkan.devices()) == "table", "devices() is a table")
+  tide.sync()
+end)
+
+if not ok then
+  print("test_vulkan.lua: no Vulkan device, the Vulkan tests are skipped: " .. why)
+  H.test("asking for vulkan without it is a clear error", function()
+    H.raises(function() return tide.ones(3):to("vulkan") end, "Vulkan device is not available")
+    H.raises(function() return tide.zeros(2, { device = "vulkan" }) end, "not available")
+  end)
+  H.done()
+end
+
+local A = H.build({ 3, 4 }, function(i, j) return H.rnd() * 3 end)
+local B = H.build({ 3, 4 }, function(i, j) return H.rnd() * 3 + 0.1 end)
+
+H.test("devices() lists the selected device", function()
+  local devs = tide.vulkan.devices()
+  H.ok(#devs >= 1, "at least one device")
+  local used = 0
+  for _, d in ipairs(devs) do
+    H.ok(type(d.name) == "string" and type(d.kind) == "string", "name and kind")
+    if d.selected then used = used + 1 end
+  end
+  H.eq(used, 1, "one selected device")
+end)
+
+H.test("to vulkan and back keeps the values", function()
+  local x = tide.tensor(A)
+  local g = x:to("vulkan")
+  H.eq(g.device, "vulkan")
+  H.values(g, A, 1e-6, "values read from vulkan")
+  local back = g:to("cpu")
+  H.eq(back.device, "cpu")
+  H.values(back, A, 1e-6)
+  H.ok(g:to("vulkan") ~= nil, "to the same device")
+  local d = g:to({ device = "cpu", dtype = "float64" })
+  H.eq(d.dtype, "float64")
+  H.eq(d.device, "cpu")
+end)
+
+H.test("creation with {device='vulkan'}", function()
+  local z = tide.zeros(2, 3, { device = "vulkan" })
+  H.eq(z.device, "vulkan")
+  H.values(z, { { 0, 0, 0 }, { 0, 0, 0 } })
+  local t = tide.tensor(B, { device = "vulkan" })
+  H.eq(t.device, "vulkan")
+  H.values(t, B, 1e-6)
+  local r = tide.arange(1, 6, { device = "vulkan", dtype = "int32" })
+  H.eq(r.device, "vulkan")
+  H.values(r, { 1, 2, 3, 4, 5 })
+end)
+
+H.test("ops on vulkan tensors against Lua loops", function()
+  local a, b = tide.tensor(A, { device = "vulkan" }), tide.tensor(B, { device = "vulkan" })
+  local want = H.build({ 3, 4 }, function(i, j) return A[i][j] * B[i][j] + 2 end)
+  H.values(a * b + 2, want, 1e-6, "a * b + 2")
+  local s = a:sum()
+  local ref = 0
+  for i = 1, 3 do for j = 1, 4 do ref = ref + A[i][j] end end
+  H.near(s:item(), ref, 1e-5, "sum")
+  local rows = a:sum(2)
+  for i = 1, 3 do
+    local r = 0
+    for j = 1, 4 do r = r + A[i][j] end
+    H.near(rows:totable()[i], r, 1e-5, "row sum")
+  end
+  local m = a:matmul(b:t())
+  local mm = H.build({ 3, 3 }, function(i, j)
+    local r = 0
+    for k = 1, 4 do r = r + A[i][k] * B[j][k] end
+    return r
+  end)
+  H.values(m, mm, 1e-5, "matmul")
+  local am = a:argmax(2)
+  for i = 1, 3 do
+    local best = 1
+    for j = 2, 4 do if A[i][j] > A[i][best] then best = j end end
+    H.eq(am:totable()[i], best, "argmax is 1-based")
+  end
+  H.values(a:gt(1.5), H.map(A, function(v) return v > 1.5 end), 0, "comparison")
+  tide.sync()
+end)
+
+H.test("printing a vulkan tensor shows its values and device", function()
+  local t = tide.tensor({ 1.5, 2.5 }, { device = "vulkan" })
+  local s = tostring(t)
+  H.ok(s:find("1.5", 1, true) and s:find("2.5", 1, true), "values: " .. s)
+  H.ok(s:find("vulkan", 1, true), "device: " .. s)
+end)
+
+H.test("mixed devices are an error naming both", function()
+  local a = tide.tensor(A)
+  local g = a:to("vulkan")
+  H.raises(function() return a + g end, "cpu", "vulkan")
+  H.values(g * 2, H.map(A, function(v) return v * 2 end), 1e-6, "a number goes with any device")
+  H.raises(function() return a:to({ device = "tpu" }) end, "unknown device")
+end)
+
+H.done()
