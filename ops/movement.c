@@ -43,14 +43,17 @@ tide_tensor *tide_cat(tide_tensor *const *xs, int n, int dim)
         return NULL;
     }
     const tide_tensor *ref = NULL;
+    int ref_i = 0;
     for (int i = 0; i < n; i++) {
         if (!xs[i]) {
             td_error("cat: tensor %d of %d is NULL", i, n);
             return NULL;
         }
         /* As PyTorch, 1-D empty tensors are skipped whatever the other shapes are. */
-        if (!ref && !(xs[i]->ndim == 1 && xs[i]->shape[0] == 0))
+        if (!ref && !(xs[i]->ndim == 1 && xs[i]->shape[0] == 0)) {
             ref = xs[i];
+            ref_i = i;
+        }
     }
     if (!ref)
         ref = xs[0];
@@ -67,7 +70,12 @@ tide_tensor *tide_cat(tide_tensor *const *xs, int n, int dim)
         const tide_tensor *x = xs[i];
         if (x->ndim == 1 && x->shape[0] == 0 && x != ref)
             continue;
-        bool ok = x->ndim == ref->ndim && x->device == ref->device;
+        if (x->device != ref->device) {
+            td_error("cat: tensor %d is on %s but tensor %d is on %s; move one with to()", i,
+                     x->device->name, ref_i, ref->device->name);
+            return NULL;
+        }
+        bool ok = x->ndim == ref->ndim;
         for (int k = 0; ok && k < ref->ndim; k++)
             ok = k == d || x->shape[k] == ref->shape[k];
         if (!ok) {

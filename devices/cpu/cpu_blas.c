@@ -480,9 +480,43 @@ static void gemm_blocks(void *ctx, int64_t begin, int64_t end)
 
 /* CBLAS's gemv takes the stored matrix's rows and columns; ours takes op(A)'s. beta == 0 zeroes
  * y first, because some OpenBLAS versions compute 0 * y and would keep a NaN found there. */
+typedef struct gemv_split {
+    bool trans;
+    int64_t m, n, lda, incx, incy;
+    const void *a, *x;
+    void *y;
+    double alpha, beta;
+    size_t es;
+} gemv_split;
+
+static void gemv_blocks(void *ctx, int64_t begin, int64_t end);
+
+/* A large gemv is cut into blocks of y's elements on tide's pool, like a GEMM (above). */
+static bool gemv_parallel(gemv_split *g)
+{
+    if ((double)g->m * (double)g->n <= TD_BLAS_GEMV_SINGLE_THREAD_MN || td_num_threads() < 2)
+        return false;
+    int64_t blocks = (g->m + 4 * GEMM_SPLIT_BLOCK - 1) / (4 * GEMM_SPLIT_BLOCK);
+    if (blocks < 2)
+        return false;
+    td_parallel_for(blocks, 1, gemv_blocks, g);
+    return true;
+}
+
 #define DEFINE_GEMV(name, T, loop, fn32, fn64, field)                                              \
+    static void name##_here(bool trans, int64_t m, int64_t n, T alpha, const T *a, int64_t lda,   \
+                            const T *x, int64_t incx, T beta, T *y, int64_t incy);               \
     void name(bool trans, int64_t m, int64_t n, T alpha, const T *a, int64_t lda, const T *x,     \
               int64_t incx, T beta, T *y, int64_t incy)                                            \
+    {                                                                                              \
+        if (m <= 0)                                                                                \
+            return;                                                                                \
+        gemv_split g = {trans, m, n, lda, incx, incy, a, x, y, alpha, beta, sizeof(T)};            \
+        if (!gemv_parallel(&g))                                                                    \
+            name##_here(trans, m, n, alpha, a, lda, x, incx, beta, y, incy);                       \
+    }                                                                                              \
+    static void name##_here(bool trans, int64_t m, int64_t n, T alpha, const T *a, int64_t lda,   \
+                            const T *x, int64_t incx, T beta, T *y, int64_t incy)                \
     {                                                                                              \
         if (m <= 0)                                                                                \
             return;                                                                                \
@@ -505,3 +539,21 @@ static void gemm_blocks(void *ctx, int64_t begin, int64_t end)
     }
 DEFINE_GEMV(td_blas_sgemv, float, sgemv_loop, sgemv32_fn, sgemv64_fn, sgemv)
 DEFINE_GEMV(td_blas_dgemv, double, dgemv_loop, dgemv32_fn, dgemv64_fn, dgemv)
+
+/* Blocks [begin, end) of 4 * GEMM_SPLIT_BLOCK elements of y: the rows of op(A) that make them
+ * (columns of the stored A when trans). */
+static void gemv_blocks(void *ctx, int64_t begin, int64_t end)
+{
+    const gemv_split *g = ctx;
+    int64_t step = 4 * GEMM_SPLIT_BLOCK;
+    int64_t lo = begin * step, hi = end * step < g->m ? end * step : g->m;
+    int64_t a_off = g->trans ? lo : lo * g->lda;
+    if (g->es == sizeof(float))
+        td_blas_sgemv_here(g->trans, hi - lo, g->n, (float)g->alpha, (const float *)g->a + a_off,
+                           g->lda, g->x, g->incx, (float)g->beta,
+                           (float *)g->y + lo * g->incy, g->incy);
+    else
+        td_blas_dgemv_here(g->trans, hi - lo, g->n, g->alpha, (const double *)g->a + a_off,
+                           g->lda, g->x, g->incx, g->beta, (double *)g->y + lo * g->incy,
+                           g->incy);
+}

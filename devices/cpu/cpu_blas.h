@@ -37,7 +37,7 @@ void td_blas_dgemv(bool trans, int64_t m, int64_t n, double alpha, const double 
  * product with more multiply-adds (m*n*k) than this over tide's threads; smaller ones run on the
  * calling thread, so callers may run several side by side inside td_parallel_for. */
 #define TD_BLAS_GEMM_SINGLE_THREAD_MNK 262144
-/* gemv runs on the calling thread; callers may split larger ones (m*n) themselves. */
+/* The same for gemv (m*n), split into blocks of y. */
 #define TD_BLAS_GEMV_SINGLE_THREAD_MN 9216
 
 /* What was loaded, for logs, tests and benchmarks: OpenBLAS's own name for the kernels it runs
