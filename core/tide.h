@@ -425,8 +425,9 @@ TIDE_API int tide_vulkan_device_info(int i, char *name, size_t n, const char **k
 /* Threads used by kernels above a size threshold. Default: TIDE_NUM_THREADS, else the cores. */
 TIDE_API void tide_set_num_threads(int n);
 TIDE_API int tide_get_num_threads(void);
-/* Gives cached memory blocks back to the system, and compiled code no graph holds (when the
- * jit registers a release hook). Safe while other threads run ops. */
+/* Gives cached memory blocks back to the system, and drops the jit's cached plans with the
+ * compiled code no live tide_graph holds (later calls compile again). Safe while other threads
+ * run ops. */
 TIDE_API void tide_empty_cache(void);
 /* Bytes held by live tensors and bytes cached for reuse. */
 TIDE_API void tide_memory_stats(size_t *in_use, size_t *cached);

@@ -480,6 +480,16 @@ void tide_jit_global_stats(tide_jit_stats *s)
     pthread_mutex_unlock(&cache_lock);
 }
 
+/* tide_empty_cache and tide_shutdown (core/runtime.c) release the cached plans, and with them the
+ * compiled code no live graph uses, through this hook. */
+static void release_hook(bool shutting_down)
+{
+    (void)shutting_down;
+    tide_jit_cache_clear();
+}
+
+static void register_release_hook(void) { td_on_release(release_hook); }
+
 /* Finds or compiles the plan of nodes with outputs. NULL with the error set. */
 static jit_compiled *lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n, int nexterns,
                                        const int *outs, int nouts)
@@ -496,6 +506,8 @@ static jit_compiled *lookup_or_compile(jit_trace *tr, const jit_node *nodes, int
         return NULL;
     }
     uint64_t h = key_hash(k.v, k.n);
+    static pthread_once_t hook_once = PTHREAD_ONCE_INIT;
+    pthread_once(&hook_once, register_release_hook);
     pthread_mutex_lock(&cache_lock);
     jit_compiled *c = cache_find(h, k.v, k.n);
     if (c)

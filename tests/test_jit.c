@@ -503,6 +503,28 @@ static void test_errors_and_guards(void)
     compare(out, want, &bw);
     CHECK(bw, "replay after cache clear differs");
     tide_release(out), tide_release(want), tide_release(x2);
+    /* tide_empty_cache releases the plans through the jit's hook: a call seen before compiles
+     * again, and a live graph still runs */
+    tide_jit_stats s0, s1;
+    tide_jit_trace_begin(NULL, NULL, NULL);
+    tide_tensor *warm = tide_exp(x);
+    tide_jit_trace_end();
+    tide_release(warm);
+    tide_jit_global_stats(&s0);
+    tide_empty_cache();
+    tide_jit_trace_begin(NULL, NULL, NULL);
+    warm = tide_exp(x);
+    tide_jit_trace_end();
+    tide_jit_global_stats(&s1);
+    CHECK(s1.compiles == s0.compiles + 1,
+          "after tide_empty_cache the plan is compiled again (%lld -> %lld)",
+          (long long)s0.compiles, (long long)s1.compiles);
+    tide_release(warm);
+    x2 = randt(1, &n, TIDE_FLOAT32, -1, 1), want = tide_exp(x2);
+    CHECK(tide_graph_run(g, &x2, 1, &out) == 0, "run after empty_cache: %s", tide_last_error());
+    compare(out, want, &bw);
+    CHECK(bw, "replay after empty_cache differs");
+    tide_release(out), tide_release(want), tide_release(x2);
     CHECK(tide_jit_end(&e, 1) == NULL, "end without begin");
     CHECK(tide_jit_trace_end() < 0, "trace_end without begin");
     tide_release(e), tide_release(xi);
