@@ -41,6 +41,14 @@ struct tide_device {
     /* Waits until every queued kernel and copy has finished. */
     int (*synchronize)(tide_device *dev);
     void *state; /* the device's own data */
+    /* The jit's fusion groups on a device that renders them itself (NULL on the CPU, whose
+     * code generator jit/ calls directly). plan is a jit_compiled, group one of its jit_groups
+     * (jit/jit.h). jit_compile prepares group (0, or -1 with the error set; a group it cannot
+     * render still runs: jit_run then runs its members one by one); jit_run runs it, t[s] being
+     * slot s's tensor (inputs, outputs, write-back destinations; NULL for values kept inside). */
+    int (*jit_compile)(tide_device *dev, const void *plan, void *group, int index);
+    int (*jit_run)(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t);
+    void (*jit_free)(tide_device *dev, void *group);
 };
 
 /* The CPU device; always present. */

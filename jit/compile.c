@@ -42,7 +42,10 @@ void jit_compiled_free(jit_compiled *c)
     if (!c)
         return;
     for (int g = 0; g < c->ngroups; g++) {
-        td_cpu_codegen_free(&c->groups[g]);
+        if (c->device && c->device->jit_free)
+            c->device->jit_free(c->device, &c->groups[g]);
+        else
+            td_cpu_codegen_free(&c->groups[g]);
         free(c->groups[g].slots);
         free(c->groups[g].members);
         free(c->groups[g].source);
@@ -178,7 +181,7 @@ static int run_passes(jit_compiled *c, char *live, const char *is_output, const 
         bool protected_node = is_output[i] || written[i];
         /* constant folding: creation ops and pure ops of constants, when small */
         if (nd->kind == JN_OP && !protected_node && numel_of(nd) <= FOLD_MAX_NUMEL &&
-            nd->op != TIDE_OP_RANDOM) {
+            nd->op != TIDE_OP_RANDOM && c->device == tide_cpu_device()) {
             bool all_const = nd->op == TIDE_OP_FILL || nd->op == TIDE_OP_IOTA;
             if (!all_const && (jit_op_fusible(nd->op) || is_reduce(nd->op)) && nd->nin > 0) {
                 all_const = true;
@@ -632,7 +635,8 @@ static int close_group(grouper *gp)
 #undef TAKE
     g->scratch_bytes = off;
     int gi = c->ngroups++;
-    if (td_cpu_codegen_group(c, g, gi) < 0)
+    if (c->device->jit_compile ? c->device->jit_compile(c->device, c, g, gi) < 0
+                               : td_cpu_codegen_group(c, g, gi) < 0)
         return -1;
     if (push_step(c, JS_GROUP, -1, gi) < 0)
         return -1;
@@ -909,9 +913,18 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
     if (!c->nodes || !c->alias || !c->consts || !c->outputs)
         goto oom;
     memcpy(c->nodes, nodes, sizeof *c->nodes * (size_t)n);
+    c->device = tide_cpu_device();
     for (int i = 0; i < n; i++) {
         c->nodes[i].stub = NULL;
         c->alias[i] = i;
+        if (nodes[i].kind != JN_EXTERN && nodes[i].dev == TIDE_DEVICE_VULKAN) {
+            char why[256];
+            c->device = td_vulkan_device(why, sizeof why); /* already open: it made the ops */
+            if (!c->device) {
+                td_error("jit: %s", why);
+                goto fail;
+            }
+        }
     }
     c->noutputs = noutputs;
     memcpy(c->outputs, outputs, sizeof(int) * (size_t)noutputs);

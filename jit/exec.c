@@ -31,7 +31,7 @@ static tide_tensor *alloc_node(const exec_ctx *x, tide_tensor *arena, int node)
     const jit_node *nd = &x->c->nodes[node];
     int64_t off = x->c->arena_off[node];
     if (off < 0 || !arena)
-        return td_tensor_new("jit", tide_cpu_device(), nd->ndim, nd->shape,
+        return td_tensor_new("jit", x->c->device, nd->ndim, nd->shape,
                              (tide_dtype)nd->dtype);
     int64_t strides[TIDE_MAX_DIMS];
     td_contiguous_strides(nd->ndim, nd->shape, strides);
@@ -64,9 +64,42 @@ static void group_range(void *ctx, int64_t r0, int64_t r1)
         td_cache_free(scratch, (size_t)g->scratch_bytes);
 }
 
+/* A group on a device that runs groups itself (Vulkan): the tensor of each slot. */
+static int run_group_device(exec_ctx *x, tide_tensor *arena, const jit_group *g)
+{
+    tide_tensor *tbuf[32];
+    tide_tensor **t = g->nslots <= 32 ? tbuf : calloc((size_t)g->nslots, sizeof *t);
+    if (!t)
+        return td_error("jit: out of memory");
+    int rc = 0;
+    for (int s = 0; s < g->nslots && rc == 0; s++) {
+        const jit_slot *sl = &g->slots[s];
+        t[s] = NULL;
+        if (sl->member && sl->into >= 0) {
+            t[s] = value(x, sl->into);
+            if (t[s]->storage)
+                __atomic_add_fetch(&t[s]->storage->version, 1, __ATOMIC_RELAXED);
+        } else if (sl->member) {
+            if (sl->output) {
+                t[s] = x->vals[sl->node] = alloc_node(x, arena, sl->node);
+                rc = t[s] ? 0 : -1;
+            }
+        } else {
+            t[s] = value(x, sl->node);
+        }
+    }
+    if (rc == 0)
+        rc = x->c->device->jit_run(x->c->device, x->c, g, t);
+    if (t != tbuf)
+        free(t);
+    return rc;
+}
+
 static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
 {
     const jit_compiled *c = x->c;
+    if (c->device->jit_run)
+        return run_group_device(x, arena, g);
     void *argbuf[65];
     jit_gather gbuf[32];
     /* args[nargs]: the domain's element count, a runtime value of the generated code */
@@ -147,7 +180,7 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
     exec_ctx x = {c, ext, calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof(tide_tensor *))};
     if (!x.vals)
         return td_error("jit: out of memory");
-    tide_device *dev = tide_cpu_device();
+    tide_device *dev = c->device;
     tide_tensor *arena = NULL;
     int rc = -1;
     if (c->arena_bytes > 0) {

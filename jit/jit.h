@@ -28,6 +28,7 @@ typedef struct jit_node {
     uint8_t dtype;
     uint8_t ndim;
     uint8_t flags; /* EXTERN: the tensor's flags (wrapped number, requires grad) */
+    uint8_t dev;   /* the device kind (tide_device_kind) of its tensor */
     int op;
     int nin;
     int in[JIT_MAX_IN];
@@ -121,6 +122,7 @@ typedef struct jit_compiled {
     tide_tensor **consts; /* node -> folded constant (indexed by node), NULL elsewhere */
     int nexterns;
     double compile_ms;
+    struct tide_device *device; /* where it runs (a segment is on one device) */
     int refs; /* the cache, graphs, segments running it */
     struct jit_compiled *next; /* in the cache bucket */
 } jit_compiled;

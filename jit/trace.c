@@ -51,6 +51,7 @@ typedef struct jit_trace {
     void *on_break_ctx;
     td_hooks saved;
     int flushing;
+    tide_device *dev; /* the device of the pending segment's ops (a segment is on one) */
 } jit_trace;
 
 static _Thread_local jit_trace *current;
@@ -217,6 +218,7 @@ static int node_of(jit_trace *tr, const tide_tensor *t)
     nd->dtype = t->dtype;
     nd->ndim = t->ndim;
     nd->flags = t->flags & (TD_WRAPPED_NUMBER | TD_REQUIRES_GRAD);
+    nd->dev = (uint8_t)t->device->kind;
     nd->ext = tr->next;
     nd->storage_class = tr->next;
     for (int k = 0; k < tr->next; k++)
@@ -251,11 +253,58 @@ static tide_tensor *new_stub(const td_meta *meta)
 
 static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, struct tide_graph **graph);
 
-/* Ops the recorder hands to the eager kernels at a break instead of tracing them. */
-static bool traceable(tide_op op, const td_meta *meta, int nin)
+/* Ops the recorder hands to the eager kernels at a break instead of tracing them. A device
+ * other than the CPU is traced when it runs fusion groups itself (jit_run: Vulkan), not in C
+ * capture mode (tide_graph_run replays on the CPU). */
+static bool traceable(const jit_trace *tr, tide_op op, const td_meta *meta, int nin)
 {
     (void)op;
-    return nin <= JIT_MAX_IN && meta->device == tide_cpu_device();
+    return nin <= JIT_MAX_IN &&
+           (meta->device == tide_cpu_device() || (!tr->capture && meta->device->jit_run));
+}
+
+/* Runs an op eagerly with the recorder off. */
+static tide_tensor *run_eager(tide_op op, const td_meta *meta, tide_tensor *dst,
+                              tide_tensor *const *in, int nin, const tide_attrs *attrs,
+                              const tide_tensor *out_view)
+{
+    td_hooks *h = td_thread_hooks();
+    td_hooks mine = *h;
+    h->trace = NULL;
+    tide_tensor *r = NULL;
+    if (dst) {
+        if (td_dispatch_inplace(op, dst, in, nin, attrs) == 0)
+            r = tide_retain(dst);
+    } else if (out_view) {
+        r = tide_retain((tide_tensor *)out_view);
+    } else {
+        r = td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape, meta->dtype);
+        if (r && td_numel(meta->ndim, meta->shape) > 0 &&
+            meta->device->run(meta->device, op, r, in, nin, attrs) < 0) {
+            tide_release(r);
+            r = NULL;
+        }
+    }
+    *h = mine;
+    return r;
+}
+
+/* An op on another device than the pending segment's that reads nothing of the segment: a
+ * 0-dim result of outside 0-dim CPU tensors (a wrapped number cast to a Vulkan operand's
+ * dtype). It runs at once, without ending the segment. */
+static bool side_op(const jit_trace *tr, const td_meta *meta, const tide_tensor *dst,
+                    tide_tensor *const *in, int nin, const tide_tensor *out_view)
+{
+    if (dst || out_view || meta->ndim != 0 || meta->device != tide_cpu_device())
+        return false;
+    for (int i = 0; i < nin; i++) {
+        if (in[i]->trace_node || in[i]->ndim != 0 || in[i]->device != tide_cpu_device())
+            return false;
+        for (int k = 0; k < tr->nwstor; k++)
+            if (tr->wstor[k] == in[i]->storage)
+                return false;
+    }
+    return true;
 }
 
 static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_tensor *dst,
@@ -263,7 +312,20 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
                                const tide_tensor *out_view)
 {
     jit_trace *tr = ctx;
-    if (!traceable(op, meta, nin)) {
+    /* with no segment pending and Vulkan in use, a scalar op runs at once too: it is most
+     * likely a wrapped number cast for a Vulkan op (a CPU segment of it would only break) */
+    if (!tr->capture && (tr->n > 0 ? tr->dev && meta->device != tr->dev : td_vulkan_opened()) &&
+        side_op(tr, meta, dst, in, nin, out_view))
+        return run_eager(op, meta, dst, in, nin, attrs, out_view);
+    if (tr->n > 0 && tr->dev && meta->device != tr->dev && !tr->capture) {
+        /* the segment is on one device: run what is pending, and start one on this device */
+        if (flush(tr, NULL, 0, NULL) < 0)
+            return NULL;
+        td_log("jit", "break: %s runs on %s after ops on %s%s%s", tide_op_name(op),
+               meta->device->name, tr->dev->name, *jit_where() ? " at " : "", jit_where());
+        stats_add(tr, 0, 0, 0, 1, 0, 0);
+    }
+    if (!traceable(tr, op, meta, nin)) {
         if (tr->capture) {
             td_error("jit: %s with %d inputs cannot be captured", tide_op_name(op), nin);
             return NULL;
@@ -274,27 +336,9 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
         td_log("jit", "break: %s is not traced (run eagerly)%s%s", tide_op_name(op),
                *jit_where() ? " at " : "", jit_where());
         stats_add(tr, 0, 0, 0, 1, 0, 0);
-        td_hooks *h = td_thread_hooks();
-        td_hooks mine = *h;
-        h->trace = NULL;
-        tide_tensor *r = NULL;
-        if (dst) {
-            if (td_dispatch_inplace(op, dst, in, nin, attrs) == 0)
-                r = tide_retain(dst);
-        } else if (out_view) {
-            r = tide_retain((tide_tensor *)out_view);
-        } else {
-            r = td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape,
-                              meta->dtype);
-            if (r && td_numel(meta->ndim, meta->shape) > 0 &&
-                meta->device->run(meta->device, op, r, in, nin, attrs) < 0) {
-                tide_release(r);
-                r = NULL;
-            }
-        }
-        *h = mine;
-        return r;
+        return run_eager(op, meta, dst, in, nin, attrs, out_view);
     }
+    tr->dev = meta->device;
     /* a very long segment (a whole loop inside one jit call) runs in pieces, so compiles stay
      * fast and memory bounded */
     if (!tr->capture && tr->n >= SEGMENT_MAX_NODES) {
@@ -317,6 +361,7 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
         if (!nd)
             return NULL;
         nd->kind = JN_INPLACE;
+        nd->dev = (uint8_t)meta->device->kind;
         nd->op = op;
         nd->dtype = dst->dtype;
         nd->ndim = dst->ndim;
@@ -348,6 +393,7 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
         return NULL;
     int id = tr->n - 1;
     nd->op = op;
+    nd->dev = (uint8_t)meta->device->kind;
     nd->dtype = (uint8_t)meta->dtype;
     nd->ndim = (uint8_t)meta->ndim;
     memcpy(nd->shape, meta->shape, sizeof(int64_t) * meta->ndim);
@@ -406,7 +452,7 @@ static void kput(key_buf *k, int64_t x)
 static void key_node(key_buf *k, const jit_node *nd)
 {
     kput(k, nd->kind | (int64_t)nd->op << 8 | (int64_t)nd->dtype << 24 |
-                (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48);
+                (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48 | (int64_t)nd->dev << 56);
     for (int i = 0; i < nd->nin; i++)
         kput(k, nd->in[i]);
     kput(k, nd->root);

@@ -412,6 +412,7 @@ static vk_state *open_device(void)
         goto fail;
     }
     s->pipelines = calloc((size_t)td_vk_num_shaders * VK_MAX_SPEC, sizeof *s->pipelines);
+    td_vk_cache_open(s);
     /* parameters: one slot per dispatch, host-visible */
     size_t slot = VK_PARAM_SLOT;
     while (slot % s->offset_align)
@@ -448,6 +449,7 @@ static void teardown(void)
         if (s->recording)
             td_vk_flush(s);
         td_vk.vkDeviceWaitIdle(s->device);
+        td_vk_cache_close(s);
         for (int i = 0; s->pipelines && i < td_vk_num_shaders * VK_MAX_SPEC; i++)
             if (s->pipelines[i])
                 td_vk.vkDestroyPipeline(s->device, s->pipelines[i], NULL);
@@ -868,7 +870,7 @@ static VkPipeline pipeline(vk_state *s, int shader, uint32_t spec)
                   .pName = "main",
                   .pSpecializationInfo = &si},
         .layout = s->pipe_layout};
-    r = td_vk.vkCreateComputePipelines(s->device, VK_NULL_HANDLE, 1, &ci, NULL, slot);
+    r = td_vk.vkCreateComputePipelines(s->device, s->pipe_cache, 1, &ci, NULL, slot);
     td_vk.vkDestroyShaderModule(s->device, mod, NULL);
     if (r != VK_SUCCESS) {
         *slot = VK_NULL_HANDLE;
@@ -878,6 +880,37 @@ static VkPipeline pipeline(vk_state *s, int shader, uint32_t spec)
     return *slot;
 }
 
+VkPipeline td_vk_make_pipeline(vk_state *s, const uint32_t *code, size_t size, const char *what)
+{
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                   .codeSize = size,
+                                   .pCode = code};
+    VkShaderModule mod;
+    VkResult r = td_vk.vkCreateShaderModule(s->device, &mi, NULL, &mod);
+    if (r != VK_SUCCESS) {
+        td_error("vulkan: %s: vkCreateShaderModule failed: %s", what, td_vk_result_str(r));
+        return VK_NULL_HANDLE;
+    }
+    VkComputePipelineCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = mod,
+                  .pName = "main"},
+        .layout = s->pipe_layout};
+    VkPipeline pipe = VK_NULL_HANDLE;
+    r = td_vk.vkCreateComputePipelines(s->device, s->pipe_cache, 1, &ci, NULL, &pipe);
+    td_vk.vkDestroyShaderModule(s->device, mod, NULL);
+    if (r != VK_SUCCESS) {
+        td_error("vulkan: %s: vkCreateComputePipelines failed: %s", what, td_vk_result_str(r));
+        return VK_NULL_HANDLE;
+    }
+    return pipe;
+}
+
+static int dispatch_pipe3(vk_state *s, VkPipeline pipe, const void *params, size_t nparams,
+                          const vk_binding *b, int nb, uint32_t gx, uint32_t gy, uint32_t gz);
+
 int td_vk_dispatch3(vk_state *s, int shader, uint32_t spec, const void *params, size_t nparams,
                     const vk_binding *b, int nb, uint32_t gx, uint32_t gy, uint32_t gz)
 {
@@ -886,6 +919,12 @@ int td_vk_dispatch3(vk_state *s, int shader, uint32_t spec, const void *params, 
     VkPipeline pipe = pipeline(s, shader, spec);
     if (!pipe)
         return -1;
+    return dispatch_pipe3(s, pipe, params, nparams, b, nb, gx, gy, gz);
+}
+
+static int dispatch_pipe3(vk_state *s, VkPipeline pipe, const void *params, size_t nparams,
+                          const vk_binding *b, int nb, uint32_t gx, uint32_t gy, uint32_t gz)
+{
     size_t slot = s->param_cap / (size_t)s->desc_cap;
     if (s->desc_used >= s->desc_cap || s->param_used + slot > s->param_cap)
         if (td_vk_flush(s) < 0)
@@ -927,6 +966,32 @@ int td_vk_dispatch3(vk_state *s, int shader, uint32_t spec, const void *params, 
     s->ndispatch++;
     s->dispatches++;
     return 0;
+}
+
+static int spread(vk_state *s, uint64_t groups, uint32_t g[3])
+{
+    uint64_t gx = groups < s->max_groups[0] ? groups : s->max_groups[0];
+    uint64_t rest = (groups + gx - 1) / gx;
+    uint64_t gy = rest < s->max_groups[1] ? rest : s->max_groups[1];
+    uint64_t gz = (rest + gy - 1) / gy;
+    if (gz > s->max_groups[2])
+        return td_error("vulkan: %llu workgroups are more than one dispatch can hold",
+                        (unsigned long long)groups);
+    g[0] = (uint32_t)gx;
+    g[1] = (uint32_t)gy;
+    g[2] = (uint32_t)gz;
+    return 0;
+}
+
+int td_vk_dispatch_pipe(vk_state *s, VkPipeline pipe, const void *params, size_t nparams,
+                        const vk_binding *b, int nb, uint64_t groups)
+{
+    uint32_t g[3] = {0, 0, 0};
+    if (groups == 0)
+        return 0;
+    if (spread(s, groups, g) < 0)
+        return -1;
+    return dispatch_pipe3(s, pipe, params, nparams, b, nb, g[0], g[1], g[2]);
 }
 
 int td_vk_dispatch(vk_state *s, int shader, uint32_t spec, const void *params, size_t nparams,
@@ -1019,6 +1084,9 @@ tide_device td_vk_device_struct = {
     .host_ptr = vk_host_ptr,
     .run = td_vk_run,
     .synchronize = vk_synchronize,
+    .jit_compile = td_vk_jit_compile,
+    .jit_run = td_vk_jit_run,
+    .jit_free = td_vk_jit_free,
 };
 
 /* ---- what the public API asks --------------------------------------------------------------- */

@@ -35,7 +35,8 @@
     X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkResetDescriptorPool)              \
     X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCmdBindPipeline)                 \
     X(vkCmdBindDescriptorSets) X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer)     \
-    X(vkCmdUpdateBuffer) X(vkDeviceWaitIdle)
+    X(vkCmdUpdateBuffer) X(vkDeviceWaitIdle) X(vkCreatePipelineCache)                         \
+    X(vkDestroyPipelineCache) X(vkGetPipelineCacheData)
 
 typedef struct td_vk_fns {
 #define TD_VK_FN_FIELD(name) PFN_##name name;
@@ -75,7 +76,7 @@ typedef struct vk_buf {
 
 /* ---- pipelines ------------------------------------------------------------------------------- */
 
-#define VK_MAX_BINDINGS 5 /* 0: parameters; 1..4: data */
+#define VK_MAX_BINDINGS 9 /* 0: parameters; 1..8: data (the library's shaders use 1..4) */
 #define VK_PARAM_SLOT 512 /* bytes of parameters per dispatch */
 
 typedef struct vk_shader {
@@ -124,6 +125,8 @@ typedef struct vk_state {
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout pipe_layout;
     VkPipeline *pipelines; /* per shader and specialization value, made at first use */
+    VkPipelineCache pipe_cache; /* loaded from and saved to disk (vk_jit.c) */
+    struct vk_jit_entry *jit_code; /* the jit's pipelines, by GLSL text (vk_jit.c) */
 
     /* the batch being recorded */
     VkCommandPool cmd_pool;
@@ -172,10 +175,27 @@ int td_vk_dispatch(vk_state *s, int shader, uint32_t spec, const void *params, s
 int td_vk_dispatch3(vk_state *s, int shader, uint32_t spec, const void *params, size_t nparams,
                     const vk_binding *b, int nb, uint32_t gx, uint32_t gy, uint32_t gz);
 int td_vk_shader_index(const char *name);
+/* Makes a compute pipeline of SPIR-V code with the shared layout (through the pipeline cache). */
+VkPipeline td_vk_make_pipeline(vk_state *s, const uint32_t *code, size_t size, const char *what);
+/* td_vk_dispatch with a pipeline of one's own (the jit's). */
+int td_vk_dispatch_pipe(vk_state *s, VkPipeline pipe, const void *params, size_t nparams,
+                        const vk_binding *b, int nb, uint64_t groups);
 
 /* vk_run.c */
 int td_vk_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
               const tide_attrs *attrs);
+/* Binds a Vulkan tensor read or written through its own layout: b, and base (the element index
+ * of its offset inside the binding). 1 bound, 0 cannot (larger than one binding), -1 error. */
+int td_vk_bind_tensor(vk_state *s, tide_tensor *t, vk_binding *b, int32_t *base);
+uint32_t td_vk_opcode(tide_op op);   /* the shaders' op code (vk_opcodes.h) */
+bool td_vk_int_op_ok(uint32_t code); /* whether the integer shaders have the op */
+
+/* vk_jit.c: the jit's fusion groups as GLSL compiled at run time */
+int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index);
+int td_vk_jit_run(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t);
+void td_vk_jit_free(tide_device *dev, void *group);
+void td_vk_cache_open(vk_state *s);  /* the pipeline cache, from disk */
+void td_vk_cache_close(vk_state *s); /* saves it, destroys the jit's pipelines */
 
 extern tide_device td_vk_device_struct;
 

@@ -170,6 +170,23 @@ static uint32_t vk_opcode(tide_op op)
     return codes[op];
 }
 
+uint32_t td_vk_opcode(tide_op op) { return vk_opcode(op); }
+
+int td_vk_bind_tensor(vk_state *s, tide_tensor *t, vk_binding *b, int32_t *base)
+{
+    operand o;
+    int rc = bind(s, t, t->ndim, t->shape, t->strides, &o);
+    if (rc == 1 && o.upload) { /* host tensors are not bound here */
+        release_operands(s, &o, 1);
+        return 0;
+    }
+    if (rc == 1) {
+        *b = o.b;
+        *base = o.base;
+    }
+    return rc;
+}
+
 /* Integer arithmetic the shaders do; the rest (pow, float functions) is float-only. */
 static bool int_op_ok(uint32_t op)
 {
@@ -182,6 +199,8 @@ static bool int_op_ok(uint32_t op)
         return true;
     }
 }
+
+bool td_vk_int_op_ok(uint32_t code) { return int_op_ok(code); }
 
 /* The bit pattern of value stored as dtype, as the CPU's fill makes it. */
 static int fill_bits(double value, tide_dtype dtype, uint32_t bits[2])

@@ -281,4 +281,30 @@ if ok_nn and ok_optim then
   end
 end
 
+-- The jit on Vulkan (devices/vulkan/vk_jit.c): fusion groups as GLSL shaders compiled at run time
+-- (and groups run op by op through the eager shaders), against eager Vulkan and the CPU.
+local vk_ok, vk_why = tide.vulkan.available()
+if vk_ok then
+  H.test("jit on vulkan: fused chains against eager vulkan and the cpu", function()
+    local xc, bc = tide.randn({33, 65}), tide.randn(65)
+    local x, b = xc:to("vulkan"), bc:to("vulkan")
+    local fns = {
+      function(x, b) return (x * 1.5 + b):tanh() * x:sigmoid() + 0.5 end,
+      function(x, b) return x:gt(b):where(x, x * 0.1) - 1 end,
+      function(x, b) return (x:t() * 2 - 1):relu() end,
+      function(x, b) return (x * 2):softmax(2) end, -- a row group: op by op
+    }
+    for i, fn in ipairs(fns) do
+      local f = tide.jit(fn)
+      local got, want, cpu = f(x, b), fn(x, b), fn(xc, bc)
+      H.eq(got.device, "vulkan", "vulkan jit " .. i .. " device")
+      same(got, want, 1e-6, "vulkan jit " .. i .. " vs eager vulkan")
+      same(got, cpu, 1e-5, "vulkan jit " .. i .. " vs cpu")
+      same(f(x, b), want, 1e-6, "vulkan jit " .. i .. " (cache hit)")
+    end
+  end)
+else
+  print("test_jit: the Vulkan jit tests skipped: " .. tostring(vk_why))
+end
+
 H.done()
