@@ -18,7 +18,13 @@ echo "$out" | grep -E '^(accuracy|model)' >&2
 echo "$out" | grep -E '^(latency|peak_rss)'
 e1=$(echo "$out" | sed -n 's/^latency_batch1_eager: \([0-9.]*\) us/\1/p')
 c1=$(echo "$out" | sed -n 's/^latency_batch1_compiled: \([0-9.]*\) us/\1/p')
-torch=$(python3 "$here/bench_embed_torch.py" "$ckpt" 2>/dev/null || echo "absent")
+# the first Python that imports torch: the PATH's, else Debian's own (python3-torch's)
+py=""
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import torch' >/dev/null 2>&1; then py=$p; break; fi
+done
+torch=absent
+[ -n "$py" ] && torch=$("$py" "$here/bench_embed_torch.py" "$ckpt" 2>/dev/null || echo "absent")
 echo "latency_batch1_pytorch: $torch"
 if [[ "$torch" =~ ^[0-9.]+\ us$ ]]; then
   t=${torch% us}

@@ -38,9 +38,19 @@ local function tide_steps_per_s(batch)
   return n / (tide.clock() - t0)
 end
 
+-- The first Python that imports torch: the PATH's, else Debian's own (python3-torch is built for
+-- /usr/bin/python3, which a PATH with another Python in front hides).
+local function torch_python()
+  for _, py in ipairs({ "python3", "/usr/bin/python3" }) do
+    if os.execute(py .. " -c 'import torch' >/dev/null 2>&1") then return py end
+  end
+end
+
 local function torch_steps_per_s(batch)
-  local cmd = ("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d MKL_NUM_THREADS=%d python3 %s %d %d %g 2>/dev/null")
-    :format(threads, threads, threads, here .. "bench_mlp_torch.py", batch, threads, seconds)
+  local py = torch_python()
+  if not py then return nil end
+  local cmd = ("OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d MKL_NUM_THREADS=%d %s %s %d %d %g 2>/dev/null")
+    :format(threads, threads, threads, py, here .. "bench_mlp_torch.py", batch, threads, seconds)
   local p = io.popen(cmd)
   if not p then return nil end
   local out = p:read("a")

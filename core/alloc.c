@@ -94,28 +94,26 @@ void *td_cache_alloc(size_t nbytes)
         return NULL;
     size_t rounded;
     int c = size_class(nbytes, &rounded);
-    pthread_mutex_lock(&cache_lock);
-    free_block *b = free_lists[c];
-    if (b) {
-        free_lists[c] = b->next;
-        bytes_cached -= rounded;
-    }
-    if (b)
-        bytes_in_use += rounded;
-    pthread_mutex_unlock(&cache_lock);
-    if (b)
-        return b;
-    /* Reserve the bytes before allocating, so that threads allocating at once cannot together
-     * pass the cap. */
+    /* The cap is checked and the bytes reserved under one lock, for a reused block as for a
+     * new one, so that threads allocating at once cannot together pass the cap. */
     pthread_mutex_lock(&cache_lock);
     bool over_cap = bytes_in_use + rounded > cap;
-    if (!over_cap)
+    free_block *b = NULL;
+    if (!over_cap) {
         bytes_in_use += rounded;
+        b = free_lists[c];
+        if (b) {
+            free_lists[c] = b->next;
+            bytes_cached -= rounded;
+        }
+    }
     pthread_mutex_unlock(&cache_lock);
     if (over_cap) {
         td_cache_empty();
         return NULL;
     }
+    if (b)
+        return b;
     void *p = aligned_alloc(64, rounded);
     if (!p) {
         /* Memory may be sitting in the cache under other size classes: give it back, retry. */
