@@ -150,6 +150,8 @@ void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **ar
 /* Helpers the generated code calls (also used by the interpreter). */
 void td_jit_gather(const jit_gather *d, void *dst, int64_t begin, int64_t n);
 void td_jit_splat(int64_t es, void *dst, const void *src, int64_t n);
+void td_jit_prefetch(const void *base, int64_t begin, int64_t n, int64_t total, int64_t es,
+                     int write);
 void td_jit_reduce(int op, int dtype, int odtype, void *out, const void *x, int64_t n);
 void td_jit_cast(int64_t n, void *out, int odtype, const void *x, int idtype);
 /* The kernel pointers a group member calls (NULL when the op has no tile kernel). */

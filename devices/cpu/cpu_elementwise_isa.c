@@ -232,14 +232,44 @@ static inline vf32 tanh_vec_f32(vf32 x)
 DEFINE_VEC_MAP1(map_tanh_f32, float, vf32, tanh_vec_f32)
 DEFINE_MAP_UNARY(tanh_f32, float, map_tanh_f32)
 
-/* sigmoid in float32 over whole vectors: the same formula as DEFINE_SIGMOID (e = exp(-|x|),
- * x < 0 ? e : 1 over 1 + e) with the quotient in float instead of double and no stack buffer,
- * so exp, select and divide stay in registers (the double division ran the fused chain at half
- * speed). Error: exp's 1 ulp plus two roundings, under 3 ulp; a NaN stays NaN (1/(1+NaN)). */
+/*
+ * sigmoid in float32 over whole vectors: the formula of DEFINE_SIGMOID (e = exp(-|x|), then
+ * x < 0 ? e : 1 over 1 + e, which never overflows) with everything in registers: e from its own
+ * polynomial (k = round(-a/ln2), r = -a - k ln2 in [-ln2/2, ln2/2], e^r = 1 + r + r^2 P(r) with
+ * P the classic degree-5 minimax fit of (e^r - 1 - r)/r^2, ~1 ulp) instead of SLEEF's exp
+ * (10% faster, and more accurate overall). a is clamped to 104, past which e^-a is below the
+ * smallest denormal; 2^k is applied as two halves so that k down to -151 still gives the
+ * denormals of e^-a instead of 0. Worst error 2.22 ulp on AVX-512, AVX2 and SSE2 (every 101st
+ * float checked against double); a NaN stays NaN (1/(1+NaN)); sigmoid(-inf) = 0, (inf) = 1.
+ * (A reciprocal estimate plus a Newton step instead of the divide made tanh and sigmoid no
+ * faster here and cost up to 4 ulp: the divide is not their bottleneck.)
+ */
 static inline vf32 sigmoid_vec_f32(vf32 x)
 {
     vf32 a = (vf32)((vi32)x & (int32_t)0x7fffffff);
-    vf32 e = (vf32)SLEEF_F32(exp)((vec_f32)(-a));
+    a = MIN_F32((vf32){0} + 104.0f, a); /* the second operand wins for NaN: NaN stays */
+    vf32 t = -a;
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    vf32 kb = t * 1.44269504f + magic;
+    vf32 kf = kb - magic;
+#ifdef __FMA__
+    vf32 r = t - kf * 0.693147182f;
+    r = r - kf * -1.90465421e-09f; /* ln2's remainder: r to full precision */
+#else
+    vf32 r = t - kf * 0.693359375f; /* Cody-Waite: ln2_hi has 9 bits, so k ln2_hi is exact */
+    r = r - kf * -2.12194440e-4f;
+#endif
+    vf32 p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    vf32 er = (r + r * r * p) + 1.0f;
+    /* kb = 1.5 * 2^23 + k with k in [-151, 0]: its bits minus magic's bits are k */
+    vi32 k = (vi32)kb - 0x4B400000;
+    vi32 k1 = k >> 1, k2 = k - k1;
+    vf32 s1 = (vf32)((k1 + 127) << 23), s2 = (vf32)((k2 + 127) << 23);
+    vf32 e = er * s1 * s2;
     vf32 one = (vf32){0} + 1.0f;
     return select_lt_f32(x, 0.0f, e, one) / (one + e);
 }
