@@ -339,8 +339,12 @@ static int accumulate_leaf(tide_tensor *leaf, tide_tensor *g)
         return rc;
     } else if (leaf->grad) {
         next = tide_add(leaf->grad, g);
-    } else if (g->refcount == 1 && g->storage && g->storage->refcount == 1 &&
-               td_is_contiguous(g) && !g->grad_fn) {
+    } else if (!g->grad_fn && td_is_contiguous(g) &&
+               ((g->refcount == 1 && g->storage && g->storage->refcount == 1) ||
+                (g->refcount == 2 && !g->storage && g->trace_node &&
+                 (g->flags & TD_TRACE_RESULT)))) {
+        /* nothing else holds it (a traced result: only the tracer besides us), so it becomes
+         * the grad as it is; under the jit a copy here cost every step a pass over the grads */
         next = tide_retain(g);
     } else {
         next = tide_clone(g);

@@ -30,6 +30,10 @@ typedef struct tide_storage {
 enum {
     TD_WRAPPED_NUMBER = 1, /* made by tide_number/tide_integer: promotes like a Python scalar */
     TD_REQUIRES_GRAD = 2,
+    /* jit: a tracer's stand-in for an op's own new result (not a view of another value); the
+     * tracer holds one reference to it until its segment runs. Autograd may then take it as a
+     * leaf's first gradient without a copy, as it takes a fresh eager tensor. */
+    TD_TRACE_RESULT = 4,
 };
 
 struct tide_tensor {

@@ -672,7 +672,9 @@ static bool fuse_writeback(grouper *gp, int w)
 {
     const jit_compiled *c = gp->c;
     const jit_node *wn = &c->nodes[w];
-    if (wn->op != TIDE_OP_COPY || wn->nin != 2 || gp->nmem < 1 || !gp->has_domain)
+    /* close_group makes a group of two members or more; a lone member runs as its own kernel,
+     * and the write then has to be a step of its own (a fused write of a lone member was lost) */
+    if (wn->op != TIDE_OP_COPY || wn->nin != 2 || gp->nmem < 2 || !gp->has_domain)
         return false;
     int dst = wn->in[0], src = wn->in[1];
     if (gp->mem[gp->nmem - 1] != src || gp->vk[gp->nmem - 1] != JV_FULL)

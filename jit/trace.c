@@ -420,6 +420,7 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
             tr->n--;
             return NULL;
         }
+        stub->flags |= TD_TRACE_RESULT;
     }
     stub->trace_node = (void *)(intptr_t)(id + 1);
     tr->nodes[id].stub = tide_retain(stub);

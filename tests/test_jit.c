@@ -395,6 +395,36 @@ static void test_inplace_and_scalars(void)
         }
         CHECK(bad == 0, "sgd step %d: %d elements differ", step, bad);
     }
+    /* the write of a lone elementwise op into an outside tensor (t.copy_(t + g): no fusion
+     * group to carry it), also as the value read after it, and twice in one trace */
+    for (int twice = 0; twice < 2; twice++) {
+        tide_tensor *t = tide_ones(1, &n, TIDE_FLOAT32);
+        tide_jit_trace_begin(NULL, NULL, NULL);
+        tide_tensor *s = NULL;
+        for (int k = 0; k <= twice; k++) {
+            tide_tensor *sum = tide_add(t, gr);
+            CHECK(tide_copy_(t, sum) == 0, "%s", tide_last_error());
+            tide_release(sum);
+        }
+        s = tide_sum(t, NULL, 0, false);
+        CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+        float tv[1000];
+        tide_to_buffer(t, tv, sizeof tv);
+        int bad = 0;
+        double want_sum = 0, got_sum = 0;
+        for (int i = 0; i < 1000; i++) {
+            float want = 1.0f + gv[i];
+            if (twice)
+                want = want + gv[i];
+            bad += tv[i] != want;
+            want_sum += want;
+        }
+        CHECK(bad == 0, "lone add written into an outside tensor (%d times): %d elements differ",
+              twice + 1, bad);
+        CHECK(s && tide_item(s, &got_sum) == 0 && fabs(got_sum - want_sum) < 1e-3,
+              "the sum read after the write: %g, want %g", got_sum, want_sum);
+        tide_release(s), tide_release(t);
+    }
     /* a read of the written tensor inside a trace sees the write (a graph break) */
     tide_jit_stats st = {0};
     tide_jit_trace_begin(&st, NULL, NULL);
