@@ -997,18 +997,13 @@ int td_vk_dispatch_pipe(vk_state *s, VkPipeline pipe, const void *params, size_t
 int td_vk_dispatch(vk_state *s, int shader, uint32_t spec, const void *params, size_t nparams,
                    const vk_binding *b, int nb, uint64_t groups)
 {
+    uint32_t g[3] = {0, 0, 0};
     if (groups == 0)
         return 0;
     /* spread over x, then y, then z; the shaders read their group index back linearly */
-    uint64_t gx = groups < s->max_groups[0] ? groups : s->max_groups[0];
-    uint64_t rest = (groups + gx - 1) / gx;
-    uint64_t gy = rest < s->max_groups[1] ? rest : s->max_groups[1];
-    uint64_t gz = (rest + gy - 1) / gy;
-    if (gz > s->max_groups[2])
-        return td_error("vulkan: %llu workgroups are more than one dispatch can hold",
-                        (unsigned long long)groups);
-    return td_vk_dispatch3(s, shader, spec, params, nparams, b, nb, (uint32_t)gx, (uint32_t)gy,
-                           (uint32_t)gz);
+    if (spread(s, groups, g) < 0)
+        return -1;
+    return td_vk_dispatch3(s, shader, spec, params, nparams, b, nb, g[0], g[1], g[2]);
 }
 
 /* ---- the tide_device ------------------------------------------------------------------------- */
