@@ -37,6 +37,33 @@ static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b)
     return na == nb && memcmp(a, b, sizeof(int64_t) * (size_t)na) == 0;
 }
 
+bool jit_codegen_enabled(void)
+{
+    static int enabled = -1; /* read once; a benign race writes the same value */
+    if (enabled < 0) {
+        const char *e = getenv("TIDE_JIT_CODEGEN");
+        enabled = !(e && strcmp(e, "0") == 0);
+    }
+    return enabled;
+}
+
+void jit_dump_source(const char *text, uint64_t hash, int index, const char *ext)
+{
+    const char *dir = getenv("TIDE_DUMP");
+    if (!dir || !*dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tide_jit_%016llx_g%d.%s", dir, (unsigned long long)hash,
+             index, ext);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        td_log("jit", "TIDE_DUMP: cannot write %s", path);
+        return;
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
 void jit_compiled_free(jit_compiled *c)
 {
     if (!c)

@@ -148,6 +148,22 @@ void td_cpu_codegen_free(jit_group *g);
 void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **args, int64_t r0,
                             int64_t r1, char *scratch);
 /* Helpers the generated code calls (also used by the interpreter). */
+/* The slot of group g that holds node, or -1. For the devices' code generators. */
+static inline int jit_slot_of(const jit_group *g, int node)
+{
+    for (int s = 0; s < g->nslots; s++)
+        if (g->slots[s].node == node)
+            return s;
+    return -1;
+}
+
+/* Whether fusion groups are compiled (TIDE_JIT_CODEGEN=0: run member by member instead). */
+bool jit_codegen_enabled(void);
+
+/* TIDE_DUMP=dir: writes a group's generated source as dir/tide_jit_<plan hash>_g<index>.<ext>
+ * (a failure is logged under TIDE_LOG=jit). */
+void jit_dump_source(const char *text, uint64_t hash, int index, const char *ext);
+
 void td_jit_gather(const jit_gather *d, void *dst, int64_t begin, int64_t n);
 void td_jit_splat(int64_t es, void *dst, const void *src, int64_t n);
 void td_jit_prefetch(const void *base, int64_t begin, int64_t n, int64_t total, int64_t es,

@@ -453,7 +453,8 @@ static void kput(key_buf *k, int64_t x)
 static void key_node(key_buf *k, const jit_node *nd)
 {
     kput(k, nd->kind | (int64_t)nd->op << 8 | (int64_t)nd->dtype << 24 |
-                (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48 | (int64_t)nd->dev << 56);
+                (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48 |
+                (int64_t)nd->dev << 56);
     for (int i = 0; i < nd->nin; i++)
         kput(k, nd->in[i]);
     kput(k, nd->root);

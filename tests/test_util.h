@@ -10,6 +10,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/* RUNNING_ON_VALGRIND: tests that are slow under valgrind (lavapipe compiling shaders) run a
+ * subset there; 0 where valgrind's header is absent. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 static int test_passed, test_failed;
 
 #define CHECK(cond, ...)                                                                           \

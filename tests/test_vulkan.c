@@ -19,15 +19,6 @@
 #include "test_ref.h"
 #include "test_util.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
-
 /* Under valgrind (scripts/test.sh), lavapipe compiles and runs shaders ~50x slower: a subset
  * runs there (a few ops of each shader, contiguous and transposed operands, shorter long
  * reductions); the numerics are covered by the release and sanitizer runs. */

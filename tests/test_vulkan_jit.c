@@ -18,15 +18,6 @@
 #include "tide.h"
 #include "test_util.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
-
 static bool quick;
 static char cache_dir[256];
 

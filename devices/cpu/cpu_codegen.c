@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "../../core/log.h"
+#include "../../core/strbuf.h"
 #include "../../jit/jit.h"
 #include "cpu_elementwise.h"
 #include "cpu_isa.h"
@@ -229,21 +230,13 @@ TD_VECTORIZE void td_jit_cast(int64_t n, void *out, int odtype, const void *x, i
 
 /* ---- the interpreter ------------------------------------------------------------------------ */
 
-static int slot_of(const jit_group *g, int node)
-{
-    for (int s = 0; s < g->nslots; s++)
-        if (g->slots[s].node == node)
-            return s;
-    return -1;
-}
-
 static void compute(const jit_compiled *c, const jit_group *g, const jit_slot *ms, char **p,
                     char *scratch, int64_t n)
 {
     const jit_node *nd = &c->nodes[ms->node];
     const void *in[JIT_MAX_IN];
     for (int j = 0; j < nd->nin; j++) {
-        int q = slot_of(g, nd->in[j]);
+        int q = jit_slot_of(g, nd->in[j]);
         const jit_slot *qs = &g->slots[q];
         in[j] = ms->vkind == JV_FULL && qs->vkind != JV_FULL ? scratch + qs->splat : p[q];
     }
@@ -339,45 +332,10 @@ void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **ar
 
 static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    bool failed;
-} sbuf;
-
-static void emit(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit(sbuf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int len = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (len < 0) {
-            b->failed = true;
-            return;
-        }
-        if (b->s && b->n + (size_t)len < b->cap) {
-            b->n += (size_t)len;
-            return;
-        }
-        size_t nc = (b->cap ? b->cap * 2 : 4096) + (size_t)len;
-        char *ns = realloc(b->s, nc);
-        if (!ns) {
-            b->failed = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-}
-
 static void tcc_error_cb(void *opaque, const char *msg)
 {
-    sbuf *b = opaque;
-    emit(b, "%s; ", msg);
+    td_sbuf *b = opaque;
+    td_emit(b, "%s; ", msg);
 }
 
 /* Compiled code shared by every group whose C is the same text (the kernels each symbol names
@@ -393,35 +351,17 @@ typedef struct code_entry {
 #define CODE_BUCKETS 256
 static code_entry *code_cache[CODE_BUCKETS]; /* under tcc_lock */
 
-static uint64_t text_hash(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
-
-static bool codegen_enabled(void)
-{
-    static int enabled = -1;
-    if (enabled < 0) {
-        const char *e = getenv("TIDE_JIT_CODEGEN");
-        enabled = !(e && strcmp(e, "0") == 0);
-    }
-    return enabled;
-}
-
 /* The operand expression member ms reads for its j-th input. */
-static void operand(sbuf *b, const jit_group *g, const jit_slot *ms, int q)
+static void operand(td_sbuf *b, const jit_group *g, const jit_slot *ms, int q)
 {
     const jit_slot *qs = &g->slots[q];
     if (ms->vkind == JV_FULL && qs->vkind != JV_FULL)
-        emit(b, "S+%lld", (long long)qs->splat);
+        td_emit(b, "S+%lld", (long long)qs->splat);
     else
-        emit(b, "p%d", q);
+        td_emit(b, "p%d", q);
 }
 
-static void emit_compute(sbuf *b, const jit_compiled *c, const jit_group *g, int s,
+static void emit_compute(td_sbuf *b, const jit_compiled *c, const jit_group *g, int s,
                          const char *n)
 {
     const jit_slot *ms = &g->slots[s];
@@ -429,36 +369,36 @@ static void emit_compute(sbuf *b, const jit_compiled *c, const jit_group *g, int
     const jit_node *x = &c->nodes[nd->in[0]];
     int op = nd->op;
     if (op >= TIDE_OP_SUM && op <= TIDE_OP_MIN) {
-        emit(b, "    jr(%d, %d, %d, p%d, ", op, x->dtype, nd->dtype, s);
-        operand(b, g, ms, slot_of(g, nd->in[0]));
-        emit(b, ", %lldL); /* %s */\n", (long long)g->rowlen, tide_op_name((tide_op)op));
+        td_emit(b, "    jr(%d, %d, %d, p%d, ", op, x->dtype, nd->dtype, s);
+        operand(b, g, ms, jit_slot_of(g, nd->in[0]));
+        td_emit(b, ", %lldL); /* %s */\n", (long long)g->rowlen, tide_op_name((tide_op)op));
         return;
     }
     if (op == TIDE_OP_CAST && x->dtype == nd->dtype && !ms->output) {
-        emit(b, "    p%d = (char *)", s); /* a clone nobody sees: the operand itself */
-        operand(b, g, ms, slot_of(g, nd->in[0]));
-        emit(b, "; /* clone */\n");
+        td_emit(b, "    p%d = (char *)", s); /* a clone nobody sees: the operand itself */
+        operand(b, g, ms, jit_slot_of(g, nd->in[0]));
+        td_emit(b, "; /* clone */\n");
         return;
     }
     if (op == TIDE_OP_CAST) {
-        emit(b, "    jc(%s, p%d, %d, ", n, s, nd->dtype);
-        operand(b, g, ms, slot_of(g, nd->in[0]));
-        emit(b, ", %d); /* cast */\n", x->dtype);
+        td_emit(b, "    jc(%s, p%d, %d, ", n, s, nd->dtype);
+        operand(b, g, ms, jit_slot_of(g, nd->in[0]));
+        td_emit(b, ", %d); /* cast */\n", x->dtype);
         return;
     }
-    emit(b, "    k%d(%s, p%d", s, n, s);
+    td_emit(b, "    k%d(%s, p%d", s, n, s);
     for (int j = 0; j < nd->nin; j++) {
-        emit(b, ", ");
-        operand(b, g, ms, slot_of(g, nd->in[j]));
+        td_emit(b, ", ");
+        operand(b, g, ms, jit_slot_of(g, nd->in[j]));
     }
-    emit(b, "); /* %s */\n", tide_op_name((tide_op)op));
+    td_emit(b, "); /* %s */\n", tide_op_name((tide_op)op));
 }
 
 /* Before the part-th of a tile's nparts elementwise kernels: that part of the tile two ahead,
  * for every operand read straight from memory and every output written straight to it. Spread
  * over the kernels, the requests overlap the arithmetic instead of queuing all at once (in one
  * burst per tile, the prefetches themselves stalled on the line-fill buffers). */
-static void emit_prefetch(sbuf *b, const jit_group *g, int nparts, int part)
+static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
 {
     int64_t chunk = (g->rowlen + nparts - 1) / nparts;
     for (int s = 0; s < g->nslots; s++) {
@@ -466,18 +406,18 @@ static void emit_prefetch(sbuf *b, const jit_group *g, int nparts, int part)
         bool in = !sl->member && sl->vkind == JV_FULL && sl->direct;
         bool out = sl->member && sl->output && sl->vkind == JV_FULL;
         if (in || out)
-            emit(b, "        jp(A[%d], s0 + %lldL, %lldL, N, %d, %d);\n", sl->arg,
+            td_emit(b, "        jp(A[%d], s0 + %lldL, %lldL, N, %d, %d);\n", sl->arg,
                  (long long)(2 * g->rowlen + part * chunk), (long long)chunk, sl->es, out);
     }
 }
 
 static char *render(const jit_compiled *c, const jit_group *g, int index)
 {
-    sbuf b = {0};
+    td_sbuf b = {0};
     (void)index;
-    emit(&b, "/* tide jit: a fusion group in %s of %lld elements */\n",
+    td_emit(&b, "/* tide jit: a fusion group in %s of %lld elements */\n",
          g->row_mode ? "rows" : "tiles", (long long)g->rowlen);
-    emit(&b, "typedef long I;\n"
+    td_emit(&b, "typedef long I;\n"
              "extern void jg(const void *d, void *dst, I begin, I n);\n"
              "extern void js(I es, void *dst, const void *src, I n);\n"
              "extern void jr(int op, int dt, int odt, void *out, const void *x, I n);\n"
@@ -490,23 +430,23 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
         if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
             continue;
         int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
-        emit(&b, "extern void k%d(I n, void *o%s); /* %s %s */\n", s,
+        td_emit(&b, "extern void k%d(I n, void *o%s); /* %s %s */\n", s,
              nd->op == TIDE_OP_WHERE ? ", const void *c, const void *a, const void *b"
              : tide_op_is_unary((tide_op)nd->op) ? ", const void *a"
                                                    : ", const void *a, const void *b",
              tide_op_name((tide_op)nd->op), tide_dtype_name((tide_dtype)kdt));
     }
-    emit(&b, "void grp(void **A, I r0, I r1, char *S)\n{\n    I r, s0, n;\n");
-    emit(&b, "    I N = *(const I *)A[%d]; /* elements in the domain: a runtime size */\n",
+    td_emit(&b, "void grp(void **A, I r0, I r1, char *S)\n{\n    I r, s0, n;\n");
+    td_emit(&b, "    I N = *(const I *)A[%d]; /* elements in the domain: a runtime size */\n",
          g->nargs);
     for (int s = 0; s < g->nslots; s++)
-        emit(&b, "    char *p%d;\n", s);
+        td_emit(&b, "    char *p%d;\n", s);
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         if (!sl->member && sl->vkind == JV_SCALAR) {
-            emit(&b, "    p%d = (char *)A[%d];\n", s, sl->arg);
+            td_emit(&b, "    p%d = (char *)A[%d];\n", s, sl->arg);
             if (sl->splat >= 0)
-                emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", sl->es, (long long)sl->splat, s,
+                td_emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", sl->es, (long long)sl->splat, s,
                      (long long)g->rowlen);
         }
     }
@@ -515,35 +455,35 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
         const jit_slot *ms = &g->slots[s];
         if (ms->vkind != JV_SCALAR)
             continue;
-        emit(&b, "    p%d = S+%lld;\n", s, (long long)ms->scratch);
+        td_emit(&b, "    p%d = S+%lld;\n", s, (long long)ms->scratch);
         emit_compute(&b, c, g, s, "1");
         if (ms->output)
-            emit(&b, "    if (r0 == 0) memcpy(A[%d], p%d, %d);\n", ms->arg, s, ms->es);
+            td_emit(&b, "    if (r0 == 0) memcpy(A[%d], p%d, %d);\n", ms->arg, s, ms->es);
         if (ms->splat >= 0)
-            emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", ms->es, (long long)ms->splat, s,
+            td_emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", ms->es, (long long)ms->splat, s,
                  (long long)g->rowlen);
     }
-    emit(&b, "    for (r = r0; r < r1; r++) {\n        s0 = r * %lldL;\n", (long long)g->rowlen);
+    td_emit(&b, "    for (r = r0; r < r1; r++) {\n        s0 = r * %lldL;\n", (long long)g->rowlen);
     if (g->row_mode)
-        emit(&b, "        n = %lldL;\n", (long long)g->rowlen);
+        td_emit(&b, "        n = %lldL;\n", (long long)g->rowlen);
     else
-        emit(&b, "        n = N - s0;\n        if (n > %lldL) n = %lldL;\n",
+        td_emit(&b, "        n = N - s0;\n        if (n > %lldL) n = %lldL;\n",
              (long long)g->rowlen, (long long)g->rowlen);
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         if (sl->member || sl->vkind == JV_SCALAR)
             continue;
         if (sl->direct) {
-            emit(&b, "        p%d = (char *)A[%d] + s0 * %d;\n", s, sl->arg, sl->es);
+            td_emit(&b, "        p%d = (char *)A[%d] + s0 * %d;\n", s, sl->arg, sl->es);
             continue;
         }
-        emit(&b, "        p%d = S+%lld;\n", s, (long long)sl->scratch);
+        td_emit(&b, "        p%d = S+%lld;\n", s, (long long)sl->scratch);
         if (sl->vkind == JV_FULL) {
-            emit(&b, "        jg(A[%d], p%d, s0, n);\n", sl->arg, s);
+            td_emit(&b, "        jg(A[%d], p%d, s0, n);\n", sl->arg, s);
         } else {
-            emit(&b, "        jg(A[%d], p%d, r, 1);\n", sl->arg, s);
+            td_emit(&b, "        jg(A[%d], p%d, r, 1);\n", sl->arg, s);
             if (sl->splat >= 0)
-                emit(&b, "        js(%d, S+%lld, p%d, n);\n", sl->es, (long long)sl->splat, s);
+                td_emit(&b, "        js(%d, S+%lld, p%d, n);\n", sl->es, (long long)sl->splat, s);
         }
     }
     int nfull = 0, kfull = 0;
@@ -555,43 +495,26 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
         if (ms->vkind == JV_SCALAR)
             continue;
         if (ms->output)
-            emit(&b, "        p%d = (char *)A[%d] + %s * %d;\n", s, ms->arg,
+            td_emit(&b, "        p%d = (char *)A[%d] + %s * %d;\n", s, ms->arg,
                  ms->vkind == JV_FULL ? "s0" : "r", ms->es);
         else
-            emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
+            td_emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
         if (!g->row_mode && ms->vkind == JV_FULL)
             emit_prefetch(&b, g, nfull, kfull++);
-        emit(&b, "    ");
+        td_emit(&b, "    ");
         emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1");
         if (ms->into >= 0)
-            emit(&b, "        memcpy((char *)A[%d] + s0 * %d, p%d, n * %d); /* write-back */\n",
+            td_emit(&b, "        memcpy((char *)A[%d] + s0 * %d, p%d, n * %d); /* write-back */\n",
                  ms->arg, ms->es, s, ms->es);
         if (ms->vkind == JV_ROW && ms->splat >= 0)
-            emit(&b, "        js(%d, S+%lld, p%d, n);\n", ms->es, (long long)ms->splat, s);
+            td_emit(&b, "        js(%d, S+%lld, p%d, n);\n", ms->es, (long long)ms->splat, s);
     }
-    emit(&b, "    }\n}\n");
+    td_emit(&b, "    }\n}\n");
     if (b.failed) {
         free(b.s);
         return NULL;
     }
     return b.s;
-}
-
-static void dump_source(const char *src, const jit_compiled *c, int index)
-{
-    const char *dir = getenv("TIDE_DUMP");
-    if (!dir || !*dir)
-        return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tide_jit_%016llx_g%d.c", dir, (unsigned long long)c->hash,
-             index);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        td_log("jit", "TIDE_DUMP: cannot write %s", path);
-        return;
-    }
-    fputs(src, f);
-    fclose(f);
 }
 
 int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
@@ -601,10 +524,10 @@ int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
     g->source = render(c, g, index);
     if (!g->source)
         return td_error("jit: out of memory rendering a fusion group");
-    dump_source(g->source, c, index);
-    if (!codegen_enabled() || !tcc_new)
+    jit_dump_source(g->source, c->hash, index, "c");
+    if (!jit_codegen_enabled() || !tcc_new)
         return 0;
-    uint64_t h = text_hash(g->source);
+    uint64_t h = td_text_hash(g->source);
     pthread_mutex_lock(&tcc_lock);
     for (code_entry *e = code_cache[h % CODE_BUCKETS]; e; e = e->next)
         if (e->hash == h && strcmp(e->src, g->source) == 0) {
@@ -614,7 +537,7 @@ int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
             pthread_mutex_unlock(&tcc_lock);
             return 0;
         }
-    sbuf err = {0};
+    td_sbuf err = {0};
     double t0 = jit_now_ms();
     TCCState *s = tcc_new();
     int ok = s != NULL;
@@ -658,7 +581,7 @@ int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
         free(e);
         free(src);
         if (ok)
-            emit(&err, "out of memory");
+            td_emit(&err, "out of memory");
         ok = 0;
     }
     pthread_mutex_unlock(&tcc_lock);

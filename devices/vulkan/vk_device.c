@@ -997,13 +997,15 @@ int td_vk_dispatch_pipe(vk_state *s, VkPipeline pipe, const void *params, size_t
 int td_vk_dispatch(vk_state *s, int shader, uint32_t spec, const void *params, size_t nparams,
                    const vk_binding *b, int nb, uint64_t groups)
 {
-    uint32_t g[3] = {0, 0, 0};
     if (groups == 0)
         return 0;
-    /* spread over x, then y, then z; the shaders read their group index back linearly */
-    if (spread(s, groups, g) < 0)
+    if (shader < 0 || spec >= VK_MAX_SPEC)
+        return td_error("vulkan: internal error: unknown shader");
+    VkPipeline pipe = pipeline(s, shader, spec);
+    if (!pipe)
         return -1;
-    return td_vk_dispatch3(s, shader, spec, params, nparams, b, nb, g[0], g[1], g[2]);
+    /* spread over x, then y, then z; the shaders read their group index back linearly */
+    return td_vk_dispatch_pipe(s, pipe, params, nparams, b, nb, groups);
 }
 
 /* ---- the tide_device ------------------------------------------------------------------------- */

@@ -24,6 +24,7 @@
 #include <glslang/Include/glslang_c_interface.h>
 #include <glslang/Public/resource_limits_c.h>
 
+#include "../../core/strbuf.h"
 #include "../../jit/jit.h"
 #include "vk_internal.h"
 
@@ -62,49 +63,6 @@ typedef struct jit_params {
 
 /* ---- the text ---------------------------------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void emit(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit(sbuf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)k < b->cap - b->n) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t nc = b->cap ? 2 * b->cap + (size_t)k : 4096 + (size_t)k;
-        char *ns = realloc(b->s, nc);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-}
-
-static int slot_of(const jit_group *g, int node)
-{
-    for (int s = 0; s < g->nslots; s++)
-        if (g->slots[s].node == node)
-            return s;
-    return -1;
-}
-
 /* The layout a node's tensor has when the group runs (exec.c): outside tensors and views their
  * own, results contiguous. */
 static void layout_of(const jit_compiled *c, int node, int *nd, int64_t *shape, int64_t *st)
@@ -119,7 +77,10 @@ static void layout_of(const jit_compiled *c, int node, int *nd, int64_t *shape, 
 }
 
 static bool is_float(int dt) { return dt == TIDE_FLOAT32; }
-static bool value_dtype_ok(int dt) { return dt == TIDE_FLOAT32 || dt == TIDE_INT32 || dt == TIDE_BOOL; }
+static bool value_dtype_ok(int dt)
+{
+    return dt == TIDE_FLOAT32 || dt == TIDE_INT32 || dt == TIDE_BOOL;
+}
 
 static bool is_compare(int op)
 {
@@ -143,24 +104,24 @@ static bool is_direct(const jit_group *g, int nd, const int64_t *shape, const in
     return direct;
 }
 
-static void emit_index(sbuf *b, const jit_group *g, int nd, const int64_t *shape,
+static void emit_index(td_sbuf *b, const jit_group *g, int nd, const int64_t *shape,
                        const int64_t *st)
 {
     int lead = g->ndim - nd;
     if (is_direct(g, nd, shape, st)) {
-        emit(b, "i");
+        td_emit(b, "i");
         return;
     }
-    emit(b, "0");
+    td_emit(b, "0");
     int64_t inner = 1;
     for (int d = g->ndim - 1; d >= 0; d--) {
         int td = d - lead;
         int64_t s = td < 0 || shape[td] == 1 ? 0 : st[td];
         if (s != 0 && g->domain[d] > 1) {
             if (d == 0)
-                emit(b, " + (i / %lld) * %lld", (long long)inner, (long long)s);
+                td_emit(b, " + (i / %lld) * %lld", (long long)inner, (long long)s);
             else
-                emit(b, " + ((i / %lld) %% %lld) * %lld", (long long)inner,
+                td_emit(b, " + ((i / %lld) %% %lld) * %lld", (long long)inner,
                      (long long)g->domain[d], (long long)s);
         }
         inner *= g->domain[d];
@@ -181,28 +142,28 @@ static int decline(vk_jit_code *k, const char *fmt, ...)
 }
 
 /* The member's value expression: 1 rendered, 0 declined. */
-static int emit_member(sbuf *b, vk_jit_code *k, const jit_compiled *c, const jit_group *g, int s)
+static int emit_member(td_sbuf *b, vk_jit_code *k, const jit_compiled *c, const jit_group *g, int s)
 {
     const jit_node *nd = &c->nodes[g->slots[s].node];
     int op = nd->op, dt = nd->dtype;
     int q[JIT_MAX_IN];
     for (int j = 0; j < nd->nin; j++)
-        if ((q[j] = slot_of(g, nd->in[j])) < 0)
+        if ((q[j] = jit_slot_of(g, nd->in[j])) < 0)
             return decline(k, "an operand is not in the group");
     int xdt = nd->nin ? c->nodes[nd->in[0]].dtype : dt;
     if (!value_dtype_ok(dt) || !value_dtype_ok(xdt))
         return decline(k, "%s of %s", tide_op_name((tide_op)op), tide_dtype_name((tide_dtype)xdt));
-    emit(b, "    %s v%d = ", vtype(dt), s);
+    td_emit(b, "    %s v%d = ", vtype(dt), s);
     if (op == TIDE_OP_CAST) {
         if (is_float(xdt) == is_float(dt) && (dt != TIDE_BOOL || xdt == TIDE_BOOL))
-            emit(b, "v%d;\n", q[0]);
+            td_emit(b, "v%d;\n", q[0]);
         else if (dt == TIDE_BOOL)
-            emit(b, is_float(xdt) ? "ivec4(not(equal(v%d, vec4(0.0))));\n"
+            td_emit(b, is_float(xdt) ? "ivec4(not(equal(v%d, vec4(0.0))));\n"
                                   : "ivec4(notEqual(v%d, ivec4(0)));\n", q[0]);
         else if (is_float(dt))
-            emit(b, "vec4(v%d);\n", q[0]);
+            td_emit(b, "vec4(v%d);\n", q[0]);
         else
-            emit(b, "ivec4(f2i(v%d.x), f2i(v%d.y), f2i(v%d.z), f2i(v%d.w));\n", q[0], q[0],
+            td_emit(b, "ivec4(f2i(v%d.x), f2i(v%d.y), f2i(v%d.z), f2i(v%d.w));\n", q[0], q[0],
                  q[0], q[0]);
         return 1;
     }
@@ -211,7 +172,7 @@ static int emit_member(sbuf *b, vk_jit_code *k, const jit_compiled *c, const jit
             return decline(k, "where with a %s condition", tide_dtype_name((tide_dtype)xdt));
         if (c->nodes[nd->in[1]].dtype != dt || c->nodes[nd->in[2]].dtype != dt)
             return decline(k, "where of mixed dtypes");
-        emit(b, "mix(v%d, v%d, notEqual(v%d, ivec4(0)));\n", q[2], q[1], q[0]);
+        td_emit(b, "mix(v%d, v%d, notEqual(v%d, ivec4(0)));\n", q[2], q[1], q[0]);
         return 1;
     }
     bool unary = tide_op_is_unary((tide_op)op), binary = tide_op_is_binary((tide_op)op);
@@ -228,28 +189,28 @@ static int emit_member(sbuf *b, vk_jit_code *k, const jit_compiled *c, const jit
             return decline(k, "%s giving %s", tide_op_name((tide_op)op),
                            tide_dtype_name((tide_dtype)dt));
         if (unary)
-            emit(b, "%s(unary_f(%uu, v%d));\n", res_conv, code, q[0]);
+            td_emit(b, "%s(unary_f(%uu, v%d));\n", res_conv, code, q[0]);
         else
-            emit(b, "%s(binary_f(%uu, v%d, v%d));\n", res_conv, code, q[0], q[1]);
+            td_emit(b, "%s(binary_f(%uu, v%d, v%d));\n", res_conv, code, q[0], q[1]);
     } else {
         if (!td_vk_int_op_ok(code) || is_float(dt))
             return decline(k, "%s of %s", tide_op_name((tide_op)op),
                            tide_dtype_name((tide_dtype)xdt));
         bool norm = dt == TIDE_BOOL && !is_compare(op);
         if (norm)
-            emit(b, "ivec4(notEqual(");
+            td_emit(b, "ivec4(notEqual(");
         if (unary)
-            emit(b, "unary_i(%uu, v%d)", code, q[0]);
+            td_emit(b, "unary_i(%uu, v%d)", code, q[0]);
         else
-            emit(b, "binary_i(%uu, v%d, v%d)", code, q[0], q[1]);
-        emit(b, norm ? ", ivec4(0)));\n" : ";\n");
+            td_emit(b, "binary_i(%uu, v%d, v%d)", code, q[0], q[1]);
+        td_emit(b, norm ? ", ivec4(0)));\n" : ";\n");
     }
     return 1;
 }
 
 /* The load of input slot s into v<s> (4 lanes at indices <lane>0..3; host scalars from the
  * parameters). */
-static void emit_load(sbuf *b, const jit_compiled *c, const jit_group *g, const vk_jit_code *k,
+static void emit_load(td_sbuf *b, const jit_compiled *c, const jit_group *g, const vk_jit_code *k,
                       int s, const int *bind_of, const bool *direct, const char *lane)
 {
     (void)g;
@@ -259,30 +220,30 @@ static void emit_load(sbuf *b, const jit_compiled *c, const jit_group *g, const 
         while (k->scal_slot[si] != s)
             si++;
         if (is_float(dt))
-            emit(b, "    vec4 v%d = vec4(uintBitsToFloat(P.sc[%d]));\n", s, si);
+            td_emit(b, "    vec4 v%d = vec4(uintBitsToFloat(P.sc[%d]));\n", s, si);
         else
-            emit(b, "    ivec4 v%d = ivec4(int(P.sc[%d]));\n", s, si);
+            td_emit(b, "    ivec4 v%d = ivec4(int(P.sc[%d]));\n", s, si);
         return;
     }
     int bi = bind_of[s];
-    emit(b, "    %s v%d;\n", is_float(dt) ? "vec4" : "ivec4", s);
+    td_emit(b, "    %s v%d;\n", is_float(dt) ? "vec4" : "ivec4", s);
     if (direct && direct[bi])
-        emit(b, "    if (fast) v%d = %s(q%d[(P.base[%d] + first) >> 2]); else\n", s,
+        td_emit(b, "    if (fast) v%d = %s(q%d[(P.base[%d] + first) >> 2]); else\n", s,
              is_float(dt) ? "uintBitsToFloat" : "ivec4", bi, bi);
-    emit(b, "    v%d = %s(", s, is_float(dt) ? "vec4" : "ivec4");
+    td_emit(b, "    v%d = %s(", s, is_float(dt) ? "vec4" : "ivec4");
     for (int l = 0; l < 4; l++) {
         const char *sep = l ? ", " : "";
         if (dt == TIDE_FLOAT32)
-            emit(b, "%suintBitsToFloat(b%d[P.base[%d] + ix%d(%s%d)])", sep, bi, bi, bi, lane, l);
+            td_emit(b, "%suintBitsToFloat(b%d[P.base[%d] + ix%d(%s%d)])", sep, bi, bi, bi, lane, l);
         else if (dt == TIDE_INT32)
-            emit(b, "%sint(b%d[P.base[%d] + ix%d(%s%d)])", sep, bi, bi, bi, lane, l);
+            td_emit(b, "%sint(b%d[P.base[%d] + ix%d(%s%d)])", sep, bi, bi, bi, lane, l);
         else /* a byte */
-            emit(b, "%sint((b%d[(P.base[%d] + ix%d(%s%d)) >> 2] >> (uint((P.base[%d] + "
+            td_emit(b, "%sint((b%d[(P.base[%d] + ix%d(%s%d)) >> 2] >> (uint((P.base[%d] + "
                     "ix%d(%s%d)) & 3) * 8u)) & 0xffu)", sep, bi, bi, bi, lane, l, bi, bi, lane, l);
     }
-    emit(b, ");\n");
+    td_emit(b, ");\n");
     if (dt == TIDE_BOOL)
-        emit(b, "    v%d = ivec4(notEqual(v%d, ivec4(0)));\n", s, s);
+        td_emit(b, "    v%d = ivec4(notEqual(v%d, ivec4(0)));\n", s, s);
 }
 
 static bool is_reduce_op(int op)
@@ -294,7 +255,7 @@ static bool is_reduce_op(int op)
  * elementwise members before it recomputed from the inputs, 4 elements per invocation), a
  * workgroup tree reduction in shared memory, and its value uniform afterwards; row members are
  * computed once between passes; a last pass stores the elementwise results. 1, 0 declined. */
-static int emit_rows(sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_code *k,
+static int emit_rows(td_sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_code *k,
                      const int *bind_of)
 {
     long long rowlen = (long long)g->rowlen;
@@ -303,8 +264,8 @@ static int emit_rows(sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_
         const jit_slot *sl = &g->slots[k->bind_slot[bi]];
         full_out = full_out || (sl->member && sl->vkind == JV_FULL);
     }
-    emit(b, "shared float red_sh[%d];\n", LOCAL);
-    emit(b, "void main()\n{\n    int row = int(group_index());\n    if (row >= P.n) return;\n"
+    td_emit(b, "shared float red_sh[%d];\n", LOCAL);
+    td_emit(b, "void main()\n{\n    int row = int(group_index());\n    if (row >= P.n) return;\n"
             "    int t = int(gl_LocalInvocationID.x);\n    int rbase = row * %lld;\n"
             "    int r0 = rbase, r1 = rbase, r2 = rbase, r3 = rbase;\n", rowlen);
     for (int s = 0; s < g->nslots; s++)
@@ -327,7 +288,7 @@ static int emit_rows(sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_
         const char *id = "0.0";
         uint32_t code = 0;
         if (s >= 0) {
-            q = slot_of(g, nd->in[0]);
+            q = jit_slot_of(g, nd->in[0]);
             if (q < 0 || nd->dtype != TIDE_FLOAT32 || c->nodes[nd->in[0]].dtype != TIDE_FLOAT32 ||
                 g->slots[q].vkind != JV_FULL)
                 return decline(k, "%s of %s", tide_op_name((tide_op)nd->op),
@@ -335,14 +296,20 @@ static int emit_rows(sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_
             switch (nd->op) {
             case TIDE_OP_SUM: code = td_vk_opcode(TIDE_OP_ADD); id = "0.0"; break;
             case TIDE_OP_PROD: code = td_vk_opcode(TIDE_OP_MUL); id = "1.0"; break;
-            case TIDE_OP_MAX: code = td_vk_opcode(TIDE_OP_MAXIMUM); id = "uintBitsToFloat(0xff800000u)"; break;
-            default: code = td_vk_opcode(TIDE_OP_MINIMUM); id = "uintBitsToFloat(0x7f800000u)"; break;
+            case TIDE_OP_MAX:
+                code = td_vk_opcode(TIDE_OP_MAXIMUM);
+                id = "uintBitsToFloat(0xff800000u)"; /* -inf */
+                break;
+            default:
+                code = td_vk_opcode(TIDE_OP_MINIMUM);
+                id = "uintBitsToFloat(0x7f800000u)"; /* +inf */
+                break;
             }
-            emit(b, "    vec4 v%d;\n    {\n    vec4 acc = vec4(%s);\n", s, id);
+            td_emit(b, "    vec4 v%d;\n    {\n    vec4 acc = vec4(%s);\n", s, id);
         } else {
-            emit(b, "    {\n");
+            td_emit(b, "    {\n");
         }
-        emit(b, "    for (int e = t * 4; e < %lld; e += %d) {\n"
+        td_emit(b, "    for (int e = t * 4; e < %lld; e += %d) {\n"
                 "    int l0 = rbase + e, l1 = rbase + min(e + 1, %lld), l2 = rbase + min(e + 2, "
                 "%lld), l3 = rbase + min(e + 3, %lld);\n", rowlen, 4 * LOCAL, rowlen - 1,
              rowlen - 1, rowlen - 1);
@@ -355,9 +322,9 @@ static int emit_rows(sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_
                 return 0;
         }
         if (s >= 0) {
-            emit(b, "    acc = binary_f(%uu, acc, mix(v%d, vec4(%s), greaterThanEqual(ivec4(e) + "
+            td_emit(b, "    acc = binary_f(%uu, acc, mix(v%d, vec4(%s), greaterThanEqual(ivec4(e) + "
                     "ivec4(0, 1, 2, 3), ivec4(%lld))));\n    }\n", code, q, id, rowlen);
-            emit(b, "    red_sh[t] = binary_f(%uu, binary_f(%uu, acc.xxxx, acc.yyyy), "
+            td_emit(b, "    red_sh[t] = binary_f(%uu, binary_f(%uu, acc.xxxx, acc.yyyy), "
                     "binary_f(%uu, acc.zzzz, acc.wwww)).x;\n    barrier();\n"
                     "    for (int h = %d; h > 0; h >>= 1) {\n"
                     "        if (t < h) red_sh[t] = binary_f(%uu, vec4(red_sh[t]), "
@@ -365,17 +332,17 @@ static int emit_rows(sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_
                     "    v%d = vec4(red_sh[0]);\n    barrier();\n    }\n",
                  code, code, code, LOCAL / 2, code, s);
         } else {
-            emit(b, "    for (int j = 0; j < 4; j++) {\n        if (e + j >= %lld) break;\n"
+            td_emit(b, "    for (int j = 0; j < 4; j++) {\n        if (e + j >= %lld) break;\n"
                     "        int i = rbase + e + j;\n", rowlen);
             for (int bi = 0; bi < k->nbind; bi++) {
                 int o = k->bind_slot[bi];
                 if (!g->slots[o].member || g->slots[o].vkind != JV_FULL)
                     continue;
-                emit(b, "        b%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n", bi, bi, bi,
+                td_emit(b, "        b%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n", bi, bi, bi,
                      c->nodes[g->slots[o].node].dtype == TIDE_FLOAT32 ? "floatBitsToUint"
                                                                        : "uint", o);
             }
-            emit(b, "    }\n    }\n    }\n");
+            td_emit(b, "    }\n    }\n    }\n");
         }
     }
     /* row results: one value per row, contiguous */
@@ -383,10 +350,10 @@ static int emit_rows(sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_
         int o = k->bind_slot[bi];
         if (!g->slots[o].member || g->slots[o].vkind == JV_FULL)
             continue;
-        emit(b, "    if (t == 0) b%d[P.base[%d] + row] = %s(v%d.x);\n", bi, bi,
+        td_emit(b, "    if (t == 0) b%d[P.base[%d] + row] = %s(v%d.x);\n", bi, bi,
              c->nodes[g->slots[o].node].dtype == TIDE_FLOAT32 ? "floatBitsToUint" : "uint", o);
     }
-    emit(b, "}\n");
+    td_emit(b, "}\n");
     return 1;
 }
 
@@ -398,7 +365,7 @@ static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, cha
         return decline(k, "rows of %lld elements", (long long)g->rowlen);
     if (g->numel > INT32_MAX - 8)
         return decline(k, "more than 2^31 elements");
-    sbuf b = {0};
+    td_sbuf b = {0};
     int bind_of[512];
     if (g->nslots > 512)
         return decline(k, "too many values");
@@ -446,9 +413,9 @@ static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, cha
             td_numel(c->nodes[node].ndim, c->nodes[node].shape) != g->numel)
             return decline(k, "a result smaller than the domain");
     }
-    emit(&b, "#version 450\n%s\n", td_vk_common_glsl);
-    emit(&b, "layout(local_size_x = %d) in;\n", LOCAL);
-    emit(&b, "layout(std430, binding = 0) readonly buffer Params { int n; int base[%d]; "
+    td_emit(&b, "#version 450\n%s\n", td_vk_common_glsl);
+    td_emit(&b, "layout(local_size_x = %d) in;\n", LOCAL);
+    td_emit(&b, "layout(std430, binding = 0) readonly buffer Params { int n; int base[%d]; "
              "uint sc[%d]; } P;\n", JB_MAX, JS_MAX);
     bool direct[JB_MAX], any_direct = false;
     for (int bi = 0; bi < k->nbind; bi++) {
@@ -458,16 +425,16 @@ static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, cha
         direct[bi] = !g->row_mode && (dt == TIDE_FLOAT32 || dt == TIDE_INT32) &&
                      is_direct(g, k->nd[bi], k->shape[bi], k->strides[bi]);
         any_direct = any_direct || direct[bi];
-        emit(&b, "layout(std430, binding = %d) %sbuffer B%d { uint b%d[]; };\n", bi + 1,
+        td_emit(&b, "layout(std430, binding = %d) %sbuffer B%d { uint b%d[]; };\n", bi + 1,
              sl->member ? "" : "readonly ", bi, bi);
         if (direct[bi])
-            emit(&b, "layout(std430, binding = %d) %sbuffer Q%d { uvec4 q%d[]; };\n", bi + 1,
+            td_emit(&b, "layout(std430, binding = %d) %sbuffer Q%d { uvec4 q%d[]; };\n", bi + 1,
                  sl->member ? "" : "readonly ", bi, bi);
     }
     for (int bi = 0; bi < k->nbind; bi++) {
-        emit(&b, "int ix%d(int i) { return ", bi);
+        td_emit(&b, "int ix%d(int i) { return ", bi);
         emit_index(&b, g, k->nd[bi], k->shape[bi], k->strides[bi]);
-        emit(&b, "; }\n");
+        td_emit(&b, "; }\n");
     }
     if (g->row_mode) {
         int rc = emit_rows(&b, c, g, k, bind_of);
@@ -477,17 +444,17 @@ static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, cha
         }
         goto finish;
     }
-    emit(&b, "void main()\n{\n"
+    td_emit(&b, "void main()\n{\n"
              "    int first = int(group_index() * %du + gl_LocalInvocationID.x) * 4;\n"
              "    if (first >= P.n) return;\n"
              "    int l0 = first, l1 = min(first + 1, P.n - 1), l2 = min(first + 2, P.n - 1),"
              " l3 = min(first + 3, P.n - 1);\n", LOCAL);
     /* whole vec4s: 4 elements left, and every contiguous operand's base a multiple of 4 */
-    emit(&b, "    bool fast = first + 3 < P.n");
+    td_emit(&b, "    bool fast = first + 3 < P.n");
     for (int bi = 0; bi < k->nbind; bi++)
         if (direct[bi])
-            emit(&b, " && (P.base[%d] & 3) == 0", bi);
-    emit(&b, ";\n");
+            td_emit(&b, " && (P.base[%d] & 3) == 0", bi);
+    td_emit(&b, ";\n");
     (void)any_direct;
     /* loads */
     for (int s = 0; s < g->nslots; s++)
@@ -502,29 +469,29 @@ static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, cha
         }
     }
     /* stores */
-    emit(&b, "    if (fast) {\n");
+    td_emit(&b, "    if (fast) {\n");
     for (int bi = 0; bi < k->nbind; bi++) {
         int s = k->bind_slot[bi];
         if (!g->slots[s].member || !direct[bi])
             continue;
-        emit(&b, "        q%d[(P.base[%d] + first) >> 2] = %s(v%d);\n", bi, bi,
+        td_emit(&b, "        q%d[(P.base[%d] + first) >> 2] = %s(v%d);\n", bi, bi,
              c->nodes[g->slots[s].node].dtype == TIDE_FLOAT32 ? "floatBitsToUint" : "uvec4", s);
     }
-    emit(&b, "    }\n");
-    emit(&b, "    for (int j = 0; j < 4; j++) {\n        int i = first + j;\n"
+    td_emit(&b, "    }\n");
+    td_emit(&b, "    for (int j = 0; j < 4; j++) {\n        int i = first + j;\n"
              "        if (i >= P.n) break;\n");
     for (int bi = 0; bi < k->nbind; bi++) {
         int s = k->bind_slot[bi];
         if (!g->slots[s].member)
             continue;
         int dt = c->nodes[g->slots[s].node].dtype;
-        emit(&b, "        %sb%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n",
+        td_emit(&b, "        %sb%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n",
              direct[bi] ? "if (!fast) " : "", bi, bi, bi,
              dt == TIDE_FLOAT32 ? "floatBitsToUint" : "uint", s);
     }
-    emit(&b, "    }\n}\n");
+    td_emit(&b, "    }\n}\n");
 finish:
-    if (b.oom) {
+    if (b.failed) {
         free(b.s);
         return td_error("jit: out of memory for a Vulkan shader");
     }
@@ -537,14 +504,6 @@ finish:
 static pthread_once_t glslang_once = PTHREAD_ONCE_INIT;
 static bool glslang_up;
 static void glslang_init(void) { glslang_up = glslang_initialize_process() != 0; }
-
-static uint64_t text_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 /* GLSL -> SPIR-V. A malloc'd word array (size in bytes in *size), or NULL with the error set. */
 static uint32_t *glsl_to_spirv(const char *text, size_t *size)
@@ -729,26 +688,11 @@ void td_vk_cache_close(vk_state *s)
     }
 }
 
-static void dump_source(const char *text, const jit_compiled *c, int index)
-{
-    const char *dir = getenv("TIDE_DUMP");
-    if (!dir || !*dir)
-        return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tide_jit_%016llx_g%d.comp", dir, (unsigned long long)c->hash,
-             index);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 /* The pipeline of a text: from the in-process table, else SPIR-V from the disk cache or glslang.
  * Under s->lock. */
 static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
 {
-    uint64_t h = text_hash(text);
+    uint64_t h = td_text_hash(text);
     for (vk_jit_entry *e = s->jit_code; e; e = e->next)
         if (e->hash == h && strcmp(e->text, text) == 0)
             return e->pipe;
@@ -809,8 +753,7 @@ int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index
         return td_error("jit: out of memory");
     g->code = k;
     g->fn = NULL;
-    const char *off = getenv("TIDE_JIT_CODEGEN");
-    if (off && strcmp(off, "0") == 0) {
+    if (!jit_codegen_enabled()) {
         decline(k, "TIDE_JIT_CODEGEN=0");
         return 0;
     }
@@ -823,7 +766,7 @@ int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index
         td_log("jit", "vulkan: group %d (%d ops) runs op by op: %s", index, g->nmembers, k->why);
         return 0;
     }
-    dump_source(text, c, index);
+    jit_dump_source(text, c->hash, index, "comp");
     pthread_mutex_lock(&s->lock);
     k->pipe = pipeline_of(s, text, index);
     pthread_mutex_unlock(&s->lock);
@@ -869,7 +812,7 @@ static int run_members(tide_device *dev, const jit_compiled *c, const jit_group 
         const jit_node *nd = &c->nodes[sl->node];
         tide_tensor *in[JIT_MAX_IN];
         for (int j = 0; j < nd->nin; j++) {
-            int q = slot_of(g, nd->in[j]);
+            int q = jit_slot_of(g, nd->in[j]);
             in[j] = q >= 0 ? v[q] : NULL;
             if (!in[j]) {
                 rc = td_error("jit: internal error: an operand of %s is missing",
