@@ -5,7 +5,7 @@
  *
  * Shape of the generated code, chosen by measurement (jit/README.md): libtcc's own arithmetic
  * is scalar and unoptimized, so the function walks the group's domain in rows (the reduced
- * trailing dims of a fused reduction, or 2048-element tiles of an elementwise chain) and calls
+ * trailing dims of a fused reduction, or 1024-element tiles of an elementwise chain) and calls
  * the library's vectorized contiguous kernels (cpu_elementwise_isa.c, cpu_reduce_isa.c, the
  * ones eager uses, so results match eager bit for bit) on each row held in L1-sized scratch.
  * What the generated code reads is given with tcc_add_symbol — no system header is included —
