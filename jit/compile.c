@@ -481,6 +481,7 @@ static int add_slot(jit_group *g, int node, int vkind, int member)
     s->member = member;
     s->arg = -1;
     s->scratch = -1;
+    s->stream = -1;
     s->splat = -1;
     s->into = -1;
     return g->nslots++;
@@ -602,6 +603,8 @@ static int close_group(grouper *gp)
             continue; /* full-size member buffers are shared by liveness, below */
         if (sl->member && (!sl->output || sl->vkind == JV_SCALAR)) /* scalars: stored after */
             sl->scratch = TAKE(elems * sl->es);
+        if (sl->member && sl->output && sl->vkind == JV_FULL && !g->row_mode)
+            sl->stream = TAKE(elems * sl->es);
         else if (!sl->member && !sl->direct)
             sl->scratch = TAKE(elems * sl->es);
     }

@@ -68,6 +68,8 @@ typedef struct jit_slot {
     int64_t splat;    /* byte offset of its FULL splat buffer (a SCALAR or ROW read as FULL), or -1 */
     int es;       /* element size */
     int into;     /* a member written back into this node's tensor (a fused COPY), or -1 */
+    int64_t stream;   /* a FULL output in tiles: byte offset of the tile it is computed into when
+                       * the output is large, to go to memory with streaming stores; or -1 */
 } jit_slot;
 
 /* Gather descriptor for an input read through strides: the group domain's index space
@@ -166,6 +168,8 @@ void jit_dump_source(const char *text, uint64_t hash, int index, const char *ext
 
 void td_jit_gather(const jit_gather *d, void *dst, int64_t begin, int64_t n);
 void td_jit_splat(int64_t es, void *dst, const void *src, int64_t n);
+void td_jit_stream(void *dst, const void *src, int64_t bytes);
+void td_jit_stream_fence(void);
 void td_jit_prefetch(const void *base, int64_t begin, int64_t n, int64_t total, int64_t es,
                      int write);
 void td_jit_reduce(int op, int dtype, int odtype, void *out, const void *x, int64_t n);

@@ -125,6 +125,16 @@ static tide_tensor *f_simplify(tide_tensor *const *in) /* x*1 + 0, transpose twi
     tide_release(tt), tide_release(e1), tide_release(e2), tide_release(dead);
     return r;
 }
+/* Outputs of 8 MB and more leave the generated tile loop through streaming stores: the chain
+ * on 2.1M elements (a partial last tile), and a group whose output is also read by a later
+ * member of the group and by a reduction outside it. */
+static tide_tensor *f_big_outputs(tide_tensor *const *in)
+{
+    tide_tensor *a = tide_mul_scalar(in[0], 0.5), *t = tide_tanh(a), *w = tide_mul(t, in[0]);
+    tide_tensor *s = tide_sum(t, NULL, 0, false), *r = tide_add(w, s);
+    tide_release(a), tide_release(t), tide_release(w), tide_release(s);
+    return r;
+}
 static tide_tensor *f_mse(tide_tensor *const *in)
 {
     return tide_mse_loss(in[0], in[1], TIDE_REDUCTION_MEAN);
@@ -146,7 +156,7 @@ static void make_inputs(int k, tide_tensor **in)
 {
     int64_t v16[1] = {70001}, s3[1] = {1}, rc[2] = {67, 129}, c[1] = {129}, sq[2] = {9, 8},
             d3[3] = {5, 6, 7}, lin_x[2] = {16, 24}, lin_w[2] = {12, 24}, lin_b[1] = {12},
-            tgt[1] = {67};
+            tgt[1] = {67}, big[1] = {2100003};
     switch (k) {
     case 0:
         in[0] = randt(1, v16, TIDE_FLOAT32, -3, 3);
@@ -184,6 +194,12 @@ static void make_inputs(int k, tide_tensor **in)
         in[0] = randt(2, rc, TIDE_FLOAT32, -3, 3);
         in[1] = randt(1, tgt, TIDE_INT64, 0, 129);
         break;
+    case 12:
+        in[0] = randt(1, big, TIDE_FLOAT32, -3, 3);
+        in[1] = randt(1, s3, TIDE_FLOAT32, 0.5, 2);
+        in[2] = randt(1, big, TIDE_FLOAT32, -1, 1);
+        break;
+    case 13: in[0] = randt(1, big, TIDE_FLOAT32, -2, 2); break;
     }
 }
 
@@ -194,6 +210,7 @@ static const fcase cases[] = {
     {"int_ops", f_int_ops, 2, 0},      {"f64", f_f64, 2, 0},
     {"linear_gelu_ln", f_matmul_epi, 3, 1e-6}, {"simplify", f_simplify, 1, 0},
     {"mse", f_mse, 2, 1e-6},           {"cross_entropy", f_cross_entropy, 2, 1e-6},
+    {"chain_big", f_chain, 3, 0},      {"big_outputs", f_big_outputs, 1, 1e-6},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -27,6 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "../../core/log.h"
 #include "../../core/strbuf.h"
@@ -57,6 +60,10 @@ static int log2_size(int es) { return es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 
 
 /* A marker for ops the helpers below run (cast). */
 static void cast_marker(void) {}
+
+/* Outputs of at least this many bytes are written with streaming stores (td_jit_stream): past
+ * the caches of this machine's cores, the next reader finds them in memory either way. */
+#define TD_JIT_STREAM_BYTES (8LL << 20)
 
 void *td_jit_tile_kernel(int op, int dtype)
 {
@@ -143,6 +150,42 @@ void td_jit_prefetch(const void *base, int64_t begin, int64_t n, int64_t total, 
     else
         for (p &= ~(uintptr_t)63; p < end; p += 64)
             __builtin_prefetch((const void *)p, 0, 3);
+}
+
+/* Copies a finished tile of a large output to memory with streaming (non-temporal) stores: a
+ * plain store first reads every line it writes (the write-allocate), so an output that cannot
+ * stay in cache anyway costs a third more traffic than it needs (the tanh chain ran at the
+ * memory bus's speed counting that read). The caller orders the stores with
+ * td_jit_stream_fence before anything else may read them. */
+void td_jit_stream(void *dst, const void *src, int64_t bytes)
+{
+#if defined(__SSE2__)
+    char *d = dst;
+    const char *s = src;
+    size_t n = (size_t)bytes, head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head > n)
+        head = n;
+    memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    for (; n >= 64; d += 64, s += 64, n -= 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)s + 1);
+        __m128i c = _mm_loadu_si128((const __m128i *)s + 2), e = _mm_loadu_si128((const __m128i *)s + 3);
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)d + 1, b);
+        _mm_stream_si128((__m128i *)d + 2, c);
+        _mm_stream_si128((__m128i *)d + 3, e);
+    }
+    memcpy(d, s, n);
+#else
+    memcpy(dst, src, (size_t)bytes);
+#endif
+}
+
+void td_jit_stream_fence(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
 }
 
 /* Plain -O2 does not vectorize these loops; they run once per tile. */
@@ -406,8 +449,9 @@ static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
         bool in = !sl->member && sl->vkind == JV_FULL && sl->direct;
         bool out = sl->member && sl->output && sl->vkind == JV_FULL;
         if (in || out)
-            td_emit(b, "        jp(A[%d], s0 + %lldL, %lldL, N, %d, %d);\n", sl->arg,
-                 (long long)(2 * g->rowlen + part * chunk), (long long)chunk, sl->es, out);
+            td_emit(b, "        %sjp(A[%d], s0 + %lldL, %lldL, N, %d, %d);\n",
+                    out && sl->stream >= 0 ? "if (!big) " : "", sl->arg,
+                    (long long)(2 * g->rowlen + part * chunk), (long long)chunk, sl->es, out);
     }
 }
 
@@ -423,6 +467,8 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
              "extern void jr(int op, int dt, int odt, void *out, const void *x, I n);\n"
              "extern void jc(I n, void *out, int odt, const void *x, int idt);\n"
              "extern void jp(const void *b, I begin, I n, I total, I es, int write);\n"
+             "extern void jw(void *dst, const void *src, I bytes);\n"
+             "extern void jf(void);\n"
              "extern void *memcpy(void *d, const void *s, unsigned long n);\n");
     for (int k = 0; k < g->nmembers; k++) {
         int s = g->members[k];
@@ -441,6 +487,13 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
          g->nargs);
     for (int s = 0; s < g->nslots; s++)
         td_emit(&b, "    char *p%d;\n", s);
+    int stream_es = 0; /* the widest output that may stream */
+    for (int s = 0; s < g->nslots; s++)
+        if (g->slots[s].stream >= 0 && g->slots[s].es > stream_es)
+            stream_es = g->slots[s].es;
+    if (stream_es)
+        td_emit(&b, "    I big = N * %d >= %lldL; /* outputs stream past the caches */\n", stream_es,
+                (long long)TD_JIT_STREAM_BYTES);
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         if (!sl->member && sl->vkind == JV_SCALAR) {
@@ -494,22 +547,32 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
         const jit_slot *ms = &g->slots[s];
         if (ms->vkind == JV_SCALAR)
             continue;
-        if (ms->output)
+        if (ms->output && ms->stream >= 0)
+            td_emit(&b, "        p%d = big ? S+%lld : (char *)A[%d] + s0 * %d;\n", s,
+                    (long long)ms->stream, ms->arg, ms->es);
+        else if (ms->output)
             td_emit(&b, "        p%d = (char *)A[%d] + %s * %d;\n", s, ms->arg,
                  ms->vkind == JV_FULL ? "s0" : "r", ms->es);
         else
             td_emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
-        if (!g->row_mode && ms->vkind == JV_FULL)
+        if (!g->row_mode && ms->vkind == JV_FULL) {
             emit_prefetch(&b, g, nfull, kfull++);
+        }
         td_emit(&b, "    ");
         emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1");
+        if (ms->output && ms->stream >= 0)
+            td_emit(&b, "        if (big) jw((char *)A[%d] + s0 * %d, p%d, n * %d);\n", ms->arg,
+                    ms->es, s, ms->es);
         if (ms->into >= 0)
             td_emit(&b, "        memcpy((char *)A[%d] + s0 * %d, p%d, n * %d); /* write-back */\n",
                  ms->arg, ms->es, s, ms->es);
         if (ms->vkind == JV_ROW && ms->splat >= 0)
             td_emit(&b, "        js(%d, S+%lld, p%d, n);\n", ms->es, (long long)ms->splat, s);
     }
-    td_emit(&b, "    }\n}\n");
+    td_emit(&b, "    }\n");
+    if (stream_es)
+        td_emit(&b, "    if (big) jf();\n");
+    td_emit(&b, "}\n");
     if (b.failed) {
         free(b.s);
         return NULL;
@@ -550,6 +613,8 @@ int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
         tcc_add_symbol(s, "jr", (const void *)td_jit_reduce);
         tcc_add_symbol(s, "jc", (const void *)td_jit_cast);
         tcc_add_symbol(s, "jp", (const void *)td_jit_prefetch);
+        tcc_add_symbol(s, "jw", (const void *)td_jit_stream);
+        tcc_add_symbol(s, "jf", (const void *)td_jit_stream_fence);
         tcc_add_symbol(s, "memcpy", (const void *)memcpy);
         for (int k = 0; k < g->nmembers; k++) {
             int sl = g->members[k];
