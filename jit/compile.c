@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../core/log.h"
+#include "../core/strbuf.h"
 #include "jit.h"
 
 #define FOLD_MAX_NUMEL 4096    /* constants are folded when this small */
@@ -53,8 +54,11 @@ void jit_dump_source(const char *text, uint64_t hash, int index, const char *ext
     if (!dir || !*dir)
         return;
     char path[4096];
-    snprintf(path, sizeof path, "%s/tide_jit_%016llx_g%d.%s", dir, (unsigned long long)hash,
-             index, ext);
+    if (index >= 0)
+        snprintf(path, sizeof path, "%s/tide_jit_%016llx_g%d.%s", dir, (unsigned long long)hash,
+                 index, ext);
+    else
+        snprintf(path, sizeof path, "%s/tide_jit_%016llx_%s", dir, (unsigned long long)hash, ext);
     FILE *f = fopen(path, "w");
     if (!f) {
         td_log("jit", "TIDE_DUMP: cannot write %s", path);
@@ -173,7 +177,69 @@ static bool node_equal(const jit_node *a, const jit_node *b)
 }
 
 /* Rewrites the graph in place: folding, simplification, CSE (through alias), then liveness. */
-static int run_passes(jit_compiled *c, char *live, const char *is_output, const char *written)
+/* A clone (same-dtype CAST) of a fresh op result that nothing else reads is that result: the
+ * clone becomes an alias of it. Autograd clones a grad that reaches a leaf as a view (a linear
+ * layer's weight grad is a matmul result transposed twice); eagerly it sees that nothing else
+ * holds the view's storage and takes it as it is, but under the trace the base is a stub it
+ * cannot see through, so every step copied each weight's grad. */
+static int forward_clones(jit_compiled *c, char *is_output, char *written)
+{
+    int n = c->nnodes, forwarded = 0;
+    jit_node *nodes = c->nodes;
+    int *uses = calloc((size_t)(n ? n : 1), sizeof(int));
+    if (!uses)
+        return td_error("jit: out of memory");
+    for (int i = 0; i < n; i++) {
+        if (c->alias[i] != i)
+            continue;
+        for (int k = 0; k < nodes[i].nin; k++)
+            uses[nodes[i].in[k]]++;
+        if (nodes[i].kind == JN_VIEW)
+            uses[nodes[i].root]++;
+    }
+    for (int i = 0; i < c->noutputs; i++)
+        uses[c->alias[c->outputs[i]]]++;
+    /* views nothing reads do not count (the inner transpose of a double one, simplified away) */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = n - 1; i >= 0; i--)
+            if (c->alias[i] == i && nodes[i].kind == JN_VIEW && uses[i] == 0) {
+                for (int k = 0; k < nodes[i].nin; k++)
+                    uses[nodes[i].in[k]]--;
+                uses[nodes[i].root]--;
+                uses[i] = -1; /* counted out */
+                changed = 1;
+            }
+    }
+    for (int i = 0; i < n; i++) {
+        const jit_node *nd = &nodes[i];
+        if (c->alias[i] != i || nd->kind != JN_OP || nd->op != TIDE_OP_CAST || nd->nin != 1)
+            continue;
+        int x = nd->in[0];
+        const jit_node *xn = &nodes[x];
+        if (xn->kind != JN_OP || c->alias[x] != x || uses[x] != 1 || written[x] ||
+            is_output[x] || xn->dtype != nd->dtype ||
+            !same_shape(xn->ndim, xn->shape, nd->ndim, nd->shape))
+            continue;
+        c->alias[i] = x;
+        is_output[x] = is_output[i];
+        written[x] = written[i];
+        forwarded++;
+    }
+    free(uses);
+    if (forwarded)
+        for (int i = 0; i < n; i++) {
+            while (c->alias[c->alias[i]] != c->alias[i]) /* nodes merged into a clone */
+                c->alias[i] = c->alias[c->alias[i]];
+            for (int k = 0; k < nodes[i].nin; k++)
+                nodes[i].in[k] = c->alias[nodes[i].in[k]];
+            if (nodes[i].kind == JN_VIEW)
+                nodes[i].root = c->alias[nodes[i].root];
+        }
+    return forwarded;
+}
+
+static int run_passes(jit_compiled *c, char *live, char *is_output, char *written)
 {
     int n = c->nnodes;
     jit_node *nodes = c->nodes;
@@ -280,6 +346,10 @@ static int run_passes(jit_compiled *c, char *live, const char *is_output, const 
         }
     }
     free(cse);
+    int forwarded = forward_clones(c, is_output, written);
+    if (forwarded < 0)
+        return -1;
+    simplified += forwarded;
     /* DCE: outputs and writes into outside tensors are live; a write into a node is live when
      * the node is; a live node's inputs are live. */
     memset(live, 0, (size_t)n);
@@ -927,6 +997,56 @@ static int plan_memory(jit_compiled *c, const char *is_output)
 
 /* ---- entry --------------------------------------------------------------------------------- */
 
+/* "op dtype[shape] <- %in, ..." of node i, for the plan dump. */
+static void describe_node(td_sbuf *b, const jit_compiled *c, int i)
+{
+    const jit_node *nd = &c->nodes[i];
+    static const char *kinds[] = {"extern", "op", "view", "inplace", "const"};
+    td_emit(b, "%%%d %s %s %s[", i, kinds[nd->kind],
+            nd->kind == JN_OP || nd->kind == JN_INPLACE ? tide_op_name((tide_op)nd->op) : "",
+            tide_dtype_name((tide_dtype)nd->dtype));
+    for (int d = 0; d < nd->ndim; d++)
+        td_emit(b, d ? ",%lld" : "%lld", (long long)nd->shape[d]);
+    td_emit(b, "]");
+    for (int j = 0; j < nd->nin; j++)
+        td_emit(b, j ? ", %%%d" : " <- %%%d", nd->in[j]);
+    if (nd->kind == JN_VIEW)
+        td_emit(b, " (view of %%%d)", nd->root);
+}
+
+/* TIDE_DUMP=dir: the plan's steps as dir/tide_jit_<hash>_plan.txt, one line per step (fusion
+ * groups with their members), so a user can see what was fused and what runs alone. */
+static void dump_plan(const jit_compiled *c)
+{
+    const char *dir = getenv("TIDE_DUMP");
+    if (!dir || !*dir)
+        return;
+    td_sbuf b = {0};
+    static const char *steps[] = {"view", "kernel", "inplace", "group"};
+    for (int k = 0; k < c->nsteps; k++) {
+        const jit_step *st = &c->steps[k];
+        td_emit(&b, "step %d %s", k, steps[st->kind]);
+        if (st->kind != JS_GROUP) {
+            td_emit(&b, ": ");
+            describe_node(&b, c, st->node);
+            td_emit(&b, "\n");
+            continue;
+        }
+        const jit_group *g = &c->groups[st->group];
+        td_emit(&b, " %d (%s of %lld):\n", st->group, g->row_mode ? "rows" : "tiles",
+                (long long)g->rowlen);
+        for (int m = 0; m < g->nmembers; m++) {
+            const jit_slot *sl = &g->slots[g->members[m]];
+            td_emit(&b, "    ");
+            describe_node(&b, c, sl->node);
+            td_emit(&b, "%s%s\n", sl->output ? " (output)" : "", sl->into >= 0 ? " (written back)" : "");
+        }
+    }
+    if (!b.failed)
+        jit_dump_source(b.s, c->hash, -1, "plan.txt");
+    free(b.s);
+}
+
 jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int *outputs,
                           int noutputs, uint64_t hash)
 {
@@ -980,6 +1100,7 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
         goto fail;
     if (plan_memory(c, is_output) < 0)
         goto fail;
+    dump_plan(c);
     free(live);
     free(is_output);
     free(written);

@@ -162,8 +162,9 @@ static inline int jit_slot_of(const jit_group *g, int node)
 /* Whether fusion groups are compiled (TIDE_JIT_CODEGEN=0: run member by member instead). */
 bool jit_codegen_enabled(void);
 
-/* TIDE_DUMP=dir: writes a group's generated source as dir/tide_jit_<plan hash>_g<index>.<ext>
- * (a failure is logged under TIDE_LOG=jit). */
+/* TIDE_DUMP=dir: writes a group's generated source as dir/tide_jit_<plan hash>_g<index>.<ext>,
+ * or with index -1 a text about the whole plan as dir/tide_jit_<plan hash>_<ext> (a failure is
+ * logged under TIDE_LOG=jit). */
 void jit_dump_source(const char *text, uint64_t hash, int index, const char *ext);
 
 void td_jit_gather(const jit_gather *d, void *dst, int64_t begin, int64_t n);

@@ -455,6 +455,49 @@ static void test_inplace_and_scalars(void)
     tide_release(w), tide_release(gr);
 }
 
+/* A clone of a result nothing else reads becomes that result (a weight's grad is no longer
+ * copied every step); a clone of a result that is read again, or written after, stays a copy. */
+static void test_clone_forwarding(void)
+{
+    int64_t sa[2] = {7, 5}, sb[2] = {5, 3};
+    tide_tensor *a = randt(2, sa, TIDE_FLOAT32, -1, 1), *b = randt(2, sb, TIDE_FLOAT32, -1, 1);
+    tide_tensor *want = tide_matmul(a, b);
+    float wv[21], mv[21], cv[21];
+    tide_to_buffer(want, wv, sizeof wv);
+    for (int round = 0; round < 2; round++) {
+        tide_jit_trace_begin(NULL, NULL, NULL);
+        /* nothing reads the product but the clone: forwarded (then written through c) */
+        tide_tensor *m1 = tide_matmul(a, b), *t1 = tide_transpose(m1, 0, 1);
+        tide_tensor *tt1 = tide_transpose(t1, 0, 1), *c1 = tide_clone(tt1);
+        tide_release(m1), tide_release(t1), tide_release(tt1);
+        tide_tensor *half = tide_mul_scalar(c1, 0.5);
+        CHECK(tide_copy_(c1, half) == 0, "%s", tide_last_error());
+        tide_release(half);
+        /* the transpose of a transpose: the view autograd hands to a leaf */
+        tide_tensor *m = tide_matmul(a, b), *t = tide_transpose(m, 0, 1);
+        tide_tensor *tt = tide_transpose(t, 0, 1), *c = tide_clone(tt);
+        tide_release(t), tide_release(tt);
+        /* m is read again after the clone and c is written: c must stay a copy */
+        tide_tensor *m2 = tide_clone(m), *r = tide_add_scalar(m, 1.0);
+        CHECK(tide_copy_(m2, r) == 0, "%s", tide_last_error());
+        CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+        tide_to_buffer(c, cv, sizeof cv);
+        tide_to_buffer(m, mv, sizeof mv);
+        int bad = 0;
+        for (int i = 0; i < 21; i++)
+            bad += cv[i] != wv[i] || mv[i] != wv[i];
+        tide_to_buffer(m2, cv, sizeof cv);
+        for (int i = 0; i < 21; i++)
+            bad += cv[i] != wv[i] + 1.0f;
+        tide_to_buffer(c1, cv, sizeof cv);
+        for (int i = 0; i < 21; i++)
+            bad += cv[i] != wv[i] * 0.5f;
+        CHECK(bad == 0, "clone forwarding (round %d): %d elements differ", round, bad);
+        tide_release(m), tide_release(c), tide_release(m2), tide_release(r), tide_release(c1);
+    }
+    tide_release(want), tide_release(a), tide_release(b);
+}
+
 /* Lua-style control flow on tensor values: a break per item(), correct every time. */
 static void test_breaks(void)
 {
@@ -644,6 +687,7 @@ int main(void)
     test_all_ops();
     test_reference();
     test_inplace_and_scalars();
+    test_clone_forwarding();
     test_breaks();
     test_errors_and_guards();
     test_threads();
