@@ -176,7 +176,6 @@ static bool node_equal(const jit_node *a, const jit_node *b)
            memcmp(a->attrs.values, b->attrs.values, sizeof a->attrs.values) == 0;
 }
 
-/* Rewrites the graph in place: folding, simplification, CSE (through alias), then liveness. */
 /* A clone (same-dtype CAST) of a fresh op result that nothing else reads is that result: the
  * clone becomes an alias of it. Autograd clones a grad that reaches a leaf as a view (a linear
  * layer's weight grad is a matmul result transposed twice); eagerly it sees that nothing else
@@ -239,6 +238,8 @@ static int forward_clones(jit_compiled *c, char *is_output, char *written)
     return forwarded;
 }
 
+/* Rewrites the graph in place: folding, simplification, CSE (through alias), clone forwarding,
+ * then liveness. */
 static int run_passes(jit_compiled *c, char *live, char *is_output, char *written)
 {
     int n = c->nnodes;
@@ -673,10 +674,10 @@ static int close_group(grouper *gp)
             continue; /* full-size member buffers are shared by liveness, below */
         if (sl->member && (!sl->output || sl->vkind == JV_SCALAR)) /* scalars: stored after */
             sl->scratch = TAKE(elems * sl->es);
-        if (sl->member && sl->output && sl->vkind == JV_FULL && !g->row_mode)
-            sl->stream = TAKE(elems * sl->es);
         else if (!sl->member && !sl->direct)
             sl->scratch = TAKE(elems * sl->es);
+        if (sl->member && sl->output && sl->vkind == JV_FULL && !g->row_mode)
+            sl->stream = TAKE(elems * sl->es); /* used when the output is large (codegen) */
     }
     /* full-size member buffers: a buffer is free again once the last member reading it has run,
      * so a chain keeps two or three tiles in L1 however long it is (a member never writes the
@@ -1039,7 +1040,8 @@ static void dump_plan(const jit_compiled *c)
             const jit_slot *sl = &g->slots[g->members[m]];
             td_emit(&b, "    ");
             describe_node(&b, c, sl->node);
-            td_emit(&b, "%s%s\n", sl->output ? " (output)" : "", sl->into >= 0 ? " (written back)" : "");
+            td_emit(&b, "%s%s\n", sl->output ? " (output)" : "",
+                    sl->into >= 0 ? " (written back)" : "");
         }
     }
     if (!b.failed)

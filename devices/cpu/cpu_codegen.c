@@ -173,12 +173,9 @@ void td_jit_stream(void *dst, const void *src, int64_t bytes)
     memcpy(d, s, head);
     d += head, s += head, n -= head;
     for (; n >= 64; d += 64, s += 64, n -= 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)s + 1);
-        __m128i c = _mm_loadu_si128((const __m128i *)s + 2), e = _mm_loadu_si128((const __m128i *)s + 3);
-        _mm_stream_si128((__m128i *)d, a);
-        _mm_stream_si128((__m128i *)d + 1, b);
-        _mm_stream_si128((__m128i *)d + 2, c);
-        _mm_stream_si128((__m128i *)d + 3, e);
+        /* a whole line at a time, so the write-combining buffer sends it out in one piece */
+        for (int k = 0; k < 4; k++)
+            _mm_stream_si128((__m128i *)d + k, _mm_loadu_si128((const __m128i *)s + k));
     }
     memcpy(d, s, n);
 #else
@@ -497,8 +494,8 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
         if (g->slots[s].stream >= 0 && g->slots[s].es > stream_es)
             stream_es = g->slots[s].es;
     if (stream_es)
-        td_emit(&b, "    I big = N * %d >= %lldL; /* outputs stream past the caches */\n", stream_es,
-                (long long)TD_JIT_STREAM_BYTES);
+        td_emit(&b, "    I big = N * %d >= %lldL; /* outputs stream past the caches */\n",
+                stream_es, (long long)TD_JIT_STREAM_BYTES);
     if (!g->row_mode)
         td_emit(&b, "    I far = N >= %lldL; /* operands come from memory, not cache */\n",
                 (long long)(TD_JIT_PREFETCH_BYTES / 4));
@@ -563,9 +560,8 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
                  ms->vkind == JV_FULL ? "s0" : "r", ms->es);
         else
             td_emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
-        if (!g->row_mode && ms->vkind == JV_FULL) {
+        if (!g->row_mode && ms->vkind == JV_FULL)
             emit_prefetch(&b, g, nfull, kfull++);
-        }
         td_emit(&b, "    ");
         emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1");
         if (ms->output && ms->stream >= 0)
