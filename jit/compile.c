@@ -579,6 +579,7 @@ static int close_group(grouper *gp)
     c->groups = ng;
     jit_group *g = &ng[c->ngroups];
     memset(g, 0, sizeof *g);
+    g->matmul = -1;
     g->ndim = gp->ndim;
     memcpy(g->domain, gp->domain, sizeof(int64_t) * gp->ndim);
     g->numel = td_numel(gp->ndim, gp->domain);
@@ -893,6 +894,121 @@ done:
     return rc;
 }
 
+/* ---- matmul epilogues ---------------------------------------------------------------------- */
+
+/* Rows of C per block of a fused matmul: whole tiles of the group (or whole rows in row mode),
+ * at least 16 (thinner blocks waste BLAS's packing). */
+static int64_t epilogue_block_rows(const jit_group *g, int64_t n)
+{
+    int64_t rb = 1;
+    if (!g->row_mode) {
+        int64_t a = g->rowlen, b = n;
+        while (b) {
+            int64_t t = a % b;
+            a = b;
+            b = t;
+        }
+        rb = g->rowlen / a; /* rb * n is a multiple of the tile */
+    }
+    return rb >= 16 ? rb : rb * ((16 + rb - 1) / rb);
+}
+
+/* Whether group g can run as the epilogue of matmul node mm: a 2-D float product on the CPU
+ * whose result is the group's domain, read by the group in place (so a tile reads only the
+ * rows of its own block), and which the device would cut into row blocks anyway. */
+static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int mm)
+{
+    const jit_node *m = &c->nodes[mm];
+    if (c->device->jit_run || m->kind != JN_OP || m->op != TIDE_OP_MATMUL || m->ndim != 2 ||
+        (m->dtype != TIDE_FLOAT32 && m->dtype != TIDE_FLOAT64))
+        return false;
+    const jit_node *a = &c->nodes[m->in[0]], *b = &c->nodes[m->in[1]];
+    if (a->ndim != 2 || b->ndim != 2 || !same_shape(m->ndim, m->shape, g->ndim, g->domain) ||
+        g->numel < 1)
+        return false;
+    if (g->row_mode && (g->nred != 1 || g->rowlen != m->shape[1]))
+        return false;
+    int s = jit_slot_of(g, mm);
+    if (s < 0 || g->slots[s].member || g->slots[s].vkind != JV_FULL || !g->slots[s].direct)
+        return false;
+    int64_t rows = m->shape[0], cols = m->shape[1], depth = a->shape[1];
+    if (!td_blas_split_rows(rows, cols, depth))
+        return false;
+    /* a single block runs on one thread: only when the group is small enough for that too */
+    return rows > epilogue_block_rows(g, cols) || g->numel <= 32768;
+}
+
+/* Whether step st reads node mm (directly or through a view of it). */
+static bool step_reads(const jit_compiled *c, const jit_step *st, int mm)
+{
+    if (st->kind == JS_GROUP) {
+        const jit_group *g = &c->groups[st->group];
+        for (int k = 0; k < g->nslots; k++)
+            if (!g->slots[k].member && c->nodes[g->slots[k].node].root == mm)
+                return true;
+        return false;
+    }
+    const jit_node *nd = &c->nodes[st->node];
+    for (int k = 0; k < nd->nin; k++)
+        if (c->nodes[nd->in[k]].root == mm)
+            return true;
+    return nd->root == mm;
+}
+
+/* Whether step st writes into a tensor from outside or a written node (in-place). */
+static bool step_writes(const jit_compiled *c, const jit_step *st)
+{
+    if (st->kind == JS_INPLACE)
+        return true;
+    if (st->kind != JS_GROUP)
+        return false;
+    const jit_group *g = &c->groups[st->group];
+    for (int k = 0; k < g->nslots; k++)
+        if (g->slots[k].into >= 0)
+            return true;
+    return false;
+}
+
+/* Fuses each group with the matmul it reads that ran a few steps before it: the matmul's step
+ * goes, and the group's step runs it block by block. Moving the matmul later is safe when no
+ * step between reads its result and none writes what it reads (in-place writes: only into
+ * outside tensors and written nodes, so an operand that is an op result nobody writes is safe
+ * from them). */
+static void fuse_matmul_epilogues(jit_compiled *c, const char *written)
+{
+    int out = 0;
+    for (int s = 0; s < c->nsteps; s++) {
+        jit_step st = c->steps[s];
+        c->steps[out++] = st;
+        if (st.kind != JS_GROUP)
+            continue;
+        jit_group *g = &c->groups[st.group];
+        int p = -1;
+        for (int q = out - 2; q >= 0 && q >= out - 33 && p < 0; q--)
+            if (c->steps[q].kind == JS_KERNEL && epilogue_fits(c, g, c->steps[q].node))
+                p = q;
+        if (p < 0)
+            continue;
+        int mm = c->steps[p].node;
+        bool safe_inputs = true;
+        for (int k = 0; k < c->nodes[mm].nin; k++) {
+            int in = c->nodes[mm].in[k];
+            const jit_node *r = &c->nodes[c->nodes[in].root];
+            safe_inputs &= (r->kind == JN_OP || r->kind == JN_CONST) && !written[in];
+        }
+        bool ok = true;
+        for (int q = p + 1; q < out - 1 && ok; q++)
+            ok = !step_reads(c, &c->steps[q], mm) && (safe_inputs || !step_writes(c, &c->steps[q]));
+        if (!ok)
+            continue;
+        g->matmul = mm;
+        g->mm_rows = epilogue_block_rows(g, c->nodes[mm].shape[1]);
+        memmove(&c->steps[p], &c->steps[p + 1], sizeof *c->steps * (size_t)(out - 1 - p));
+        out--;
+    }
+    c->nsteps = out;
+}
+
 /* ---- memory plan --------------------------------------------------------------------------- */
 
 typedef struct buf_req {
@@ -937,6 +1053,11 @@ static int plan_memory(jit_compiled *c, const char *is_output)
         const jit_step *st = &c->steps[s];
         if (st->kind == JS_GROUP) {
             const jit_group *g = &c->groups[st->group];
+            if (g->matmul >= 0) { /* the fused matmul: written and its inputs read here */
+                first[g->matmul] = s;
+                for (int k = 0; k < c->nodes[g->matmul].nin; k++)
+                    note_read(c, last, c->nodes[g->matmul].in[k], s);
+            }
             for (int k = 0; k < g->nslots; k++) {
                 const jit_slot *sl = &g->slots[k];
                 if (sl->member && sl->output)
@@ -1034,8 +1155,14 @@ static void dump_plan(const jit_compiled *c)
             continue;
         }
         const jit_group *g = &c->groups[st->group];
-        td_emit(&b, " %d (%s of %lld):\n", st->group, g->row_mode ? "rows" : "tiles",
+        td_emit(&b, " %d (%s of %lld", st->group, g->row_mode ? "rows" : "tiles",
                 (long long)g->rowlen);
+        if (g->matmul >= 0) {
+            td_emit(&b, ", the epilogue of ");
+            describe_node(&b, c, g->matmul);
+            td_emit(&b, " in blocks of %lld rows", (long long)g->mm_rows);
+        }
+        td_emit(&b, "):\n");
         for (int m = 0; m < g->nmembers; m++) {
             const jit_slot *sl = &g->slots[g->members[m]];
             td_emit(&b, "    ");
@@ -1100,6 +1227,7 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
         c->outputs[i] = c->alias[c->outputs[i]];
     if (schedule(c, live, is_output, written) < 0)
         goto fail;
+    fuse_matmul_epilogues(c, written);
     if (plan_memory(c, is_output) < 0)
         goto fail;
     dump_plan(c);

@@ -64,6 +64,57 @@ static void group_range(void *ctx, int64_t r0, int64_t r1)
         td_cache_free(scratch, (size_t)g->scratch_bytes);
 }
 
+/* A group that is a matmul's epilogue: blocks of rows of the product, each computed (BLAS on
+ * this thread) and at once run through the group's tiles or rows over it, still in cache. */
+typedef struct epilogue_run {
+    group_run gr;
+    tide_device *dev;
+    const jit_node *mm;
+    tide_tensor *a, *b, *out;
+    int failed; /* atomic */
+} epilogue_run;
+
+/* The rows [r0, r1) of a 2-D tensor, as a view. */
+static tide_tensor *row_block(const tide_tensor *t, int64_t r0, int64_t r1)
+{
+    int64_t shape[2] = {r1 - r0, t->shape[1]};
+    return td_tensor_view(t, 2, shape, t->strides, t->offset + r0 * t->strides[0]);
+}
+
+static void epilogue_range(void *ctx, int64_t begin, int64_t end)
+{
+    epilogue_run *er = ctx;
+    const jit_group *g = er->gr.g;
+    int64_t m = er->mm->shape[0], n = er->mm->shape[1];
+    int64_t r0 = begin * g->mm_rows, r1 = end * g->mm_rows < m ? end * g->mm_rows : m;
+    tide_tensor *a = row_block(er->a, r0, r1), *c = row_block(er->out, r0, r1);
+    tide_tensor *in[2] = {a, er->b};
+    int rc = a && c ? er->dev->run(er->dev, TIDE_OP_MATMUL, c, in, 2, &er->mm->attrs) : -1;
+    tide_release(a);
+    tide_release(c);
+    if (rc < 0) {
+        __atomic_store_n(&er->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    /* blocks hold whole tiles (rows in row mode); the last tile may be partial */
+    int64_t t0 = g->row_mode ? r0 : r0 * n / g->rowlen;
+    int64_t t1 = r1 == m ? g->nrows : g->row_mode ? r1 : r1 * n / g->rowlen;
+    group_range(&er->gr, t0, t1);
+}
+
+static int run_epilogue(const exec_ctx *x, const jit_group *g, void **args)
+{
+    const jit_node *mm = &x->c->nodes[g->matmul];
+    epilogue_run er = {{x->c, g, args}, x->c->device, mm, value(x, mm->in[0]),
+                       value(x, mm->in[1]), x->vals[g->matmul], 0};
+    int64_t m = mm->shape[0], blocks = (m + g->mm_rows - 1) / g->mm_rows;
+    td_parallel_for(blocks, 1, epilogue_range, &er);
+    if (__atomic_load_n(&er.failed, __ATOMIC_RELAXED))
+        return td_error("jit: the matmul %lldx%lld fused with its epilogue failed",
+                        (long long)m, (long long)mm->shape[1]);
+    return 0;
+}
+
 /* A group on a device that runs groups itself (Vulkan): the tensor of each slot. */
 static int run_group_device(exec_ctx *x, tide_tensor *arena, const jit_group *g)
 {
@@ -116,6 +167,10 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
         return td_error("jit: out of memory");
     }
     int gi = 0, rc = 0;
+    if (g->matmul >= 0) { /* its result first: the group reads it in place */
+        x->vals[g->matmul] = alloc_node(x, arena, g->matmul);
+        rc = x->vals[g->matmul] ? 0 : -1;
+    }
     for (int s = 0; s < g->nslots && rc == 0; s++) {
         const jit_slot *sl = &g->slots[s];
         if (sl->member && sl->into >= 0) { /* a fused write-back into its destination */
@@ -161,7 +216,9 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
         args[sl->arg] = d;
     }
     args[g->nargs] = (void *)&g->numel;
-    if (rc == 0) {
+    if (rc == 0 && g->matmul >= 0) {
+        rc = run_epilogue(x, g, args);
+    } else if (rc == 0) {
         group_run gr = {c, g, args};
         /* split at 64K elements, as eager's cheap ops (cpu_elementwise.c PAR_MIN_CHEAP) */
         int64_t grain = g->rowlen >= 32768 ? 1 : 32768 / g->rowlen;

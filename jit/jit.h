@@ -96,6 +96,11 @@ typedef struct jit_group {
     int *members; /* slot indices, in program order */
     int nargs;    /* pointers the generated code receives: inputs (data or gather) then outputs */
     int64_t scratch_bytes;
+    /* a matmul (node, or -1) the group's step runs first, block by block of mm_rows rows of its
+     * [m, n] result, each block followed at once by the group's rows or tiles over it: the
+     * group is the matmul's epilogue and reads its result while the block is in cache */
+    int matmul;
+    int64_t mm_rows;
     /* the compiled code: fn(args, row_begin, row_end, scratch) */
     void (*fn)(void **args, int64_t r0, int64_t r1, char *scratch);
     void *code; /* the device's handle for fn (a TCCState) */
@@ -149,6 +154,9 @@ void td_cpu_codegen_free(jit_group *g);
 /* The interpreter of a group's program, the same computation as the generated code. */
 void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **args, int64_t r0,
                             int64_t r1, char *scratch);
+/* Whether the CPU device cuts a product's result [m, n] (depth k) into blocks of rows when it
+ * splits it over threads (cpu_blas.c): a matmul is fused with its epilogue only then. */
+bool td_blas_split_rows(int64_t m, int64_t n, int64_t k);
 /* Helpers the generated code calls (also used by the interpreter). */
 /* The slot of group g that holds node, or -1. For the devices' code generators. */
 static inline int jit_slot_of(const jit_group *g, int node)

@@ -6,7 +6,9 @@
  * everything built from the library's own kernels; reductions fused into rows within 1e-6
  * relative, since the summation order may differ), with a float64 reference for a few.
  */
+#define _GNU_SOURCE /* mkdtemp, setenv, popen */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "test_ref.h"
@@ -498,6 +500,154 @@ static void test_clone_forwarding(void)
     tide_release(want), tide_release(a), tide_release(b);
 }
 
+/* How many "the epilogue of" lines the plans dumped into dir hold (TIDE_DUMP). */
+static int count_epilogues(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cat %s/*_plan.txt 2>/dev/null | grep -c 'the epilogue of'", dir);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1)
+            n = -1;
+        pclose(f);
+    }
+    return n;
+}
+
+/* out[i, j] = scale * sum_k A[i, k] B[k, j] + add, with A given as rows x depth (ta: stored
+ * transposed) and B depth x cols; relu when asked. Double precision. */
+static void ref_matmul(const float *a, const float *b, double *out, int64_t m, int64_t n,
+                       int64_t k, bool ta)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (int64_t l = 0; l < k; l++)
+                acc += (double)(ta ? a[l * m + i] : a[i * k + l]) * b[l * n + j];
+            out[i * n + j] = acc;
+        }
+}
+
+static double max_rel(const tide_tensor *t, const double *want, int64_t n)
+{
+    float *v = malloc(sizeof(float) * (size_t)n);
+    tide_to_buffer(t, v, sizeof(float) * (size_t)n);
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs(v[i] - want[i]) / (1 + fabs(want[i]));
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    free(v);
+    return worst;
+}
+
+/* A group right after a matmul that reads it in place runs as the matmul's epilogue, block by
+ * block of rows: bias + relu (tiles across rows, a partial last block), softmax (row mode), a
+ * momentum-style update of a transposed-A product (a weight grad). Values against a double
+ * reference and eager; the plans say the groups were fused. A matmul whose operand is written
+ * between it and the group, or that the group reads transposed, is not fused and stays right. */
+static void test_matmul_epilogues(void)
+{
+    char dir[] = "/tmp/tide_epilogue_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    setenv("TIDE_DUMP", dir, 1);
+    int64_t sx[2] = {300, 40}, sw[2] = {200, 40}, sb[1] = {200}, sp[2] = {100, 64},
+            sq[2] = {64, 300}, sg[2] = {48, 200}, sh[2] = {48, 256}, sz[2] = {200, 256};
+    tide_tensor *x = randt(2, sx, TIDE_FLOAT32, -1, 1), *w = randt(2, sw, TIDE_FLOAT32, -1, 1);
+    tide_tensor *bias = randt(1, sb, TIDE_FLOAT32, -1, 1), *p = randt(2, sp, TIDE_FLOAT32, -1, 1);
+    tide_tensor *q = randt(2, sq, TIDE_FLOAT32, -1, 1), *gx = randt(2, sg, TIDE_FLOAT32, -1, 1);
+    tide_tensor *hy = randt(2, sh, TIDE_FLOAT32, -1, 1), *z = randt(2, sz, TIDE_FLOAT32, -1, 1);
+    tide_tensor *want[3] = {0}, *got[3] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            CHECK(tide_jit_trace_begin(NULL, NULL, NULL) == 0, "%s", tide_last_error());
+        tide_tensor **r = pass ? got : want;
+        tide_tensor *l = tide_linear(x, w, bias);
+        r[0] = tide_relu(l);
+        tide_tensor *pq = tide_matmul(p, q);
+        r[1] = tide_softmax(pq, 1);
+        tide_tensor *gt = tide_transpose(gx, 0, 1), *gh = tide_matmul(gt, hy);
+        tide_tensor *zs = tide_mul_scalar(z, 0.9);
+        r[2] = tide_add(zs, gh);
+        tide_release(l), tide_release(pq), tide_release(gt), tide_release(gh), tide_release(zs);
+        if (pass == 1)
+            CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+    }
+    int fused = count_epilogues(dir);
+    CHECK(fused == 3, "matmul epilogues fused: %d, want 3 (plans in %s)", fused, dir);
+    const char *names[3] = {"linear+relu", "matmul+softmax", "x^T y + 0.9 z"};
+    for (int i = 0; i < 3; i++) {
+        bool bitwise;
+        double e = compare(got[i], want[i], &bitwise);
+        CHECK(e >= 0 && e <= 1e-6, "epilogue %s: jit vs eager max rel diff %g", names[i], e);
+    }
+    /* the double reference */
+    float *fx = malloc(sizeof(float) * 300 * 40), *fw = malloc(sizeof(float) * 200 * 40);
+    float *fb = malloc(sizeof(float) * 200), *fp = malloc(sizeof(float) * 100 * 64);
+    float *fq = malloc(sizeof(float) * 64 * 300), *fg = malloc(sizeof(float) * 48 * 200);
+    float *fh = malloc(sizeof(float) * 48 * 256), *fz = malloc(sizeof(float) * 200 * 256);
+    double *ref = malloc(sizeof(double) * 300 * 300);
+    tide_to_buffer(x, fx, sizeof(float) * 300 * 40), tide_to_buffer(w, fw, sizeof(float) * 8000);
+    tide_to_buffer(bias, fb, sizeof(float) * 200), tide_to_buffer(p, fp, sizeof(float) * 6400);
+    tide_to_buffer(q, fq, sizeof(float) * 64 * 300), tide_to_buffer(gx, fg, sizeof(float) * 9600);
+    tide_to_buffer(hy, fh, sizeof(float) * 48 * 256), tide_to_buffer(z, fz, sizeof(float) * 51200);
+    for (int64_t i = 0; i < 300; i++) /* x w^T + b, relu */
+        for (int64_t j = 0; j < 200; j++) {
+            double acc = fb[j];
+            for (int64_t l = 0; l < 40; l++)
+                acc += (double)fx[i * 40 + l] * fw[j * 40 + l];
+            ref[i * 200 + j] = acc > 0 ? acc : 0;
+        }
+    CHECK(max_rel(got[0], ref, 60000) < 1e-5, "linear+relu vs double: %g",
+          max_rel(got[0], ref, 60000));
+    ref_matmul(fp, fq, ref, 100, 300, 64, false);
+    for (int64_t i = 0; i < 100; i++) {
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < 300; j++)
+            mx = ref[i * 300 + j] > mx ? ref[i * 300 + j] : mx;
+        for (int64_t j = 0; j < 300; j++)
+            sum += exp(ref[i * 300 + j] - mx);
+        for (int64_t j = 0; j < 300; j++)
+            ref[i * 300 + j] = exp(ref[i * 300 + j] - mx) / sum;
+    }
+    CHECK(max_rel(got[1], ref, 30000) < 1e-5, "matmul+softmax vs double: %g",
+          max_rel(got[1], ref, 30000));
+    ref_matmul(fg, fh, ref, 200, 256, 48, true);
+    for (int64_t i = 0; i < 51200; i++)
+        ref[i] += 0.9 * (double)fz[i];
+    CHECK(max_rel(got[2], ref, 51200) < 1e-5, "x^T y + 0.9 z vs double: %g",
+          max_rel(got[2], ref, 51200));
+    /* not fusable: the operand is written after the matmul, or the group reads it transposed */
+    tide_tensor *pc = tide_clone(p), *pqe = tide_matmul(p, q), *e1 = tide_mul_scalar(pqe, 3.0);
+    tide_tensor *want_w = tide_add_scalar(e1, 1.0);
+    tide_jit_trace_begin(NULL, NULL, NULL);
+    tide_tensor *m1 = tide_matmul(pc, q), *d2 = tide_mul_scalar(pc, 2.0);
+    CHECK(tide_copy_(pc, d2) == 0, "%s", tide_last_error());
+    tide_tensor *f1 = tide_mul_scalar(m1, 3.0), *g1 = tide_add_scalar(f1, 1.0);
+    tide_tensor *m2 = tide_matmul(p, q), *m2t = tide_transpose(m2, 0, 1);
+    tide_tensor *f2 = tide_mul_scalar(m2t, 3.0), *g2 = tide_add_scalar(f2, 1.0);
+    CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+    tide_tensor *want_t = tide_transpose(want_w, 0, 1);
+    bool bitwise;
+    CHECK(compare(g1, want_w, &bitwise) == 0 && bitwise, "operand written after the matmul");
+    CHECK(compare(g2, want_t, &bitwise) <= 1e-6, "group reading the product transposed");
+    CHECK(count_epilogues(dir) == 3, "no epilogue fused where it must not be: %d",
+          count_epilogues(dir));
+    unsetenv("TIDE_DUMP");
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "rm %s", dir);
+    tide_release(pc), tide_release(pqe), tide_release(e1), tide_release(want_w);
+    tide_release(m1), tide_release(d2), tide_release(f1), tide_release(g1), tide_release(m2);
+    tide_release(m2t), tide_release(f2), tide_release(g2), tide_release(want_t);
+    for (int i = 0; i < 3; i++)
+        tide_release(want[i]), tide_release(got[i]);
+    tide_release(x), tide_release(w), tide_release(bias), tide_release(p), tide_release(q);
+    tide_release(gx), tide_release(hy), tide_release(z);
+    free(fx), free(fw), free(fb), free(fp), free(fq), free(fg), free(fh), free(fz), free(ref);
+}
+
 /* Lua-style control flow on tensor values: a break per item(), correct every time. */
 static void test_breaks(void)
 {
@@ -688,6 +838,7 @@ int main(void)
     test_reference();
     test_inplace_and_scalars();
     test_clone_forwarding();
+    test_matmul_epilogues();
     test_breaks();
     test_errors_and_guards();
     test_threads();
