@@ -931,6 +931,19 @@ static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int mm)
     int s = jit_slot_of(g, mm);
     if (s < 0 || g->slots[s].member || g->slots[s].vkind != JV_FULL || !g->slots[s].direct)
         return false;
+    /* the group's write-backs land while other blocks of the product are still being computed:
+     * none may go into the storage of an operand */
+    for (int k = 0; k < g->nslots; k++) {
+        if (g->slots[k].into < 0)
+            continue;
+        const jit_node *d = &c->nodes[c->nodes[g->slots[k].into].root];
+        for (int j = 0; j < m->nin; j++) {
+            const jit_node *r = &c->nodes[c->nodes[m->in[j]].root];
+            if (r == d || (r->kind == JN_EXTERN && d->kind == JN_EXTERN &&
+                           r->storage_class == d->storage_class))
+                return false;
+        }
+    }
     int64_t rows = m->shape[0], cols = m->shape[1], depth = a->shape[1];
     if (!td_blas_split_rows(rows, cols, depth))
         return false;

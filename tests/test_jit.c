@@ -618,10 +618,19 @@ static void test_matmul_epilogues(void)
         ref[i] += 0.9 * (double)fz[i];
     CHECK(max_rel(got[2], ref, 51200) < 1e-5, "x^T y + 0.9 z vs double: %g",
           max_rel(got[2], ref, 51200));
-    /* not fusable: the operand is written after the matmul, or the group reads it transposed */
+    /* not fusable: the operand is written after the matmul, the group reads it transposed, or
+     * the group writes back into an operand (y = (s @ y) * 0.5 + 1: other blocks still read y) */
     tide_tensor *pc = tide_clone(p), *pqe = tide_matmul(p, q), *e1 = tide_mul_scalar(pqe, 3.0);
     tide_tensor *want_w = tide_add_scalar(e1, 1.0);
+    int64_t s64[2] = {64, 64};
+    tide_tensor *sm = randt(2, s64, TIDE_FLOAT32, -1, 1), *y0 = randt(2, s64, TIDE_FLOAT32, -1, 1);
+    tide_tensor *y = tide_clone(y0), *sy = tide_matmul(sm, y0), *sy2 = tide_mul_scalar(sy, 0.5);
+    tide_tensor *want_y = tide_add_scalar(sy2, 1.0);
     tide_jit_trace_begin(NULL, NULL, NULL);
+    tide_tensor *ty = tide_matmul(sm, y), *ty2 = tide_mul_scalar(ty, 0.5);
+    tide_tensor *ty3 = tide_add_scalar(ty2, 1.0);
+    CHECK(tide_copy_(y, ty3) == 0, "%s", tide_last_error());
+    tide_release(ty), tide_release(ty2), tide_release(ty3);
     tide_tensor *m1 = tide_matmul(pc, q), *d2 = tide_mul_scalar(pc, 2.0);
     CHECK(tide_copy_(pc, d2) == 0, "%s", tide_last_error());
     tide_tensor *f1 = tide_mul_scalar(m1, 3.0), *g1 = tide_add_scalar(f1, 1.0);
@@ -631,7 +640,9 @@ static void test_matmul_epilogues(void)
     tide_tensor *want_t = tide_transpose(want_w, 0, 1);
     bool bitwise;
     CHECK(compare(g1, want_w, &bitwise) == 0 && bitwise, "operand written after the matmul");
-    CHECK(compare(g2, want_t, &bitwise) <= 1e-6, "group reading the product transposed");
+    double et = compare(g2, want_t, &bitwise), ey = compare(y, want_y, &bitwise);
+    CHECK(et >= 0 && et <= 1e-6, "group reading the product transposed: %g", et);
+    CHECK(ey >= 0 && ey <= 1e-6, "write-back into the matmul's operand: %g", ey);
     CHECK(count_epilogues(dir) == 3, "no epilogue fused where it must not be: %d",
           count_epilogues(dir));
     unsetenv("TIDE_DUMP");
@@ -641,6 +652,8 @@ static void test_matmul_epilogues(void)
     tide_release(pc), tide_release(pqe), tide_release(e1), tide_release(want_w);
     tide_release(m1), tide_release(d2), tide_release(f1), tide_release(g1), tide_release(m2);
     tide_release(m2t), tide_release(f2), tide_release(g2), tide_release(want_t);
+    tide_release(sm), tide_release(y0), tide_release(y), tide_release(sy), tide_release(sy2);
+    tide_release(want_y);
     for (int i = 0; i < 3; i++)
         tide_release(want[i]), tide_release(got[i]);
     tide_release(x), tide_release(w), tide_release(bias), tide_release(p), tide_release(q);
