@@ -948,7 +948,7 @@ static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int mm)
     if (!td_blas_split_rows(rows, cols, depth))
         return false;
     /* a single block runs on one thread: only when the group is small enough for that too */
-    return rows > epilogue_block_rows(g, cols) || g->numel <= 32768;
+    return rows > epilogue_block_rows(g, cols) || g->numel <= JIT_GROUP_GRAIN_ELEMS;
 }
 
 /* Whether step st reads node mm (directly or through a view of it). */

@@ -220,8 +220,7 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
         rc = run_epilogue(x, g, args);
     } else if (rc == 0) {
         group_run gr = {c, g, args};
-        /* split at 64K elements, as eager's cheap ops (cpu_elementwise.c PAR_MIN_CHEAP) */
-        int64_t grain = g->rowlen >= 32768 ? 1 : 32768 / g->rowlen;
+        int64_t grain = g->rowlen >= JIT_GROUP_GRAIN_ELEMS ? 1 : JIT_GROUP_GRAIN_ELEMS / g->rowlen;
         td_parallel_for(g->nrows, grain, group_range, &gr);
     }
     if (args != argbuf)

@@ -154,6 +154,10 @@ void td_cpu_codegen_free(jit_group *g);
 /* The interpreter of a group's program, the same computation as the generated code. */
 void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **args, int64_t r0,
                             int64_t r1, char *scratch);
+/* A group's rows are split over threads in chunks of at least this many elements (64K split in
+ * two, as eager's cheap ops: cpu_elementwise.c PAR_MIN_CHEAP); a group this small or smaller
+ * runs on one thread. */
+#define JIT_GROUP_GRAIN_ELEMS 32768
 /* Whether the CPU device cuts a product's result [m, n] (depth k) into blocks of rows when it
  * splits it over threads (cpu_blas.c): a matmul is fused with its epilogue only then. */
 bool td_blas_split_rows(int64_t m, int64_t n, int64_t k);
