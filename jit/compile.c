@@ -410,7 +410,9 @@ typedef struct grouper {
     int nmem;
     int mem[GROUP_MAX_MEMBERS];
     int vk[GROUP_MAX_MEMBERS];
-    int wb_member, wb_dst; /* a COPY of the last member into wb_dst, fused (or -1) */
+    /* fused writes: a COPY of member wb_member[k] into wb_dst[k], done by the group */
+    int nwb;
+    int wb_member[GROUP_MAX_MEMBERS], wb_dst[GROUP_MAX_MEMBERS];
 } grouper;
 
 static int push_step(jit_compiled *c, int kind, int node, int group)
@@ -641,8 +643,12 @@ static int close_group(grouper *gp)
         if (!sl->member)
             continue;
         int i = sl->node;
-        if (i == gp->wb_member) { /* written into wb_dst from scratch, nothing else reads it */
-            sl->into = gp->wb_dst;
+        int wb = -1;
+        for (int k = 0; k < gp->nwb; k++)
+            if (gp->wb_member[k] == i)
+                wb = k;
+        if (wb >= 0) { /* written into wb_dst from scratch, nothing else reads it */
+            sl->into = gp->wb_dst[wb];
             sl->output = 0;
             continue;
         }
@@ -744,7 +750,7 @@ static int close_group(grouper *gp)
         return -1;
 reset:
     gp->nmem = 0;
-    gp->wb_member = gp->wb_dst = -1;
+    gp->nwb = 0;
     gp->has_domain = false;
     gp->row_mode = 0;
     gp->nred = 0;
@@ -768,7 +774,7 @@ static bool reads_open(const grouper *gp, int i)
 /* Whether the write W = COPY(dst, src) can be done by the open group itself: src is its last
  * member (full domain, dst's dtype), nothing else reads src, dst is contiguous with the
  * domain's shape, and the group reads dst's storage, if at all, only through dst itself (same
- * elements, read before the write in each tile). Then the group writes src into dst and no
+ * elements, in program order within each tile). Then the group writes src into dst and no
  * COPY step runs (in-place parameter updates: one pass less). */
 static bool fuse_writeback(grouper *gp, int w)
 {
@@ -806,9 +812,31 @@ static bool fuse_writeback(grouper *gp, int w)
                 return false; /* dst's storage read through another layout */
         }
     }
-    gp->wb_member = src;
-    gp->wb_dst = dst;
+    gp->wb_member[gp->nwb] = src;
+    gp->wb_dst[gp->nwb] = dst;
+    gp->nwb++;
     return true;
+}
+
+/* Whether node i reads the storage of a write the open group has fused through anything but
+ * the written node itself. The node itself is read in place in each tile after the write (the
+ * generated code writes back at the member's place in program order), so it sees the new
+ * values; another layout would read other elements of the tile, or another tile's. */
+static bool reads_written_storage(const grouper *gp, int i)
+{
+    const jit_compiled *c = gp->c;
+    const jit_node *nd = &c->nodes[i];
+    for (int k = 0; k < nd->nin; k++)
+        for (int w = 0; w < gp->nwb; w++) {
+            int in = nd->in[k], dst = gp->wb_dst[w];
+            if (in == dst)
+                continue;
+            const jit_node *r = &c->nodes[c->nodes[in].root];
+            const jit_node *dr = &c->nodes[c->nodes[dst].root];
+            if (r->kind == JN_EXTERN && r->storage_class == dr->storage_class)
+                return true;
+        }
+    return false;
 }
 
 static int schedule(jit_compiled *c, const char *live, const char *is_output, const char *written)
@@ -820,7 +848,6 @@ static int schedule(jit_compiled *c, const char *live, const char *is_output, co
     gp.is_output = is_output;
     gp.written = written;
     gp.open = 0;
-    gp.wb_member = gp.wb_dst = -1;
     gp.group_of = malloc(sizeof(int) * (size_t)n);
     gp.nusers = calloc((size_t)n, sizeof(int));
     gp.users = calloc((size_t)n, sizeof(int *));
@@ -853,7 +880,10 @@ static int schedule(jit_compiled *c, const char *live, const char *is_output, co
             continue;
         if (nd->kind == JN_INPLACE) {
             if (fuse_writeback(&gp, i)) {
-                if (close_group(&gp) < 0)
+                /* on the CPU the group goes on after the write (an optimizer's update of a
+                 * parameter and its momentum: one pass); a device's generated code may load
+                 * its operands up front, so its group ends at the write */
+                if (c->device->jit_compile && close_group(&gp) < 0)
                     goto done;
                 continue;
             }
@@ -868,7 +898,7 @@ static int schedule(jit_compiled *c, const char *live, const char *is_output, co
                 goto done;
             continue;
         }
-        int vk = written[i] ? -1 : join_kind(&gp, i);
+        int vk = written[i] || reads_written_storage(&gp, i) ? -1 : join_kind(&gp, i);
         if (vk < 0 && gp.nmem > 0) {
             if (close_group(&gp) < 0)
                 goto done;

@@ -500,11 +500,12 @@ static void test_clone_forwarding(void)
     tide_release(want), tide_release(a), tide_release(b);
 }
 
-/* How many "the epilogue of" lines the plans dumped into dir hold (TIDE_DUMP). */
-static int count_epilogues(const char *dir)
+/* How many lines matching the regular expression pattern the plans dumped into dir hold
+ * (TIDE_DUMP). */
+static int count_plan_lines(const char *dir, const char *pattern)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "cat %s/*_plan.txt 2>/dev/null | grep -c 'the epilogue of'", dir);
+    snprintf(cmd, sizeof cmd, "cat %s/*_plan.txt 2>/dev/null | grep -c '%s'", dir, pattern);
     FILE *f = popen(cmd, "r");
     int n = -1;
     if (f) {
@@ -542,6 +543,66 @@ static double max_rel(const tide_tensor *t, const double *want, int64_t n)
     return worst;
 }
 
+/* A momentum update, buf = buf * m + g then w = w - lr * buf, is one fusion group on the CPU:
+ * both writes done by the group, the second reading buf in place after the first. Values over
+ * three traced steps against a double reference; the plan holds one group. Reading buf
+ * transposed after its write must end the group (a tile would read other tiles' elements, some
+ * not yet written): still right. */
+static void test_fused_updates(void)
+{
+    char dir[] = "/tmp/tide_updates_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    int64_t sh[2] = {300, 300}, n = 300 * 300;
+    tide_tensor *w = randt(2, sh, TIDE_FLOAT32, -1, 1), *buf = randt(2, sh, TIDE_FLOAT32, -1, 1);
+    tide_tensor *g = randt(2, sh, TIDE_FLOAT32, -1, 1);
+    double *rw = malloc(sizeof(double) * (size_t)n), *rb = malloc(sizeof(double) * (size_t)n);
+    double *rt = malloc(sizeof(double) * (size_t)n);
+    float *fv = malloc(sizeof(float) * (size_t)n), *fg = malloc(sizeof(float) * (size_t)n);
+    tide_to_buffer(g, fg, sizeof(float) * (size_t)n);
+    tide_to_buffer(w, fv, sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        rw[i] = fv[i];
+    tide_to_buffer(buf, fv, sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        rb[i] = fv[i];
+    for (int transposed = 0; transposed < 2; transposed++) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -f %s/*", dir);
+        CHECK(system(cmd) == 0, "rm %s/*", dir);
+        setenv("TIDE_DUMP", dir, 1);
+        for (int step = 0; step < 3; step++) {
+            double m = 0.9, lr = 0.01 * (step + 1);
+            tide_jit_trace_begin(NULL, NULL, NULL);
+            tide_tensor *bm = tide_mul_scalar(buf, m), *nb = tide_add(bm, g);
+            CHECK(tide_copy_(buf, nb) == 0, "%s", tide_last_error());
+            tide_tensor *bt = transposed ? tide_transpose(buf, 0, 1) : tide_retain(buf);
+            tide_tensor *u = tide_mul_scalar(bt, lr), *nw = tide_sub(w, u);
+            CHECK(tide_copy_(w, nw) == 0, "%s", tide_last_error());
+            /* temporaries released before the end: otherwise they are results */
+            tide_release(bm), tide_release(nb), tide_release(bt), tide_release(u);
+            tide_release(nw);
+            CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+            for (int64_t i = 0; i < n; i++)
+                rb[i] = rb[i] * m + fg[i];
+            for (int64_t i = 0; i < n; i++)
+                rt[i] = rw[i] - lr * (transposed ? rb[(i % 300) * 300 + i / 300] : rb[i]);
+            memcpy(rw, rt, sizeof(double) * (size_t)n);
+            double eb = max_rel(buf, rb, n), ew = max_rel(w, rw, n);
+            CHECK(eb <= 1e-5 && ew <= 1e-5, "momentum update%s, step %d: buf %g, w %g",
+                  transposed ? " reading buf transposed" : "", step, eb, ew);
+        }
+        unsetenv("TIDE_DUMP");
+        int groups = count_plan_lines(dir, "^step [0-9]* group");
+        CHECK(groups == (transposed ? 2 : 1), "momentum update%s: %d groups",
+              transposed ? " reading buf transposed" : "", groups);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "rm %s", dir);
+    tide_release(w), tide_release(buf), tide_release(g);
+    free(rw), free(rb), free(rt), free(fv), free(fg);
+}
+
 /* A group right after a matmul that reads it in place runs as the matmul's epilogue, block by
  * block of rows: bias + relu (tiles across rows, a partial last block), softmax (row mode), a
  * momentum-style update of a transposed-A product (a weight grad). Values against a double
@@ -574,7 +635,7 @@ static void test_matmul_epilogues(void)
         if (pass == 1)
             CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
     }
-    int fused = count_epilogues(dir);
+    int fused = count_plan_lines(dir, "the epilogue of");
     CHECK(fused == 3, "matmul epilogues fused: %d, want 3 (plans in %s)", fused, dir);
     const char *names[3] = {"linear+relu", "matmul+softmax", "x^T y + 0.9 z"};
     for (int i = 0; i < 3; i++) {
@@ -643,8 +704,8 @@ static void test_matmul_epilogues(void)
     double et = compare(g2, want_t, &bitwise), ey = compare(y, want_y, &bitwise);
     CHECK(et >= 0 && et <= 1e-6, "group reading the product transposed: %g", et);
     CHECK(ey >= 0 && ey <= 1e-6, "write-back into the matmul's operand: %g", ey);
-    CHECK(count_epilogues(dir) == 3, "no epilogue fused where it must not be: %d",
-          count_epilogues(dir));
+    CHECK(count_plan_lines(dir, "the epilogue of") == 3, "no epilogue fused where it must not be: %d",
+          count_plan_lines(dir, "the epilogue of"));
     unsetenv("TIDE_DUMP");
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
@@ -852,6 +913,7 @@ int main(void)
     test_inplace_and_scalars();
     test_clone_forwarding();
     test_matmul_epilogues();
+    test_fused_updates();
     test_breaks();
     test_errors_and_guards();
     test_threads();
