@@ -52,6 +52,8 @@ typedef struct jit_trace {
     td_hooks saved;
     int flushing;
     tide_device *dev; /* the device of the pending segment's ops (a segment is on one) */
+    int64_t *key;     /* the cache key being built (kept from segment to segment) */
+    size_t key_cap;
 } jit_trace;
 
 static _Thread_local jit_trace *current;
@@ -427,6 +429,27 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
     return stub;
 }
 
+/* A thread's last trace, its buffers (nodes, map, key) kept for the next session: growing
+ * them again on every call of a jit function showed in the profile of a cache hit. Freed when
+ * the thread exits. */
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void trace_destroy(void *p)
+{
+    jit_trace *tr = p;
+    free(tr->nodes);
+    free(tr->ext);
+    free(tr->ext_node);
+    free(tr->wstor);
+    free(tr->map_key);
+    free(tr->map_val);
+    free(tr->key);
+    free(tr);
+}
+
+static void spare_init(void) { (void)pthread_key_create(&spare_key, trace_destroy); }
+
 /* ---- keys and the cache -------------------------------------------------------------------- */
 
 typedef struct key_buf {
@@ -434,21 +457,25 @@ typedef struct key_buf {
     size_t n, cap;
 } key_buf;
 
-static void kput(key_buf *k, int64_t x)
+/* More than the entries key_node writes for one node. */
+#define KEY_NODE_MAX (8 + JIT_MAX_IN + 3 * TIDE_MAX_DIMS + 2 * TIDE_MAX_DIMS)
+
+/* Room for KEY_NODE_MAX more entries; false (the buffer dropped) when memory ran out. */
+static bool key_reserve(key_buf *k)
 {
-    if (k->n == k->cap) {
-        size_t nc = k->cap ? 2 * k->cap : 1024;
-        int64_t *nv = realloc(k->v, sizeof *nv * nc);
-        if (!nv) {
-            k->cap = 0; /* marks failure */
-            return;
-        }
-        k->v = nv;
-        k->cap = nc;
-    }
-    if (k->cap)
-        k->v[k->n++] = x;
+    if (k->n + KEY_NODE_MAX <= k->cap)
+        return true;
+    size_t nc = k->cap ? 2 * k->cap : 4096;
+    int64_t *nv = realloc(k->v, sizeof *nv * nc);
+    if (!nv)
+        return false;
+    k->v = nv;
+    k->cap = nc;
+    return true;
 }
+
+/* Called after key_reserve: no bounds check (a call per entry showed in the trace's profile). */
+static inline void kput(key_buf *k, int64_t x) { k->v[k->n++] = x; }
 
 static void key_node(key_buf *k, const jit_node *nd)
 {
@@ -482,15 +509,31 @@ static void key_node(key_buf *k, const jit_node *nd)
     }
 }
 
+/* Four independent lanes, combined at the end: one lane's chain of multiplies made hashing
+ * half of a cache hit's own time. */
 static uint64_t key_hash(const int64_t *v, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint64_t)v[i];
-        h *= 0x100000001b3ull;
-        h ^= h >> 29;
+    uint64_t h[4] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull, 0x9e3779b97f4a7c15ull,
+                     0xc2b2ae3d27d4eb4full};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int l = 0; l < 4; l++) {
+            h[l] ^= (uint64_t)v[i + l];
+            h[l] *= 0x100000001b3ull;
+            h[l] ^= h[l] >> 29;
+        }
+    for (; i < n; i++) {
+        h[0] ^= (uint64_t)v[i];
+        h[0] *= 0x100000001b3ull;
+        h[0] ^= h[0] >> 29;
     }
-    return h;
+    uint64_t r = n;
+    for (int l = 0; l < 4; l++) {
+        r ^= h[l];
+        r *= 0x100000001b3ull;
+        r ^= r >> 29;
+    }
+    return r;
 }
 
 /* The compiled plan for key, or NULL. Counts a hit. */
@@ -534,6 +577,12 @@ static void release_hook(bool shutting_down)
 {
     (void)shutting_down;
     tide_jit_cache_clear();
+    pthread_once(&spare_once, spare_init);
+    jit_trace *spare = pthread_getspecific(spare_key); /* this thread's, when not tracing */
+    if (spare && spare != current) {
+        (void)pthread_setspecific(spare_key, NULL);
+        trace_destroy(spare);
+    }
 }
 
 static void register_release_hook(void) { td_on_release(release_hook); }
@@ -542,14 +591,20 @@ static void register_release_hook(void) { td_on_release(release_hook); }
 static jit_compiled *lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n, int nexterns,
                                        const int *outs, int nouts)
 {
-    key_buf k = {0};
-    for (int i = 0; i < n; i++)
-        key_node(&k, &nodes[i]);
-    kput(&k, -1);
-    for (int i = 0; i < nouts; i++)
-        kput(&k, outs[i]);
-    if (!k.cap) {
-        free(k.v);
+    key_buf k = {tr->key, 0, tr->key_cap};
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+        if ((ok = key_reserve(&k)))
+            key_node(&k, &nodes[i]);
+    ok = ok && key_reserve(&k);
+    if (ok)
+        kput(&k, -1);
+    for (int i = 0; i < nouts && ok; i++)
+        if ((ok = key_reserve(&k)))
+            kput(&k, outs[i]);
+    tr->key = k.v; /* kept for the next segment (the cache stores a copy) */
+    tr->key_cap = k.cap;
+    if (!ok) {
         td_error("jit: out of memory for a cache key");
         return NULL;
     }
@@ -562,21 +617,24 @@ static jit_compiled *lookup_or_compile(jit_trace *tr, const jit_node *nodes, int
         __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* the caller's */
     pthread_mutex_unlock(&cache_lock);
     if (c) {
-        free(k.v);
         stats_add(tr, 0, 1, 0, 0, 0, 0);
         td_log("jit", "hit: %d nodes%s%s", n, *jit_where() ? " at " : "", jit_where());
         return c;
     }
     double t0 = jit_now_ms();
     c = jit_compile(nodes, n, nexterns, outs, nouts, h);
-    if (!c) {
-        free(k.v);
+    if (!c)
         return NULL;
-    }
     c->compile_ms = jit_now_ms() - t0;
     c->refs = 1; /* the caller's */
     c->hash = h;
-    c->key = k.v;
+    c->key = malloc(sizeof *k.v * k.n);
+    if (!c->key) {
+        jit_compiled_free(c);
+        td_error("jit: out of memory for a cache key");
+        return NULL;
+    }
+    memcpy(c->key, k.v, sizeof *k.v * k.n);
     c->key_len = k.n;
     pthread_mutex_lock(&cache_lock);
     jit_compiled *other = cache_find(h, k.v, k.n);
@@ -832,7 +890,21 @@ static int session_begin(bool capture, tide_jit_stats *stats, const char *(*wher
 {
     if (current)
         return td_error("jit: this thread is already tracing (jit functions do not nest)");
-    jit_trace *tr = calloc(1, sizeof *tr);
+    pthread_once(&spare_once, spare_init);
+    jit_trace *tr = pthread_getspecific(spare_key);
+    if (tr) { /* empty since its last session_free: only the buffers carry over */
+        (void)pthread_setspecific(spare_key, NULL);
+        jit_trace keep = *tr;
+        memset(tr, 0, sizeof *tr);
+        tr->nodes = keep.nodes, tr->cap = keep.cap;
+        tr->ext = keep.ext, tr->extcap = keep.extcap;
+        tr->ext_node = keep.ext_node;
+        tr->map_key = keep.map_key, tr->map_val = keep.map_val, tr->map_cap = keep.map_cap;
+        tr->wstor = keep.wstor, tr->wstorcap = keep.wstorcap;
+        tr->key = keep.key, tr->key_cap = keep.key_cap;
+    } else {
+        tr = calloc(1, sizeof *tr);
+    }
     if (!tr)
         return td_error("jit: out of memory");
     tr->capture = capture;
@@ -856,13 +928,8 @@ static void session_free(jit_trace *tr)
     h->trace_ctx = tr->saved.trace_ctx;
     h->materialize = tr->saved.materialize;
     current = NULL;
-    free(tr->nodes);
-    free(tr->ext);
-    free(tr->ext_node);
-    free(tr->wstor);
-    free(tr->map_key);
-    free(tr->map_val);
-    free(tr);
+    if (pthread_getspecific(spare_key) || pthread_setspecific(spare_key, tr) != 0)
+        trace_destroy(tr);
 }
 
 int tide_jit_trace_begin(tide_jit_stats *stats, const char *(*where)(void *), void *where_ctx)
