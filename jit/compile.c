@@ -560,6 +560,21 @@ static int add_slot(jit_group *g, int node, int vkind, int member)
     return g->nslots++;
 }
 
+/* Ops whose CPU kernels are bound by arithmetic, not memory: a group with one runs in tiles of
+ * half the size. Measured on the chain tanh(x*a+b)*sigmoid(x)+c over 16M floats: tiles of 512
+ * 8% faster than 1024 (256: 3%, 2048: 20% slower), while (x*a+b)*x-c, bound by memory, ran 12%
+ * slower in tiles of 512 (the per-tile prefetch and streaming calls). */
+static bool heavy_op(int op)
+{
+    switch (op) {
+    case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH:
+    case TIDE_OP_SIGMOID: case TIDE_OP_POW:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* Closes the open group: a fusion group of two or more members, or plain kernels. */
 static int close_group(grouper *gp)
 {
@@ -592,8 +607,13 @@ static int close_group(grouper *gp)
         g->nrows = g->numel / g->rowlen;
     } else { /* tiles no longer than the domain: splats and scratch stay small */
         /* a power of two, so domains of nearby sizes (batch 128 and 96) share generated code */
+        int64_t tile = TILE;
+        if (!c->device->jit_compile)
+            for (int k = 0; k < gp->nmem; k++)
+                if (heavy_op(c->nodes[gp->mem[k]].op))
+                    tile = TILE / 2;
         g->rowlen = 1;
-        while (g->rowlen < g->numel && g->rowlen < TILE)
+        while (g->rowlen < g->numel && g->rowlen < tile)
             g->rowlen *= 2;
         g->nrows = (g->numel + g->rowlen - 1) / g->rowlen;
     }
