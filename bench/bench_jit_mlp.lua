@@ -27,29 +27,46 @@ local function setup(batch)
   return step
 end
 
-local function rate(step)
-  for _ = 1, 3 do step():item() end
+-- Steps run and seconds taken by step over about secs seconds.
+local function run_for(step, secs)
   local n, t0 = 0, tide.clock()
   repeat
     step():item()
     n = n + 1
-  until tide.clock() - t0 >= seconds
-  return n / (tide.clock() - t0)
+  until tide.clock() - t0 >= secs
+  return n, tide.clock() - t0
 end
 
+-- Eager and jit alternate in slices of the run, so a drift of the machine's speed (a noisy
+-- 2-core VM) falls on both alike; the ratio is of the totals, the median of the slices' ratios
+-- is printed beside it.
+local slices = 10
 print(("threads: %d"):format(tide.get_num_threads()))
 for _, batch in ipairs({ 128, 32 }) do
-  local e = rate(setup(batch))
+  local estep = setup(batch)
+  for _ = 1, 3 do estep():item() end
   local jstep = tide.jit(setup(batch))
   local t0 = tide.clock()
   jstep():item() -- first call: momentum buffers absent, traced and compiled
   jstep():item() -- second call: the steady-state graph compiled
   local first = tide.clock() - t0
-  local j = rate(jstep)
+  jstep():item()
+  local en, et, jn, jt, ratios = 0, 0, 0, 0, {}
+  for _ = 1, slices do
+    local a, ta = run_for(estep, seconds / slices)
+    local b, tb = run_for(jstep, seconds / slices)
+    en, et, jn, jt = en + a, et + ta, jn + b, jt + tb
+    ratios[#ratios + 1] = (b / tb) / (a / ta)
+  end
+  table.sort(ratios)
+  local e, j = en / et, jn / jt
   local s = jstep:stats()
   print(("mlp_b%d_eager: %.1f steps/s (%.3f ms/step)"):format(batch, e, 1000 / e))
   print(("mlp_b%d_jit: %.1f steps/s (%.3f ms/step)"):format(batch, j, 1000 / j))
   print(("mlp_b%d_speedup: %.2f x (target >= 1.3)"):format(batch, j / e))
+  print(("mlp_b%d_speedup_slices: %.2f x median, %.2f-%.2f over %d alternating slices")
+    :format(batch, (ratios[slices // 2] + ratios[slices // 2 + 1]) / 2, ratios[1], ratios[slices],
+            slices))
   print(("mlp_b%d_first_two_jit_steps: %.1f ms (compile_ms %.1f over %d compiles; target <= 100)")
     :format(batch, first * 1000, s.compile_ms, s.compiles))
 end
