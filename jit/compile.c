@@ -560,6 +560,10 @@ static int add_slot(jit_group *g, int node, int vkind, int member)
     return g->nslots++;
 }
 
+/* Whether the plan's groups become C for libtcc (the CPU), not a device's own code (Vulkan's
+ * shaders, which load their operands up front and choose their own tiling). */
+static bool cpu_groups(const jit_compiled *c) { return !c->device->jit_compile; }
+
 /* Ops whose CPU kernels are bound by arithmetic, not memory: a group with one runs in tiles of
  * half the size. Measured on the chain tanh(x*a+b)*sigmoid(x)+c over 16M floats: tiles of 512
  * 8% faster than 1024 (256: 3%, 2048: 20% slower), while (x*a+b)*x-c, bound by memory, ran 12%
@@ -608,10 +612,9 @@ static int close_group(grouper *gp)
     } else { /* tiles no longer than the domain: splats and scratch stay small */
         /* a power of two, so domains of nearby sizes (batch 128 and 96) share generated code */
         int64_t tile = TILE;
-        if (!c->device->jit_compile)
-            for (int k = 0; k < gp->nmem; k++)
-                if (heavy_op(c->nodes[gp->mem[k]].op))
-                    tile = TILE / 2;
+        for (int k = 0; k < gp->nmem && tile == TILE && cpu_groups(c); k++)
+            if (heavy_op(c->nodes[gp->mem[k]].op))
+                tile = TILE / 2;
         g->rowlen = 1;
         while (g->rowlen < g->numel && g->rowlen < tile)
             g->rowlen *= 2;
@@ -763,8 +766,8 @@ static int close_group(grouper *gp)
 #undef TAKE
     g->scratch_bytes = off;
     int gi = c->ngroups++;
-    if (c->device->jit_compile ? c->device->jit_compile(c->device, c, g, gi) < 0
-                               : td_cpu_codegen_group(c, g, gi) < 0)
+    if (cpu_groups(c) ? td_cpu_codegen_group(c, g, gi) < 0
+                      : c->device->jit_compile(c->device, c, g, gi) < 0)
         return -1;
     if (push_step(c, JS_GROUP, -1, gi) < 0)
         return -1;
@@ -846,16 +849,14 @@ static bool reads_written_storage(const grouper *gp, int i)
 {
     const jit_compiled *c = gp->c;
     const jit_node *nd = &c->nodes[i];
-    for (int k = 0; k < nd->nin; k++)
-        for (int w = 0; w < gp->nwb; w++) {
-            int in = nd->in[k], dst = gp->wb_dst[w];
-            if (in == dst)
-                continue;
-            const jit_node *r = &c->nodes[c->nodes[in].root];
-            const jit_node *dr = &c->nodes[c->nodes[dst].root];
-            if (r->kind == JN_EXTERN && r->storage_class == dr->storage_class)
+    for (int w = 0; w < gp->nwb; w++) {
+        int dst = gp->wb_dst[w], storage = c->nodes[c->nodes[dst].root].storage_class;
+        for (int k = 0; k < nd->nin; k++) {
+            const jit_node *r = &c->nodes[c->nodes[nd->in[k]].root];
+            if (nd->in[k] != dst && r->kind == JN_EXTERN && r->storage_class == storage)
                 return true;
         }
+    }
     return false;
 }
 
@@ -903,7 +904,7 @@ static int schedule(jit_compiled *c, const char *live, const char *is_output, co
                 /* on the CPU the group goes on after the write (an optimizer's update of a
                  * parameter and its momentum: one pass); a device's generated code may load
                  * its operands up front, so its group ends at the write */
-                if (c->device->jit_compile && close_group(&gp) < 0)
+                if (!cpu_groups(c) && close_group(&gp) < 0)
                     goto done;
                 continue;
             }
@@ -969,7 +970,7 @@ static int64_t epilogue_block_rows(const jit_group *g, int64_t n)
 static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int mm)
 {
     const jit_node *m = &c->nodes[mm];
-    if (c->device->jit_run || m->kind != JN_OP || m->op != TIDE_OP_MATMUL || m->ndim != 2 ||
+    if (!cpu_groups(c) || m->kind != JN_OP || m->op != TIDE_OP_MATMUL || m->ndim != 2 ||
         (m->dtype != TIDE_FLOAT32 && m->dtype != TIDE_FLOAT64))
         return false;
     const jit_node *a = &c->nodes[m->in[0]], *b = &c->nodes[m->in[1]];
