@@ -579,13 +579,34 @@ static bool heavy_op(int op)
     }
 }
 
-/* Closes the open group: a fusion group of two or more members, or plain kernels. */
+/* Whether the open group's only member reads, whole and in its own shape, a product whose
+ * epilogue it could be (fuse_epilogues decides). */
+static bool reads_product(const grouper *gp)
+{
+    const jit_compiled *c = gp->c;
+    const jit_node *nd = &c->nodes[gp->mem[0]];
+    if (!cpu_groups(c) || gp->vk[0] != JV_FULL)
+        return false;
+    for (int k = 0; k < nd->nin; k++) {
+        const jit_node *p = &c->nodes[nd->in[k]];
+        if (p->kind == JN_OP && same_shape(p->ndim, p->shape, nd->ndim, nd->shape) &&
+            (p->op == TIDE_OP_MATMUL || p->op == TIDE_OP_CONV2D ||
+             p->op == TIDE_OP_CONV2D_GRAD_INPUT))
+            return true;
+    }
+    return false;
+}
+
+/* Closes the open group: a fusion group of two or more members (or one that may become a
+ * product's epilogue), or plain kernels. */
 static int close_group(grouper *gp)
 {
     jit_compiled *c = gp->c;
     if (gp->nmem == 0)
         goto reset;
-    bool worth = gp->nmem >= 2 && gp->has_domain;
+    /* one op alone is a group only when it may become a product's epilogue (a mask or a bias
+     * after a conv): otherwise the eager kernel does the same work */
+    bool worth = gp->has_domain && (gp->nmem >= 2 || (gp->nmem == 1 && reads_product(gp)));
     if (!worth) {
         for (int k = 0; k < gp->nmem; k++) {
             gp->group_of[gp->mem[k]] = -1;
@@ -600,7 +621,7 @@ static int close_group(grouper *gp)
     c->groups = ng;
     jit_group *g = &ng[c->ngroups];
     memset(g, 0, sizeof *g);
-    g->matmul = -1;
+    g->producer = -1;
     g->ndim = gp->ndim;
     memcpy(g->domain, gp->domain, sizeof(int64_t) * gp->ndim);
     g->numel = td_numel(gp->ndim, gp->domain);
@@ -945,41 +966,58 @@ done:
     return rc;
 }
 
-/* ---- matmul epilogues ---------------------------------------------------------------------- */
+/* ---- epilogues of products (matmul, conv) ------------------------------------------------ */
 
-/* Rows of C per block of a fused matmul: whole tiles of the group (or whole rows in row mode),
- * at least 16 (thinner blocks waste BLAS's packing). */
-static int64_t epilogue_block_rows(const jit_group *g, int64_t n)
+void jit_product_layout(const jit_node *p, int64_t *nbatch, int64_t *units, int64_t *unit_elems)
 {
-    int64_t rb = 1;
-    if (!g->row_mode) {
-        int64_t a = g->rowlen, b = n;
-        while (b) {
-            int64_t t = a % b;
-            a = b;
-            b = t;
-        }
-        rb = g->rowlen / a; /* rb * n is a multiple of the tile */
+    if (p->op == TIDE_OP_MATMUL) {
+        *nbatch = td_numel(p->ndim - 2, p->shape);
+        *units = p->shape[p->ndim - 2];
+        *unit_elems = p->shape[p->ndim - 1];
+    } else { /* conv2d, conv2d_grad_input: [N, C, H, W], one image a unit */
+        *nbatch = 1;
+        *units = p->shape[0];
+        *unit_elems = p->shape[1] * p->shape[2] * p->shape[3];
     }
-    return rb >= 16 ? rb : rb * ((16 + rb - 1) / rb);
 }
 
-/* Whether group g can run as the epilogue of matmul node mm: a 2-D float product on the CPU
- * whose result is the group's domain, read by the group in place (so a tile reads only the
- * rows of its own block), and which the device would cut into row blocks anyway. */
-static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int mm)
+static int64_t gcd64(int64_t a, int64_t b)
 {
-    const jit_node *m = &c->nodes[mm];
-    if (!cpu_groups(c) || m->kind != JN_OP || m->op != TIDE_OP_MATMUL || m->ndim != 2 ||
-        (m->dtype != TIDE_FLOAT32 && m->dtype != TIDE_FLOAT64))
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Units per block of a fused product: the fewest that make whole tiles of the group (whole
+ * rows in row mode), at least 16 rows of a matmul (thinner blocks waste BLAS's packing), at
+ * most one matrix. */
+static int64_t epilogue_block_units(const jit_group *g, const jit_node *p)
+{
+    int64_t nbatch, units, ue;
+    jit_product_layout(p, &nbatch, &units, &ue);
+    int64_t align = g->rowlen / gcd64(g->rowlen, ue); /* align * ue is a multiple of rowlen */
+    int64_t least = p->op == TIDE_OP_MATMUL ? 16 : 1;
+    int64_t rb = align >= least ? align : align * ((least + align - 1) / align);
+    return rb < units ? rb : units;
+}
+
+/* Whether group g can run as the epilogue of product node pi: a float matmul (any batch) or
+ * conv on the CPU whose result is the group's domain, read by the group in place (so a tile
+ * reads only its own block), whose blocks are whole tiles or rows of the group, and (a matmul)
+ * which the device would cut into row blocks anyway. */
+static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int pi)
+{
+    const jit_node *p = &c->nodes[pi];
+    if (!cpu_groups(c) || p->kind != JN_OP || (p->dtype != TIDE_FLOAT32 && p->dtype != TIDE_FLOAT64))
         return false;
-    const jit_node *a = &c->nodes[m->in[0]], *b = &c->nodes[m->in[1]];
-    if (a->ndim != 2 || b->ndim != 2 || !same_shape(m->ndim, m->shape, g->ndim, g->domain) ||
-        g->numel < 1)
+    bool conv = (p->op == TIDE_OP_CONV2D || p->op == TIDE_OP_CONV2D_GRAD_INPUT) && p->ndim == 4;
+    if ((!conv && p->op != TIDE_OP_MATMUL) || p->nin != 2 ||
+        !same_shape(p->ndim, p->shape, g->ndim, g->domain) || g->numel < 1)
         return false;
-    if (g->row_mode && (g->nred != 1 || g->rowlen != m->shape[1]))
-        return false;
-    int s = jit_slot_of(g, mm);
+    int s = jit_slot_of(g, pi);
     if (s < 0 || g->slots[s].member || g->slots[s].vkind != JV_FULL || !g->slots[s].direct)
         return false;
     /* the group's write-backs land while other blocks of the product are still being computed:
@@ -988,35 +1026,46 @@ static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int mm)
         if (g->slots[k].into < 0)
             continue;
         const jit_node *d = &c->nodes[c->nodes[g->slots[k].into].root];
-        for (int j = 0; j < m->nin; j++) {
-            const jit_node *r = &c->nodes[c->nodes[m->in[j]].root];
+        for (int j = 0; j < p->nin; j++) {
+            const jit_node *r = &c->nodes[c->nodes[p->in[j]].root];
             if (r == d || (r->kind == JN_EXTERN && d->kind == JN_EXTERN &&
                            r->storage_class == d->storage_class))
                 return false;
         }
     }
-    int64_t rows = m->shape[0], cols = m->shape[1], depth = a->shape[1];
-    if (!td_blas_split_rows(rows, cols, depth))
+    int64_t nbatch, units, ue;
+    jit_product_layout(p, &nbatch, &units, &ue);
+    if (p->op == TIDE_OP_MATMUL) {
+        const jit_node *a = &c->nodes[p->in[0]];
+        if (!td_blas_split_rows(units, ue, a->shape[a->ndim - 1]))
+            return false;
+    }
+    int64_t rb = epilogue_block_units(g, p);
+    /* every block, and (with a batch) every matrix, starts on a tile or row of the group */
+    if ((rb * ue) % g->rowlen != 0 && rb < units)
+        return false;
+    if (nbatch > 1 && (units * ue) % g->rowlen != 0)
         return false;
     /* a single block runs on one thread: only when the group is small enough for that too */
-    return rows > epilogue_block_rows(g, cols) || g->numel <= JIT_GROUP_GRAIN_ELEMS;
+    int64_t blocks = nbatch * ((units + rb - 1) / rb);
+    return blocks >= 2 || g->numel <= JIT_GROUP_GRAIN_ELEMS;
 }
 
-/* Whether step st reads node mm (directly or through a view of it). */
-static bool step_reads(const jit_compiled *c, const jit_step *st, int mm)
+/* Whether step st reads node pi (directly or through a view of it). */
+static bool step_reads(const jit_compiled *c, const jit_step *st, int pi)
 {
     if (st->kind == JS_GROUP) {
         const jit_group *g = &c->groups[st->group];
         for (int k = 0; k < g->nslots; k++)
-            if (!g->slots[k].member && c->nodes[g->slots[k].node].root == mm)
+            if (!g->slots[k].member && c->nodes[g->slots[k].node].root == pi)
                 return true;
         return false;
     }
     const jit_node *nd = &c->nodes[st->node];
     for (int k = 0; k < nd->nin; k++)
-        if (c->nodes[nd->in[k]].root == mm)
+        if (c->nodes[nd->in[k]].root == pi)
             return true;
-    return nd->root == mm;
+    return nd->root == pi;
 }
 
 /* Whether step st writes into a tensor from outside or a written node (in-place). */
@@ -1033,13 +1082,17 @@ static bool step_writes(const jit_compiled *c, const jit_step *st)
     return false;
 }
 
-/* Fuses each group with the matmul it reads that ran a few steps before it: the matmul's step
- * goes, and the group's step runs it block by block. Moving the matmul later is safe when no
+/* Fuses each group with the product it reads that ran a few steps before it: the product's step
+ * goes, and the group's step runs it block by block. Moving the product later is safe when no
  * step between reads its result and none writes what it reads (in-place writes: only into
  * outside tensors and written nodes, so an operand that is an op result nobody writes is safe
  * from them). */
-static void fuse_matmul_epilogues(jit_compiled *c, const char *written)
+static void fuse_epilogues(jit_compiled *c, const char *written)
 {
+    /* TIDE_JIT_EPILOGUES=0 leaves products unfused (read per compile: bench_jit compares both) */
+    const char *e = getenv("TIDE_JIT_EPILOGUES");
+    if (e && strcmp(e, "0") == 0)
+        return;
     int out = 0;
     for (int s = 0; s < c->nsteps; s++) {
         jit_step st = c->steps[s];
@@ -1053,20 +1106,20 @@ static void fuse_matmul_epilogues(jit_compiled *c, const char *written)
                 p = q;
         if (p < 0)
             continue;
-        int mm = c->steps[p].node;
+        int pi = c->steps[p].node;
         bool safe_inputs = true;
-        for (int k = 0; k < c->nodes[mm].nin; k++) {
-            int in = c->nodes[mm].in[k];
+        for (int k = 0; k < c->nodes[pi].nin; k++) {
+            int in = c->nodes[pi].in[k];
             const jit_node *r = &c->nodes[c->nodes[in].root];
             safe_inputs &= (r->kind == JN_OP || r->kind == JN_CONST) && !written[in];
         }
         bool ok = true;
         for (int q = p + 1; q < out - 1 && ok; q++)
-            ok = !step_reads(c, &c->steps[q], mm) && (safe_inputs || !step_writes(c, &c->steps[q]));
+            ok = !step_reads(c, &c->steps[q], pi) && (safe_inputs || !step_writes(c, &c->steps[q]));
         if (!ok)
             continue;
-        g->matmul = mm;
-        g->mm_rows = epilogue_block_rows(g, c->nodes[mm].shape[1]);
+        g->producer = pi;
+        g->block_units = epilogue_block_units(g, &c->nodes[pi]);
         memmove(&c->steps[p], &c->steps[p + 1], sizeof *c->steps * (size_t)(out - 1 - p));
         out--;
     }
@@ -1117,10 +1170,10 @@ static int plan_memory(jit_compiled *c, const char *is_output)
         const jit_step *st = &c->steps[s];
         if (st->kind == JS_GROUP) {
             const jit_group *g = &c->groups[st->group];
-            if (g->matmul >= 0) { /* the fused matmul: written and its inputs read here */
-                first[g->matmul] = s;
-                for (int k = 0; k < c->nodes[g->matmul].nin; k++)
-                    note_read(c, last, c->nodes[g->matmul].in[k], s);
+            if (g->producer >= 0) { /* the fused product: written and its inputs read here */
+                first[g->producer] = s;
+                for (int k = 0; k < c->nodes[g->producer].nin; k++)
+                    note_read(c, last, c->nodes[g->producer].in[k], s);
             }
             for (int k = 0; k < g->nslots; k++) {
                 const jit_slot *sl = &g->slots[k];
@@ -1221,10 +1274,11 @@ static void dump_plan(const jit_compiled *c)
         const jit_group *g = &c->groups[st->group];
         td_emit(&b, " %d (%s of %lld", st->group, g->row_mode ? "rows" : "tiles",
                 (long long)g->rowlen);
-        if (g->matmul >= 0) {
+        if (g->producer >= 0) {
             td_emit(&b, ", the epilogue of ");
-            describe_node(&b, c, g->matmul);
-            td_emit(&b, " in blocks of %lld rows", (long long)g->mm_rows);
+            describe_node(&b, c, g->producer);
+            td_emit(&b, " in blocks of %lld %s", (long long)g->block_units,
+                    c->nodes[g->producer].op == TIDE_OP_MATMUL ? "rows" : "images");
         }
         td_emit(&b, "):\n");
         for (int m = 0; m < g->nmembers; m++) {
@@ -1291,7 +1345,7 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
         c->outputs[i] = c->alias[c->outputs[i]];
     if (schedule(c, live, is_output, written) < 0)
         goto fail;
-    fuse_matmul_epilogues(c, written);
+    fuse_epilogues(c, written);
     if (plan_memory(c, is_output) < 0)
         goto fail;
     dump_plan(c);

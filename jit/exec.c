@@ -64,54 +64,146 @@ static void group_range(void *ctx, int64_t r0, int64_t r1)
         td_cache_free(scratch, (size_t)g->scratch_bytes);
 }
 
-/* A group that is a matmul's epilogue: blocks of rows of the product, each computed (BLAS on
- * this thread) and at once run through the group's tiles or rows over it, still in cache. */
+/* A group that is a product's epilogue: blocks of the product's result (rows of one of a
+ * matmul's matrices, images of a conv), each computed on this thread and at once run through
+ * the group's tiles or rows over it, still in cache. */
 typedef struct epilogue_run {
     group_run gr;
     tide_device *dev;
-    const jit_node *mm;
-    tide_tensor *a, *b, *out;
-    int failed; /* atomic */
+    const jit_node *p;
+    tide_tensor *in0, *in1, *out;
+    int64_t nbatch, units, unit_elems, blocks_per_matrix;
+    bool folded; /* a matmul's batch run as one tall product */
+    int failed;  /* atomic */
 } epilogue_run;
 
-/* The rows [r0, r1) of a 2-D tensor, as a view. */
-static tide_tensor *row_block(const tide_tensor *t, int64_t r0, int64_t r1)
+/* Consecutive blocks computed as one product before the group runs over them: as many as keep
+ * the result in L2 (one product call instead of several, each packing its operands again). */
+#define EPILOGUE_PIECE_BYTES (2 << 20)
+
+/* Rows [r0, r1) of matrix `batch` of a [..., rows, cols] tensor whose batch dims broadcast to
+ * bshape's first nb, as a 2-D view. */
+static tide_tensor *matrix_rows(const tide_tensor *t, const int64_t *bshape, int nb, int64_t batch,
+                                int64_t r0, int64_t r1)
 {
-    int64_t shape[2] = {r1 - r0, t->shape[1]};
-    return td_tensor_view(t, 2, shape, t->strides, t->offset + r0 * t->strides[0]);
+    int64_t off = t->offset;
+    for (int d = nb - 1; d >= 0; d--) {
+        int64_t i = batch % bshape[d];
+        batch /= bshape[d];
+        if (t->shape[d] != 1)
+            off += i * t->strides[d];
+    }
+    int64_t shape[2] = {r1 - r0, t->shape[nb + 1]};
+    return td_tensor_view(t, 2, shape, t->strides + nb, off + r0 * t->strides[nb]);
+}
+
+/* Entries [i0, i1) of t's first dim, as a view. */
+static tide_tensor *leading_slice(const tide_tensor *t, int64_t i0, int64_t i1)
+{
+    int64_t shape[TIDE_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    shape[0] = i1 - i0;
+    return td_tensor_view(t, t->ndim, shape, t->strides, t->offset + i0 * t->strides[0]);
+}
+
+/* Rows [r0, r1) of a matmul operand's matrices stacked into one tall matrix (batch_folds). */
+static tide_tensor *stacked_rows(const tide_tensor *t, int nb, int64_t r0, int64_t r1)
+{
+    int64_t shape[2] = {r1 - r0, t->shape[nb + 1]};
+    return td_tensor_view(t, 2, shape, t->strides + nb, t->offset + r0 * t->strides[nb]);
+}
+
+/* Whether a matmul's batch is one tall product: every matrix shares B, and A's matrices (and
+ * out's) follow each other like the rows of one ([B, T, D] @ [D, H], a linear layer). Blocks
+ * of rows then span matrices, and BLAS packs B once per block instead of once per matrix. */
+static bool batch_folds(const jit_node *p, const tide_tensor *a, const tide_tensor *b,
+                        const tide_tensor *out)
+{
+    int nb = p->ndim - 2;
+    int64_t ea = p->shape[nb] * a->strides[nb], eo = p->shape[nb] * out->strides[nb];
+    for (int d = nb - 1; d >= 0; d--) {
+        if (p->shape[d] == 1)
+            continue;
+        if (a->shape[d] != p->shape[d] || a->strides[d] != ea || out->strides[d] != eo ||
+            (b->shape[d] != 1 && b->strides[d] != 0))
+            return false;
+        ea *= p->shape[d];
+        eo *= p->shape[d];
+    }
+    return true;
+}
+
+/* Units [u0, u1) of matrix `batch` of the product. */
+static int run_product_block(const epilogue_run *er, int64_t batch, int64_t u0, int64_t u1)
+{
+    const jit_node *p = er->p;
+    tide_tensor *in[2], *out;
+    if (p->op == TIDE_OP_MATMUL && er->folded) {
+        int nb = p->ndim - 2;
+        in[0] = stacked_rows(er->in0, nb, u0, u1);
+        in[1] = matrix_rows(er->in1, p->shape, nb, 0, 0, er->in1->shape[nb]);
+        out = stacked_rows(er->out, nb, u0, u1);
+    } else if (p->op == TIDE_OP_MATMUL) {
+        int nb = p->ndim - 2;
+        in[0] = matrix_rows(er->in0, p->shape, nb, batch, u0, u1);
+        in[1] = matrix_rows(er->in1, p->shape, nb, batch, 0, er->in1->shape[nb]);
+        out = matrix_rows(er->out, p->shape, nb, batch, u0, u1);
+    } else {
+        in[0] = leading_slice(er->in0, u0, u1);
+        in[1] = tide_retain(er->in1);
+        out = leading_slice(er->out, u0, u1);
+    }
+    int rc = in[0] && in[1] && out ? er->dev->run(er->dev, p->op, out, in, 2, &p->attrs) : -1;
+    tide_release(in[0]);
+    tide_release(in[1]);
+    tide_release(out);
+    return rc;
 }
 
 static void epilogue_range(void *ctx, int64_t begin, int64_t end)
 {
     epilogue_run *er = ctx;
     const jit_group *g = er->gr.g;
-    int64_t m = er->mm->shape[0], n = er->mm->shape[1];
-    int64_t r0 = begin * g->mm_rows, r1 = end * g->mm_rows < m ? end * g->mm_rows : m;
-    tide_tensor *a = row_block(er->a, r0, r1), *c = row_block(er->out, r0, r1);
-    tide_tensor *in[2] = {a, er->b};
-    int rc = a && c ? er->dev->run(er->dev, TIDE_OP_MATMUL, c, in, 2, &er->mm->attrs) : -1;
-    tide_release(a);
-    tide_release(c);
-    if (rc < 0) {
-        __atomic_store_n(&er->failed, 1, __ATOMIC_RELAXED);
-        return;
+    int64_t rb = g->block_units, bpm = er->blocks_per_matrix;
+    int64_t block_bytes = rb * er->unit_elems * (int64_t)td_dtype_sizes[er->p->dtype];
+    int64_t per = EPILOGUE_PIECE_BYTES / block_bytes > 1 ? EPILOGUE_PIECE_BYTES / block_bytes : 1;
+    for (int64_t b = begin; b < end;) {
+        int64_t batch = b / bpm, stop = (batch + 1) * bpm;
+        stop = stop < end ? stop : end;
+        stop = stop < b + per ? stop : b + per;
+        int64_t u0 = (b - batch * bpm) * rb, u1 = (stop - batch * bpm) * rb;
+        u1 = u1 < er->units ? u1 : er->units;
+        if (run_product_block(er, batch, u0, u1) < 0) {
+            __atomic_store_n(&er->failed, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        /* blocks hold whole tiles (rows in row mode); the last tile may be partial */
+        int64_t e0 = (batch * er->units + u0) * er->unit_elems;
+        int64_t e1 = (batch * er->units + u1) * er->unit_elems;
+        group_range(&er->gr, e0 / g->rowlen, e1 == g->numel ? g->nrows : e1 / g->rowlen);
+        b = stop;
     }
-    /* blocks hold whole tiles (rows in row mode); the last tile may be partial */
-    int64_t t0 = g->row_mode ? r0 : r0 * n / g->rowlen;
-    int64_t t1 = r1 == m ? g->nrows : g->row_mode ? r1 : r1 * n / g->rowlen;
-    group_range(&er->gr, t0, t1);
 }
 
 static int run_epilogue(const exec_ctx *x, const jit_group *g, void **args)
 {
-    const jit_node *mm = &x->c->nodes[g->matmul];
-    epilogue_run er = {{x->c, g, args}, x->c->device, mm, value(x, mm->in[0]),
-                       value(x, mm->in[1]), x->vals[g->matmul], 0};
-    int64_t m = mm->shape[0], blocks = (m + g->mm_rows - 1) / g->mm_rows;
-    td_parallel_for(blocks, 1, epilogue_range, &er);
-    if (__atomic_load_n(&er.failed, __ATOMIC_RELAXED))
-        return td_error("jit: the matmul %lldx%lld fused with its epilogue failed",
-                        (long long)m, (long long)mm->shape[1]);
+    const jit_node *p = &x->c->nodes[g->producer];
+    epilogue_run er = {{x->c, g, args}, x->c->device, p, value(x, p->in[0]), value(x, p->in[1]),
+                       x->vals[g->producer], 0, 0, 0, 0, false, 0};
+    jit_product_layout(p, &er.nbatch, &er.units, &er.unit_elems);
+    /* the blocks' rows stay aligned to the group's tiles: matrices start on tiles (compile.c) */
+    if (p->op == TIDE_OP_MATMUL && er.nbatch > 1 && batch_folds(p, er.in0, er.in1, er.out)) {
+        er.folded = true;
+        er.units *= er.nbatch;
+        er.nbatch = 1;
+    }
+    er.blocks_per_matrix = (er.units + g->block_units - 1) / g->block_units;
+    td_parallel_for(er.nbatch * er.blocks_per_matrix, 1, epilogue_range, &er);
+    if (__atomic_load_n(&er.failed, __ATOMIC_RELAXED)) {
+        char shape[96];
+        return td_error("jit: the %s %s fused with its epilogue failed", tide_op_name(p->op),
+                        td_shape_str(shape, sizeof shape, p->ndim, p->shape));
+    }
     return 0;
 }
 
@@ -167,9 +259,9 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
         return td_error("jit: out of memory");
     }
     int gi = 0, rc = 0;
-    if (g->matmul >= 0) { /* its result first: the group reads it in place */
-        x->vals[g->matmul] = alloc_node(x, arena, g->matmul);
-        rc = x->vals[g->matmul] ? 0 : -1;
+    if (g->producer >= 0) { /* its result first: the group reads it in place */
+        x->vals[g->producer] = alloc_node(x, arena, g->producer);
+        rc = x->vals[g->producer] ? 0 : -1;
     }
     for (int s = 0; s < g->nslots && rc == 0; s++) {
         const jit_slot *sl = &g->slots[s];
@@ -216,7 +308,7 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
         args[sl->arg] = d;
     }
     args[g->nargs] = (void *)&g->numel;
-    if (rc == 0 && g->matmul >= 0) {
+    if (rc == 0 && g->producer >= 0) {
         rc = run_epilogue(x, g, args);
     } else if (rc == 0) {
         group_run gr = {c, g, args};

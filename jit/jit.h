@@ -96,11 +96,13 @@ typedef struct jit_group {
     int *members; /* slot indices, in program order */
     int nargs;    /* pointers the generated code receives: inputs (data or gather) then outputs */
     int64_t scratch_bytes;
-    /* a matmul (node, or -1) the group's step runs first, block by block of mm_rows rows of its
-     * [m, n] result, each block followed at once by the group's rows or tiles over it: the
-     * group is the matmul's epilogue and reads its result while the block is in cache */
-    int matmul;
-    int64_t mm_rows;
+    /* a product (node, or -1): a matmul, conv2d or conv2d_grad_input the group's step runs
+     * first, block by block, each block followed at once by the group's rows or tiles over it:
+     * the group is the product's epilogue and reads its result while the block is in cache.
+     * Blocks hold block_units units of one matrix (jit_product_layout: a matmul's rows, a
+     * conv's images) */
+    int producer;
+    int64_t block_units;
     /* the compiled code: fn(args, row_begin, row_end, scratch) */
     void (*fn)(void **args, int64_t r0, int64_t r1, char *scratch);
     void *code; /* the device's handle for fn (a TCCState) */
@@ -170,6 +172,10 @@ static inline int jit_slot_of(const jit_group *g, int node)
             return s;
     return -1;
 }
+
+/* How a product's result is cut for its epilogue: nbatch matrices (a matmul's batch; 1 for a
+ * conv) of `units` units each (a matrix's rows; a conv's images) of unit_elems elements. */
+void jit_product_layout(const jit_node *p, int64_t *nbatch, int64_t *units, int64_t *unit_elems);
 
 /* Whether fusion groups are compiled (TIDE_JIT_CODEGEN=0: run member by member instead). */
 bool jit_codegen_enabled(void);

@@ -722,6 +722,169 @@ static void test_matmul_epilogues(void)
     free(fx), free(fw), free(fb), free(fp), free(fq), free(fg), free(fh), free(fz), free(ref);
 }
 
+/* Stride-1 conv2d over [N, C, H, W] with a k x k window and padding pad on every side, in double
+ * precision: out [N, O, H + 2 pad - k + 1, same]. With grad set, the gradient with respect to the
+ * input instead: x is grad_out [N, O, OH, OW] and out is [N, C, H, W]. */
+static void ref_conv(const double *x, const double *w, double *out, int64_t N, int64_t C,
+                     int64_t H, int64_t W, int64_t O, int64_t k, int64_t pad, bool grad)
+{
+    int64_t OH = H + 2 * pad - k + 1, OW = W + 2 * pad - k + 1;
+    if (grad)
+        memset(out, 0, sizeof(double) * (size_t)(N * C * H * W));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t i = 0; i < OH; i++)
+                for (int64_t j = 0; j < OW; j++) {
+                    double acc = 0, g = grad ? x[((n * O + o) * OH + i) * OW + j] : 0;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t u = 0; u < k; u++)
+                            for (int64_t v = 0; v < k; v++) {
+                                int64_t ih = i + u - pad, iw = j + v - pad;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                    continue;
+                                double wt = w[((o * C + c) * k + u) * k + v];
+                                if (grad)
+                                    out[((n * C + c) * H + ih) * W + iw] += g * wt;
+                                else
+                                    acc += x[((n * C + c) * H + ih) * W + iw] * wt;
+                            }
+                    if (!grad)
+                        out[((n * O + o) * OH + i) * OW + j] = acc;
+                }
+}
+
+/* Epilogues of conv2d, conv2d_grad_input and batched matmuls, block by block of images or of
+ * one matrix's rows: conv + bias + relu (tiles spanning images), conv + relu + spatial mean (row
+ * mode), grad_input * 2 + z, a 4-D attention score softmax(q k^T * 0.25) (row mode, k read
+ * transposed, blocks of 16 rows in each of 6 matrices) and a 3-D product with a broadcast B
+ * + bias + relu (whole matrices). Values against eager and a double reference; the plans say
+ * each was fused. A conv of one image too big for one thread is not fused, and stays right. */
+static void test_product_epilogues(void)
+{
+    char dir[] = "/tmp/tide_prod_epi_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    setenv("TIDE_DUMP", dir, 1);
+    int64_t sx[4] = {8, 3, 12, 12}, sw[4] = {16, 3, 3, 3}, sb[1] = {16}, sx2[4] = {8, 4, 16, 16},
+            sw3[4] = {6, 4, 3, 3}, sgo[4] = {8, 6, 16, 16}, sq[4] = {2, 3, 40, 16},
+            sa[3] = {3, 64, 32}, sbm[3] = {1, 32, 48}, sb48[1] = {48}, sx1[4] = {1, 3, 64, 64},
+            sw4[4] = {32, 3, 3, 3};
+    tide_tensor *x = randt(4, sx, TIDE_FLOAT32, -1, 1), *w = randt(4, sw, TIDE_FLOAT32, -1, 1);
+    tide_tensor *w2 = randt(4, sw, TIDE_FLOAT32, -1, 1), *b = randt(1, sb, TIDE_FLOAT32, -1, 1);
+    tide_tensor *w3 = randt(4, sw3, TIDE_FLOAT32, -1, 1), *go = randt(4, sgo, TIDE_FLOAT32, -1, 1);
+    tide_tensor *z = randt(4, sx2, TIDE_FLOAT32, -1, 1), *q = randt(4, sq, TIDE_FLOAT32, -1, 1);
+    tide_tensor *k = randt(4, sq, TIDE_FLOAT32, -1, 1), *a3 = randt(3, sa, TIDE_FLOAT32, -1, 1);
+    tide_tensor *b3 = randt(3, sbm, TIDE_FLOAT32, -1, 1), *b48 = randt(1, sb48, TIDE_FLOAT32, -1, 1);
+    tide_tensor *x1 = randt(4, sx1, TIDE_FLOAT32, -1, 1), *w4 = randt(4, sw4, TIDE_FLOAT32, -1, 1);
+    enum { NR = 6 };
+    tide_tensor *want[NR] = {0}, *got[NR] = {0};
+    const int one[2] = {1, 1}, pad1[2] = {1, 1}, dims_hw[2] = {2, 3};
+    const int64_t hw16[2] = {16, 16};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            CHECK(tide_jit_trace_begin(NULL, NULL, NULL) == 0, "%s", tide_last_error());
+        tide_tensor **r = pass ? got : want;
+        tide_tensor *c0 = tide_conv2d(x, w, b, one, pad1, one, 1);
+        r[0] = tide_relu(c0);
+        tide_tensor *c1 = tide_conv2d(x, w2, NULL, one, pad1, one, 1), *c1r = tide_relu(c1);
+        r[1] = tide_mean(c1r, dims_hw, 2, false);
+        tide_tensor *gi = tide_conv2d_grad_input(go, w3, hw16, one, pad1, one, 1);
+        tide_tensor *gi2 = tide_mul_scalar(gi, 2.0);
+        r[2] = tide_add(gi2, z);
+        tide_tensor *kt = tide_transpose(k, 2, 3), *s = tide_matmul(q, kt);
+        tide_tensor *s4 = tide_mul_scalar(s, 0.25);
+        r[3] = tide_softmax(s4, -1);
+        tide_tensor *ab = tide_matmul(a3, b3), *abb = tide_add(ab, b48);
+        r[4] = tide_relu(abb);
+        tide_tensor *c5 = tide_conv2d(x1, w4, NULL, one, pad1, one, 1);
+        r[5] = tide_relu(c5);
+        tide_release(c0), tide_release(c1), tide_release(c1r), tide_release(gi);
+        tide_release(gi2), tide_release(kt), tide_release(s), tide_release(s4);
+        tide_release(ab), tide_release(abb), tide_release(c5);
+        if (pass == 1)
+            CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+    }
+    unsetenv("TIDE_DUMP");
+    int fused = count_plan_lines(dir, "the epilogue of"), images = count_plan_lines(dir, "images)");
+    CHECK(fused == 5 && images == 3, "product epilogues fused: %d (%d of convs), want 5 (3); "
+          "plans in %s", fused, images, dir);
+    const char *names[NR] = {"conv+bias+relu", "conv+relu+mean", "grad_input*2+z",
+                             "softmax(q k^T / 4)", "bmm+bias+relu", "one-image conv+relu"};
+    for (int i = 0; i < NR; i++) {
+        bool bitwise;
+        double e = compare(got[i], want[i], &bitwise);
+        CHECK(e >= 0 && e <= 1e-6, "epilogue %s: jit vs eager max rel diff %g", names[i], e);
+    }
+    /* the double reference */
+    double *dx = ref_read(x), *dw = ref_read(w), *dw2 = ref_read(w2), *db = ref_read(b);
+    double *dw3 = ref_read(w3), *dgo = ref_read(go), *dz = ref_read(z), *dq = ref_read(q);
+    double *dk = ref_read(k), *da = ref_read(a3), *dbm = ref_read(b3), *db48 = ref_read(b48);
+    double *dx1 = ref_read(x1), *dw4 = ref_read(w4);
+    double *ref = malloc(sizeof(double) * 131072);
+    ref_conv(dx, dw, ref, 8, 3, 12, 12, 16, 3, 1, false);
+    for (int64_t i = 0; i < 18432; i++) {
+        double v = ref[i] + db[i / 144 % 16];
+        ref[i] = v > 0 ? v : 0;
+    }
+    CHECK(max_rel(got[0], ref, 18432) < 1e-5, "conv+bias+relu vs double: %g",
+          max_rel(got[0], ref, 18432));
+    ref_conv(dx, dw2, ref, 8, 3, 12, 12, 16, 3, 1, false);
+    for (int64_t p = 0; p < 128; p++) {
+        double acc = 0;
+        for (int64_t i = 0; i < 144; i++)
+            acc += ref[p * 144 + i] > 0 ? ref[p * 144 + i] : 0;
+        ref[p] = acc / 144;
+    }
+    CHECK(max_rel(got[1], ref, 128) < 1e-5, "conv+relu+mean vs double: %g",
+          max_rel(got[1], ref, 128));
+    ref_conv(dgo, dw3, ref, 8, 4, 16, 16, 6, 3, 1, true);
+    for (int64_t i = 0; i < 8192; i++)
+        ref[i] = 2 * ref[i] + dz[i];
+    CHECK(max_rel(got[2], ref, 8192) < 1e-5, "grad_input*2+z vs double: %g",
+          max_rel(got[2], ref, 8192));
+    for (int64_t m = 0; m < 6; m++) /* 6 matrices of 40 x 40 */
+        for (int64_t i = 0; i < 40; i++) {
+            double *row = ref + (m * 40 + i) * 40, mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < 40; j++) {
+                double acc = 0;
+                for (int64_t l = 0; l < 16; l++)
+                    acc += dq[(m * 40 + i) * 16 + l] * dk[(m * 40 + j) * 16 + l];
+                row[j] = acc * 0.25;
+                mx = row[j] > mx ? row[j] : mx;
+            }
+            for (int64_t j = 0; j < 40; j++)
+                sum += exp(row[j] - mx);
+            for (int64_t j = 0; j < 40; j++)
+                row[j] = exp(row[j] - mx) / sum;
+        }
+    CHECK(max_rel(got[3], ref, 9600) < 1e-5, "softmax(q k^T / 4) vs double: %g",
+          max_rel(got[3], ref, 9600));
+    for (int64_t m = 0; m < 3; m++)
+        for (int64_t i = 0; i < 64; i++)
+            for (int64_t j = 0; j < 48; j++) {
+                double acc = db48[j];
+                for (int64_t l = 0; l < 32; l++)
+                    acc += da[(m * 64 + i) * 32 + l] * dbm[l * 48 + j];
+                ref[(m * 64 + i) * 48 + j] = acc > 0 ? acc : 0;
+            }
+    CHECK(max_rel(got[4], ref, 9216) < 1e-5, "bmm+bias+relu vs double: %g",
+          max_rel(got[4], ref, 9216));
+    ref_conv(dx1, dw4, ref, 1, 3, 64, 64, 32, 3, 1, false);
+    for (int64_t i = 0; i < 131072; i++)
+        ref[i] = ref[i] > 0 ? ref[i] : 0;
+    CHECK(max_rel(got[5], ref, 131072) < 1e-5, "one-image conv+relu vs double: %g",
+          max_rel(got[5], ref, 131072));
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "rm %s", dir);
+    free(dx), free(dw), free(dw2), free(db), free(dw3), free(dgo), free(dz), free(dq), free(dk);
+    free(da), free(dbm), free(db48), free(dx1), free(dw4), free(ref);
+    for (int i = 0; i < NR; i++)
+        tide_release(want[i]), tide_release(got[i]);
+    tide_release(x), tide_release(w), tide_release(w2), tide_release(b), tide_release(w3);
+    tide_release(go), tide_release(z), tide_release(q), tide_release(k), tide_release(a3);
+    tide_release(b3), tide_release(b48), tide_release(x1), tide_release(w4);
+}
+
 /* Lua-style control flow on tensor values: a break per item(), correct every time. */
 static void test_breaks(void)
 {
@@ -913,6 +1076,7 @@ int main(void)
     test_inplace_and_scalars();
     test_clone_forwarding();
     test_matmul_epilogues();
+    test_product_epilogues();
     test_fused_updates();
     test_breaks();
     test_errors_and_guards();

@@ -62,8 +62,10 @@ static int log2_size(int es) { return es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 
 static void cast_marker(void) {}
 
 /* Outputs of at least this many bytes are written with streaming stores (td_jit_stream): past
- * the caches of this machine's cores, the next reader finds them in memory either way. */
-#define TD_JIT_STREAM_BYTES (8LL << 20)
+ * the last-level cache, the next reader finds them in memory either way. At 8 MB, results of
+ * 8-13 MB (a conv's, a batched linear's) that plain stores leave in this machine's L3 streamed
+ * to memory instead, and those steps ran 8% slower than eager. */
+#define TD_JIT_STREAM_BYTES (32LL << 20)
 /* Tiles prefetch their operands (td_jit_prefetch) when the domain has at least this many bytes
  * of 4-byte elements: smaller operands are in cache, or near enough for the hardware's own
  * prefetcher, and the calls only cost time (6% of the MLP's training step; its largest update,
