@@ -1277,8 +1277,9 @@ static void dump_plan(const jit_compiled *c)
         if (g->producer >= 0) {
             td_emit(&b, ", the epilogue of ");
             describe_node(&b, c, g->producer);
-            td_emit(&b, " in blocks of %lld %s", (long long)g->block_units,
-                    c->nodes[g->producer].op == TIDE_OP_MATMUL ? "rows" : "images");
+            td_emit(&b, " in blocks of %lld %s%s", (long long)g->block_units,
+                    c->nodes[g->producer].op == TIDE_OP_MATMUL ? "row" : "image",
+                    g->block_units == 1 ? "" : "s");
         }
         td_emit(&b, "):\n");
         for (int m = 0; m < g->nmembers; m++) {

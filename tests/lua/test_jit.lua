@@ -85,6 +85,17 @@ local more = {
       local F = require "tide.nn.functional"
       return F.max_pool2d(F.conv2d(x, w, nil, { padding = 1 }):relu(), 2)
     end, function() return tide.randn(2, 3, 8, 8), tide.randn(4, 3, 3, 3) end },
+  -- products with epilogues (fused on the cpu: blocks of images or of one matrix's rows)
+  { "conv bias relu, conv mean (epilogues)", 1e-6, function(x, w, b)
+      local F = require "tide.nn.functional"
+      local y = F.conv2d(x, w, b, { padding = 1 }):relu()
+      return y, F.conv2d(y, w:narrow(2, 1, 1):expand(4, 4, 3, 3), nil, { padding = 1 }):mean({ 3, 4 })
+    end, function() return tide.randn(8, 3, 16, 16), tide.randn(4, 3, 3, 3), tide.randn(4) end },
+  { "attention scores softmax (batched matmul epilogue)", 1e-6, function(q, k)
+      return (q:matmul(k:transpose(3, 4)) * 0.25):softmax(-1)
+    end, function() return tide.randn(2, 3, 40, 16), tide.randn(2, 3, 40, 16) end },
+  { "batched linear bias relu", 1e-6, function(x, w, b) return (x:matmul(w) + b):relu() end,
+    function() return tide.randn(3, 64, 32), tide.randn(32, 48), tide.randn(48) end },
   { "mse bce losses", 1e-6, function(x, y)
       local F = require "tide.nn.functional"
       return F.mse_loss(x, y) + F.binary_cross_entropy_with_logits(x, y:sigmoid())
@@ -313,6 +324,41 @@ if ok_nn and ok_optim then
       H.ok(js:stats().hits >= 1, "steps hit the cache")
     end)
   end
+end
+
+if ok_nn and ok_optim then
+  -- a conv net's step: conv epilogues forward (bias + ReLU) and backward (ReLU's mask times a
+  -- conv's grad_input). The conv runs per block of images under jit and per share of images
+  -- eagerly, so sums may round differently: a tolerance, not bitwise.
+  H.test("conv net training step under jit equals eager", function()
+    local F = require "tide.nn.functional"
+    local function make()
+      tide.manual_seed(21)
+      local m = nn.Sequential(nn.Conv2d(3, 4, 3, { padding = 1 }), nn.ReLU(),
+        nn.Conv2d(4, 4, 3, { padding = 1 }), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 16 * 16, 5))
+      return m, optim.SGD(m:parameters(), { lr = 0.02, momentum = 0.9 })
+    end
+    local x, y = tide.randn(8, 3, 16, 16), tide.randint(1, 6, { 8 })
+    local m1, o1 = make()
+    local m2, o2 = make()
+    local function step(m, o)
+      o:zero_grad()
+      local loss = F.cross_entropy(m(x), y)
+      loss:backward()
+      o:step()
+      return loss
+    end
+    local js = tide.jit(step)
+    for i = 1, 3 do
+      local a, b = step(m1, o1):item(), js(m2, o2):item()
+      H.ok(math.abs(a - b) <= 1e-5 * (1 + math.abs(a)), ("loss at step %d: %g vs %g"):format(i, b, a))
+    end
+    local p1, p2 = m1:parameters(), m2:parameters()
+    for i = 1, #p1 do
+      same(p2[i], p1[i], 1e-5, "conv net parameter " .. i)
+    end
+    H.ok(js:stats().hits >= 1, "steps hit the cache")
+  end)
 end
 
 H.test("in-place ops on tensor arguments are written back (a lone op, no fusion group)", function()
