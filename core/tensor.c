@@ -99,6 +99,14 @@ tide_tensor *td_tensor_view(const tide_tensor *base, int ndim, const int64_t *sh
     return t;
 }
 
+tide_tensor *td_tensor_narrow0(const tide_tensor *t, int64_t i0, int64_t i1)
+{
+    int64_t shape[TIDE_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    shape[0] = i1 - i0;
+    return td_tensor_view(t, t->ndim, shape, t->strides, t->offset + i0 * t->strides[0]);
+}
+
 void *td_tensor_data(const tide_tensor *t)
 {
     if (!t->storage)

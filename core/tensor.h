@@ -61,6 +61,8 @@ tide_tensor *td_tensor_new(const char *op, tide_device *dev, int ndim, const int
 /* A new tensor viewing base's storage with the given layout. */
 tide_tensor *td_tensor_view(const tide_tensor *base, int ndim, const int64_t *shape,
                             const int64_t *strides, int64_t offset);
+/* Entries [i0, i1) of t's first dim, as a view of it (NULL when out of memory). */
+tide_tensor *td_tensor_narrow0(const tide_tensor *t, int64_t i0, int64_t i1);
 /* Host address of the element at the tensor's offset (CPU tensors), else NULL. */
 void *td_tensor_data(const tide_tensor *t);
 tide_storage *td_storage_new(tide_device *dev, size_t nbytes);

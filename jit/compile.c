@@ -579,6 +579,12 @@ static bool heavy_op(int op)
     }
 }
 
+/* Ops whose result a group can take as the product it is the epilogue of (fuse_epilogues). */
+static bool product_op(int op)
+{
+    return op == TIDE_OP_MATMUL || op == TIDE_OP_CONV2D || op == TIDE_OP_CONV2D_GRAD_INPUT;
+}
+
 /* Whether the open group's only member reads, whole and in its own shape, a product whose
  * epilogue it could be (fuse_epilogues decides). */
 static bool reads_product(const grouper *gp)
@@ -589,9 +595,8 @@ static bool reads_product(const grouper *gp)
         return false;
     for (int k = 0; k < nd->nin; k++) {
         const jit_node *p = &c->nodes[nd->in[k]];
-        if (p->kind == JN_OP && same_shape(p->ndim, p->shape, nd->ndim, nd->shape) &&
-            (p->op == TIDE_OP_MATMUL || p->op == TIDE_OP_CONV2D ||
-             p->op == TIDE_OP_CONV2D_GRAD_INPUT))
+        if (p->kind == JN_OP && product_op(p->op) &&
+            same_shape(p->ndim, p->shape, nd->ndim, nd->shape))
             return true;
     }
     return false;
@@ -1013,8 +1018,7 @@ static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int pi)
     const jit_node *p = &c->nodes[pi];
     if (!cpu_groups(c) || p->kind != JN_OP || (p->dtype != TIDE_FLOAT32 && p->dtype != TIDE_FLOAT64))
         return false;
-    bool conv = (p->op == TIDE_OP_CONV2D || p->op == TIDE_OP_CONV2D_GRAD_INPUT) && p->ndim == 4;
-    if ((!conv && p->op != TIDE_OP_MATMUL) || p->nin != 2 ||
+    if (!product_op(p->op) || (p->op != TIDE_OP_MATMUL && p->ndim != 4) || p->nin != 2 ||
         !same_shape(p->ndim, p->shape, g->ndim, g->domain) || g->numel < 1)
         return false;
     int s = jit_slot_of(g, pi);

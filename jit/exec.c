@@ -73,8 +73,7 @@ typedef struct epilogue_run {
     const jit_node *p;
     tide_tensor *in0, *in1, *out;
     int64_t nbatch, units, unit_elems, blocks_per_matrix;
-    bool folded; /* a matmul's batch run as one tall product */
-    int failed;  /* atomic */
+    int failed; /* atomic */
 } epilogue_run;
 
 /* Consecutive blocks computed as one product before the group runs over them: as many as keep
@@ -97,25 +96,10 @@ static tide_tensor *matrix_rows(const tide_tensor *t, const int64_t *bshape, int
     return td_tensor_view(t, 2, shape, t->strides + nb, off + r0 * t->strides[nb]);
 }
 
-/* Entries [i0, i1) of t's first dim, as a view. */
-static tide_tensor *leading_slice(const tide_tensor *t, int64_t i0, int64_t i1)
-{
-    int64_t shape[TIDE_MAX_DIMS];
-    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-    shape[0] = i1 - i0;
-    return td_tensor_view(t, t->ndim, shape, t->strides, t->offset + i0 * t->strides[0]);
-}
-
-/* Rows [r0, r1) of a matmul operand's matrices stacked into one tall matrix (batch_folds). */
-static tide_tensor *stacked_rows(const tide_tensor *t, int nb, int64_t r0, int64_t r1)
-{
-    int64_t shape[2] = {r1 - r0, t->shape[nb + 1]};
-    return td_tensor_view(t, 2, shape, t->strides + nb, t->offset + r0 * t->strides[nb]);
-}
-
 /* Whether a matmul's batch is one tall product: every matrix shares B, and A's matrices (and
  * out's) follow each other like the rows of one ([B, T, D] @ [D, H], a linear layer). Blocks
- * of rows then span matrices, and BLAS packs B once per block instead of once per matrix. */
+ * of rows then span matrices, and BLAS packs B once per block instead of once per matrix: the
+ * run treats it as one matrix (matrix 0, with all the rows). */
 static bool batch_folds(const jit_node *p, const tide_tensor *a, const tide_tensor *b,
                         const tide_tensor *out)
 {
@@ -138,20 +122,15 @@ static int run_product_block(const epilogue_run *er, int64_t batch, int64_t u0, 
 {
     const jit_node *p = er->p;
     tide_tensor *in[2], *out;
-    if (p->op == TIDE_OP_MATMUL && er->folded) {
-        int nb = p->ndim - 2;
-        in[0] = stacked_rows(er->in0, nb, u0, u1);
-        in[1] = matrix_rows(er->in1, p->shape, nb, 0, 0, er->in1->shape[nb]);
-        out = stacked_rows(er->out, nb, u0, u1);
-    } else if (p->op == TIDE_OP_MATMUL) {
+    if (p->op == TIDE_OP_MATMUL) {
         int nb = p->ndim - 2;
         in[0] = matrix_rows(er->in0, p->shape, nb, batch, u0, u1);
         in[1] = matrix_rows(er->in1, p->shape, nb, batch, 0, er->in1->shape[nb]);
         out = matrix_rows(er->out, p->shape, nb, batch, u0, u1);
     } else {
-        in[0] = leading_slice(er->in0, u0, u1);
+        in[0] = td_tensor_narrow0(er->in0, u0, u1);
         in[1] = tide_retain(er->in1);
-        out = leading_slice(er->out, u0, u1);
+        out = td_tensor_narrow0(er->out, u0, u1);
     }
     int rc = in[0] && in[1] && out ? er->dev->run(er->dev, p->op, out, in, 2, &p->attrs) : -1;
     tide_release(in[0]);
@@ -189,11 +168,10 @@ static int run_epilogue(const exec_ctx *x, const jit_group *g, void **args)
 {
     const jit_node *p = &x->c->nodes[g->producer];
     epilogue_run er = {{x->c, g, args}, x->c->device, p, value(x, p->in[0]), value(x, p->in[1]),
-                       x->vals[g->producer], 0, 0, 0, 0, false, 0};
+                       x->vals[g->producer], 0, 0, 0, 0, 0};
     jit_product_layout(p, &er.nbatch, &er.units, &er.unit_elems);
     /* the blocks' rows stay aligned to the group's tiles: matrices start on tiles (compile.c) */
     if (p->op == TIDE_OP_MATMUL && er.nbatch > 1 && batch_folds(p, er.in0, er.in1, er.out)) {
-        er.folded = true;
         er.units *= er.nbatch;
         er.nbatch = 1;
     }

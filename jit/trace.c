@@ -29,19 +29,31 @@ double jit_now_ms(void)
 
 /* ---- the trace of one thread -------------------------------------------------------------- */
 
-typedef struct jit_trace {
+/* A trace's buffers, grown as needed: a thread keeps them from session to session (its spare
+ * trace), so a new session clears everything else and keeps these. */
+typedef struct trace_buffers {
     jit_node *nodes;
-    int n, cap;
+    int cap;
     tide_tensor **ext; /* references */
-    int next, extcap;
-    int *ext_node;     /* extern index -> its node */
-    /* open-addressing map: outside tensor pointer -> extern node */
+    int extcap;
+    int *ext_node; /* extern index -> its node */
+    /* open-addressing map: outside tensor pointer -> extern node (cleared after each segment) */
     const tide_tensor **map_key;
     int *map_val;
-    int map_cap, map_used;
-    int nwrites;
+    int map_cap;
     const tide_storage **wstor; /* storages of outside tensors written in this segment */
-    int nwstor, wstorcap;
+    int wstorcap;
+    int64_t *key; /* the cache key being built */
+    size_t key_cap;
+} trace_buffers;
+
+typedef struct jit_trace {
+    trace_buffers b;
+    int n;         /* nodes */
+    int next;      /* externs */
+    int map_used;
+    int nwrites;
+    int nwstor;
     int ninputs;       /* capture mode: the declared inputs are externs 0..ninputs-1 */
     bool capture;      /* C capture (tide_jit_begin): a graph break is an error */
     tide_jit_stats *stats;
@@ -52,8 +64,6 @@ typedef struct jit_trace {
     td_hooks saved;
     int flushing;
     tide_device *dev; /* the device of the pending segment's ops (a segment is on one) */
-    int64_t *key;     /* the cache key being built (kept from segment to segment) */
-    size_t key_cap;
 } jit_trace;
 
 static _Thread_local jit_trace *current;
@@ -103,40 +113,40 @@ static void stats_add(jit_trace *tr, int compiles, int hits, int misses, int bre
 
 static void map_clear(jit_trace *tr)
 {
-    if (tr->map_key)
-        memset(tr->map_key, 0, sizeof(*tr->map_key) * (size_t)tr->map_cap);
+    if (tr->b.map_key)
+        memset(tr->b.map_key, 0, sizeof(*tr->b.map_key) * (size_t)tr->b.map_cap);
     tr->map_used = 0;
 }
 
 static int map_find(const jit_trace *tr, const tide_tensor *t)
 {
-    if (!tr->map_cap)
+    if (!tr->b.map_cap)
         return -1;
-    size_t mask = (size_t)tr->map_cap - 1;
+    size_t mask = (size_t)tr->b.map_cap - 1;
     for (size_t h = ((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull & mask;; h = (h + 1) & mask) {
-        if (!tr->map_key[h])
+        if (!tr->b.map_key[h])
             return -1;
-        if (tr->map_key[h] == t)
-            return tr->map_val[h];
+        if (tr->b.map_key[h] == t)
+            return tr->b.map_val[h];
     }
 }
 
 static int map_put(jit_trace *tr, const tide_tensor *t, int v)
 {
-    if (2 * (tr->map_used + 1) > tr->map_cap) {
-        int ncap = tr->map_cap ? 2 * tr->map_cap : 64;
-        const tide_tensor **ok = tr->map_key;
-        int *ov = tr->map_val, ocap = tr->map_cap;
-        tr->map_key = calloc((size_t)ncap, sizeof *tr->map_key);
-        tr->map_val = calloc((size_t)ncap, sizeof *tr->map_val);
-        if (!tr->map_key || !tr->map_val) {
-            free(tr->map_key);
-            free(tr->map_val);
-            tr->map_key = ok;
-            tr->map_val = ov;
+    if (2 * (tr->map_used + 1) > tr->b.map_cap) {
+        int ncap = tr->b.map_cap ? 2 * tr->b.map_cap : 64;
+        const tide_tensor **ok = tr->b.map_key;
+        int *ov = tr->b.map_val, ocap = tr->b.map_cap;
+        tr->b.map_key = calloc((size_t)ncap, sizeof *tr->b.map_key);
+        tr->b.map_val = calloc((size_t)ncap, sizeof *tr->b.map_val);
+        if (!tr->b.map_key || !tr->b.map_val) {
+            free(tr->b.map_key);
+            free(tr->b.map_val);
+            tr->b.map_key = ok;
+            tr->b.map_val = ov;
             return td_error("jit: out of memory");
         }
-        tr->map_cap = ncap;
+        tr->b.map_cap = ncap;
         tr->map_used = 0;
         for (int i = 0; i < ocap; i++)
             if (ok[i])
@@ -144,29 +154,29 @@ static int map_put(jit_trace *tr, const tide_tensor *t, int v)
         free(ok);
         free(ov);
     }
-    size_t mask = (size_t)tr->map_cap - 1;
+    size_t mask = (size_t)tr->b.map_cap - 1;
     size_t h = ((uintptr_t)t >> 4) * 0x9E3779B97F4A7C15ull & mask;
-    while (tr->map_key[h])
+    while (tr->b.map_key[h])
         h = (h + 1) & mask;
-    tr->map_key[h] = t;
-    tr->map_val[h] = v;
+    tr->b.map_key[h] = t;
+    tr->b.map_val[h] = v;
     tr->map_used++;
     return 0;
 }
 
 static jit_node *new_node(jit_trace *tr)
 {
-    if (tr->n == tr->cap) {
-        int ncap = tr->cap ? 2 * tr->cap : 64;
-        jit_node *nn = realloc(tr->nodes, sizeof *nn * (size_t)ncap);
+    if (tr->n == tr->b.cap) {
+        int ncap = tr->b.cap ? 2 * tr->b.cap : 64;
+        jit_node *nn = realloc(tr->b.nodes, sizeof *nn * (size_t)ncap);
         if (!nn) {
             td_error("jit: out of memory for the trace");
             return NULL;
         }
-        tr->nodes = nn;
-        tr->cap = ncap;
+        tr->b.nodes = nn;
+        tr->b.cap = ncap;
     }
-    jit_node *nd = &tr->nodes[tr->n];
+    jit_node *nd = &tr->b.nodes[tr->n];
     memset(nd, 0, sizeof *nd);
     nd->root = tr->n;
     nd->ext = -1;
@@ -181,7 +191,7 @@ static int stub_node(const jit_trace *tr, const tide_tensor *t)
     if (!t->trace_node)
         return -1;
     intptr_t i = (intptr_t)t->trace_node - 1;
-    if (i >= 0 && i < tr->n && tr->nodes[i].stub == t)
+    if (i >= 0 && i < tr->n && tr->b.nodes[i].stub == t)
         return (int)i;
     return -2; /* a stub of another trace */
 }
@@ -201,16 +211,16 @@ static int node_of(jit_trace *tr, const tide_tensor *t)
     int e = map_find(tr, t);
     if (e >= 0)
         return e;
-    if (tr->next == tr->extcap) {
-        int ncap = tr->extcap ? 2 * tr->extcap : 32;
-        tide_tensor **ne = realloc(tr->ext, sizeof *ne * (size_t)ncap);
-        int *nn = ne ? realloc(tr->ext_node, sizeof *nn * (size_t)ncap) : NULL;
+    if (tr->next == tr->b.extcap) {
+        int ncap = tr->b.extcap ? 2 * tr->b.extcap : 32;
+        tide_tensor **ne = realloc(tr->b.ext, sizeof *ne * (size_t)ncap);
+        int *nn = ne ? realloc(tr->b.ext_node, sizeof *nn * (size_t)ncap) : NULL;
         if (ne)
-            tr->ext = ne;
+            tr->b.ext = ne;
         if (!nn)
             return td_error("jit: out of memory for the trace");
-        tr->ext_node = nn;
-        tr->extcap = ncap;
+        tr->b.ext_node = nn;
+        tr->b.extcap = ncap;
     }
     jit_node *nd = new_node(tr);
     if (!nd)
@@ -224,15 +234,15 @@ static int node_of(jit_trace *tr, const tide_tensor *t)
     nd->ext = tr->next;
     nd->storage_class = tr->next;
     for (int k = 0; k < tr->next; k++)
-        if (tr->ext[k]->storage == t->storage) {
+        if (tr->b.ext[k]->storage == t->storage) {
             nd->storage_class = k;
             break;
         }
     memcpy(nd->shape, t->shape, sizeof(int64_t) * t->ndim);
     memcpy(nd->strides, t->strides, sizeof(int64_t) * t->ndim);
     nd->offset = t->offset;
-    tr->ext[tr->next] = tide_retain((tide_tensor *)t);
-    tr->ext_node[tr->next] = id;
+    tr->b.ext[tr->next] = tide_retain((tide_tensor *)t);
+    tr->b.ext_node[tr->next] = id;
     tr->next++;
     if (map_put(tr, t, id) < 0)
         return -1;
@@ -303,7 +313,7 @@ static bool side_op(const jit_trace *tr, const td_meta *meta, const tide_tensor 
         if (in[i]->trace_node || in[i]->ndim != 0 || in[i]->device != tide_cpu_device())
             return false;
         for (int k = 0; k < tr->nwstor; k++)
-            if (tr->wstor[k] == in[i]->storage)
+            if (tr->b.wstor[k] == in[i]->storage)
                 return false;
     }
     return true;
@@ -376,17 +386,17 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
             nd->attrs = *attrs;
         tr->nwrites++;
         if (dst->storage) {
-            if (tr->nwstor == tr->wstorcap) {
-                int nc = tr->wstorcap ? 2 * tr->wstorcap : 16;
-                const tide_storage **ns = realloc(tr->wstor, sizeof *ns * (size_t)nc);
+            if (tr->nwstor == tr->b.wstorcap) {
+                int nc = tr->b.wstorcap ? 2 * tr->b.wstorcap : 16;
+                const tide_storage **ns = realloc(tr->b.wstor, sizeof *ns * (size_t)nc);
                 if (!ns) {
                     td_error("jit: out of memory");
                     return NULL;
                 }
-                tr->wstor = ns;
-                tr->wstorcap = nc;
+                tr->b.wstor = ns;
+                tr->b.wstorcap = nc;
             }
-            tr->wstor[tr->nwstor++] = dst->storage;
+            tr->b.wstor[tr->nwstor++] = dst->storage;
         }
         return tide_retain(dst);
     }
@@ -406,9 +416,9 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
         nd->attrs = *attrs;
     tide_tensor *stub;
     if (out_view) {
-        const jit_node *src = &tr->nodes[ids[0]];
+        const jit_node *src = &tr->b.nodes[ids[0]];
         int root = src->root;
-        const jit_node *rn = &tr->nodes[root];
+        const jit_node *rn = &tr->b.nodes[root];
         nd->kind = JN_VIEW;
         nd->root = root;
         memcpy(nd->strides, out_view->strides, sizeof(int64_t) * meta->ndim);
@@ -425,7 +435,7 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
         stub->flags |= TD_TRACE_RESULT;
     }
     stub->trace_node = (void *)(intptr_t)(id + 1);
-    tr->nodes[id].stub = tide_retain(stub);
+    tr->b.nodes[id].stub = tide_retain(stub);
     return stub;
 }
 
@@ -438,13 +448,13 @@ static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
 static void trace_destroy(void *p)
 {
     jit_trace *tr = p;
-    free(tr->nodes);
-    free(tr->ext);
-    free(tr->ext_node);
-    free(tr->wstor);
-    free(tr->map_key);
-    free(tr->map_val);
-    free(tr->key);
+    free(tr->b.nodes);
+    free(tr->b.ext);
+    free(tr->b.ext_node);
+    free(tr->b.wstor);
+    free(tr->b.map_key);
+    free(tr->b.map_val);
+    free(tr->b.key);
     free(tr);
 }
 
@@ -591,7 +601,7 @@ static void register_release_hook(void) { td_on_release(release_hook); }
 static jit_compiled *lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n, int nexterns,
                                        const int *outs, int nouts)
 {
-    key_buf k = {tr->key, 0, tr->key_cap};
+    key_buf k = {tr->b.key, 0, tr->b.key_cap};
     bool ok = true;
     for (int i = 0; i < n && ok; i++)
         if ((ok = key_reserve(&k)))
@@ -602,8 +612,8 @@ static jit_compiled *lookup_or_compile(jit_trace *tr, const jit_node *nodes, int
     for (int i = 0; i < nouts && ok; i++)
         if ((ok = key_reserve(&k)))
             kput(&k, outs[i]);
-    tr->key = k.v; /* kept for the next segment (the cache stores a copy) */
-    tr->key_cap = k.cap;
+    tr->b.key = k.v; /* kept for the next segment (the cache stores a copy) */
+    tr->b.key_cap = k.cap;
     if (!ok) {
         td_error("jit: out of memory for a cache key");
         return NULL;
@@ -702,10 +712,10 @@ static int run_segment(jit_trace *tr, jit_compiled *c, const int *outs, int nout
     tide_tensor **vals = calloc((size_t)(nouts ? nouts : 1), sizeof *vals);
     if (!vals)
         return td_error("jit: out of memory");
-    int rc = jit_execute(c, tr->ext, tr->nodes, vals);
+    int rc = jit_execute(c, tr->b.ext, tr->b.nodes, vals);
     if (rc == 0) {
         for (int i = 0; i < tr->n; i++) {
-            jit_node *nd = &tr->nodes[i];
+            jit_node *nd = &tr->b.nodes[i];
             tide_tensor *s = nd->stub;
             if (!s || s->storage)
                 continue;
@@ -730,14 +740,14 @@ static int run_segment(jit_trace *tr, jit_compiled *c, const int *outs, int nout
 static void reset_segment(jit_trace *tr)
 {
     for (int i = 0; i < tr->n; i++) {
-        tide_tensor *s = tr->nodes[i].stub;
+        tide_tensor *s = tr->b.nodes[i].stub;
         if (s) {
             s->trace_node = NULL;
             tide_release(s);
         }
     }
     for (int i = 0; i < tr->next; i++)
-        tide_release(tr->ext[i]);
+        tide_release(tr->b.ext[i]);
     tr->n = 0;
     tr->next = 0;
     tr->nwrites = 0;
@@ -770,19 +780,19 @@ static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_gr
     }
     for (int i = 0; i < nforced; i++) {
         int id = forced[i] ? stub_node(tr, forced[i]) : -1;
-        if (id >= 0 && tr->nodes[tr->nodes[id].root].kind == JN_OP)
-            is_out[tr->nodes[id].root] = 1;
+        if (id >= 0 && tr->b.nodes[tr->b.nodes[id].root].kind == JN_OP)
+            is_out[tr->b.nodes[id].root] = 1;
     }
     for (int i = 0; i < tr->n; i++) {
-        tide_tensor *s = tr->nodes[i].stub;
+        tide_tensor *s = tr->b.nodes[i].stub;
         if (s && !s->storage && s->refcount > 1)
-            is_out[tr->nodes[i].root] = 1;
+            is_out[tr->b.nodes[i].root] = 1;
     }
     for (int i = 0; i < tr->n; i++)
         if (is_out[i])
             outs[nouts++] = i;
     free(is_out);
-    c = lookup_or_compile(tr, tr->nodes, tr->n, tr->next, outs, nouts);
+    c = lookup_or_compile(tr, tr->b.nodes, tr->n, tr->next, outs, nouts);
     if (!c)
         goto done;
     if (graph) {
@@ -807,11 +817,11 @@ static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_gr
             td_error("jit: out of memory");
             goto done;
         }
-        memcpy(g->nodes, tr->nodes, sizeof *g->nodes * (size_t)tr->n);
+        memcpy(g->nodes, tr->b.nodes, sizeof *g->nodes * (size_t)tr->n);
         for (int i = 0; i < tr->n; i++)
             g->nodes[i].stub = NULL;
         for (int i = tr->ninputs; i < tr->next; i++)
-            g->captured[i] = tide_retain(tr->ext[i]);
+            g->captured[i] = tide_retain(tr->b.ext[i]);
         for (int i = 0; i < nforced; i++) {
             int id = forced[i] ? stub_node(tr, forced[i]) : -1;
             if (id < 0)
@@ -820,15 +830,15 @@ static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_gr
                 td_error("tide_jit_end: output %d was not computed or read by the capture", i);
                 goto done;
             }
-            const jit_node *nd = &tr->nodes[id];
+            const jit_node *nd = &tr->b.nodes[id];
             g->out_view[i] = *nd;
             g->out_view[i].stub = NULL;
             if (nd->kind == JN_EXTERN) {
                 g->out_root[i] = -1;
                 g->out_ext[i] = nd->ext;
-            } else if (tr->nodes[nd->root].kind == JN_EXTERN) {
+            } else if (tr->b.nodes[nd->root].kind == JN_EXTERN) {
                 g->out_root[i] = -1;
-                g->out_ext[i] = tr->nodes[nd->root].ext;
+                g->out_ext[i] = tr->b.nodes[nd->root].ext;
             } else {
                 g->out_root[i] = nd->root;
                 for (int k = 0; k < nouts; k++)
@@ -862,7 +872,7 @@ static int materialize_hook(void *ctx, const tide_tensor *t)
     bool mine = stub_node(tr, t) >= 0;
     bool written = false; /* an outside tensor with a pending write into its storage */
     for (int i = 0; i < tr->nwstor && !written && t->storage; i++)
-        written = tr->wstor[i] == t->storage;
+        written = tr->b.wstor[i] == t->storage;
     if (!mine && !written) {
         if (!t->storage)
             return td_error("jit: a tensor without data was read (from another trace, or a view "
@@ -894,14 +904,9 @@ static int session_begin(bool capture, tide_jit_stats *stats, const char *(*wher
     jit_trace *tr = pthread_getspecific(spare_key);
     if (tr) { /* empty since its last session_free: only the buffers carry over */
         (void)pthread_setspecific(spare_key, NULL);
-        jit_trace keep = *tr;
+        trace_buffers keep = tr->b;
         memset(tr, 0, sizeof *tr);
-        tr->nodes = keep.nodes, tr->cap = keep.cap;
-        tr->ext = keep.ext, tr->extcap = keep.extcap;
-        tr->ext_node = keep.ext_node;
-        tr->map_key = keep.map_key, tr->map_val = keep.map_val, tr->map_cap = keep.map_cap;
-        tr->wstor = keep.wstor, tr->wstorcap = keep.wstorcap;
-        tr->key = keep.key, tr->key_cap = keep.key_cap;
+        tr->b = keep;
     } else {
         tr = calloc(1, sizeof *tr);
     }

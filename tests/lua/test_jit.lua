@@ -256,6 +256,18 @@ end)
 
 local ok_nn, nn = pcall(require, "tide.nn")
 local ok_optim, optim = pcall(require, "tide.optim")
+
+-- One training step of model m with optimizer o on (x, y) under cross-entropy: its loss.
+local function cross_entropy_step(x, y)
+  local F = require "tide.nn.functional"
+  return function(m, o)
+    o:zero_grad()
+    local loss = F.cross_entropy(m(x), y)
+    loss:backward()
+    o:step()
+    return loss
+  end
+end
 if ok_nn and ok_optim then
   local F = require "tide.nn.functional"
   H.test("nn modules under jit equal eager (train and eval, dropout, batch norm)", function()
@@ -304,13 +316,7 @@ if ok_nn and ok_optim then
       local y = tide.randint(1, 5, { 12 })
       local m1, o1 = make()
       local m2, o2 = make()
-      local function step(m, o)
-        o:zero_grad()
-        local loss = F.cross_entropy(m(x), y)
-        loss:backward()
-        o:step()
-        return loss
-      end
+      local step = cross_entropy_step(x, y)
       local js = tide.jit(step)
       for i = 1, 4 do
         local a = step(m1, o1):item()
@@ -331,7 +337,6 @@ if ok_nn and ok_optim then
   -- conv's grad_input). The conv runs per block of images under jit and per share of images
   -- eagerly, so sums may round differently: a tolerance, not bitwise.
   H.test("conv net training step under jit equals eager", function()
-    local F = require "tide.nn.functional"
     local function make()
       tide.manual_seed(21)
       local m = nn.Sequential(nn.Conv2d(3, 4, 3, { padding = 1 }), nn.ReLU(),
@@ -341,13 +346,7 @@ if ok_nn and ok_optim then
     local x, y = tide.randn(8, 3, 16, 16), tide.randint(1, 6, { 8 })
     local m1, o1 = make()
     local m2, o2 = make()
-    local function step(m, o)
-      o:zero_grad()
-      local loss = F.cross_entropy(m(x), y)
-      loss:backward()
-      o:step()
-      return loss
-    end
+    local step = cross_entropy_step(x, y)
     local js = tide.jit(step)
     for i = 1, 3 do
       local a, b = step(m1, o1):item(), js(m2, o2):item()
