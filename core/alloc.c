@@ -5,7 +5,8 @@
  * time costs an mmap and a page fault per 4 KiB page (glibc returns big blocks to the kernel
  * on free), which is what makes some frameworks 5-10x slower here. So freed blocks are kept in
  * per-size-class free lists and handed out again. Size classes: multiples of 64 bytes up to
- * 512, then four classes per power of two (at most 25% slack). Blocks are 64-byte aligned.
+ * 512, then four classes per power of two (at most 25% slack). Blocks are 64-byte aligned
+ * (2 MiB from 4 MiB up: see system_alloc).
  * Cached bytes are capped (TIDE_CACHE_LIMIT_MB, default 4096); beyond the cap a freed block goes
  * back to the system. A free block holds the free-list link in its first bytes.
  *
@@ -16,10 +17,13 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "tensor.h"
 
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_BLOCK ((size_t)4 << 20)
 #define SMALL_CLASSES 8 /* 64, 128, ..., 512 */
 #define NUM_CLASSES (SMALL_CLASSES + 4 * 56)
 
@@ -87,6 +91,37 @@ static size_t limit_from_env(void)
     return mb < 0 ? 0 : (size_t)mb << 20;
 }
 
+/* Blocks of HUGE_BLOCK bytes and more start on a 2 MiB boundary and ask the kernel for
+ * transparent huge pages (Debian's default is to give them only where asked): a 64 MiB tensor
+ * then needs 32 TLB entries instead of 16384 and takes 32 page faults on first touch instead of
+ * 16384. Streaming through memory gains ~10% (the jit's tanh chain on 16M float32: 7.0 -> 6.4
+ * ms, A/B alternating). TIDE_HUGE_PAGES=0 turns it off. */
+static int huge_pages_wanted(void)
+{
+    static int wanted = -1; /* benign race: every thread computes the same value */
+    int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
+    if (w < 0) {
+        const char *s = getenv("TIDE_HUGE_PAGES");
+        w = !(s && s[0] == '0' && s[1] == 0);
+        __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
+    }
+    return w;
+}
+
+static void *system_alloc(size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    if (bytes >= HUGE_BLOCK && huge_pages_wanted()) {
+        void *p = NULL; /* posix_memalign: aligned_alloc wants a size that is a multiple */
+        if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
+            return NULL;
+        madvise(p, bytes, MADV_HUGEPAGE); /* advice: nothing to do if it is refused */
+        return p;
+    }
+#endif
+    return aligned_alloc(64, bytes);
+}
+
 void *td_cache_alloc(size_t nbytes)
 {
     size_t cap = td_memory_cap();
@@ -114,11 +149,11 @@ void *td_cache_alloc(size_t nbytes)
     }
     if (b)
         return b;
-    void *p = aligned_alloc(64, rounded);
+    void *p = system_alloc(rounded);
     if (!p) {
         /* Memory may be sitting in the cache under other size classes: give it back, retry. */
         td_cache_empty();
-        p = aligned_alloc(64, rounded);
+        p = system_alloc(rounded);
     }
     if (!p) {
         pthread_mutex_lock(&cache_lock);

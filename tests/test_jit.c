@@ -517,6 +517,108 @@ static int count_plan_lines(const char *dir, const char *pattern)
     return n;
 }
 
+/* The same in the generated C files of dir (TIDE_DUMP). */
+static int count_source_lines(const char *dir, const char *pattern)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cat %s/*_g*.c 2>/dev/null | grep -c '%s'", dir, pattern);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1)
+            n = -1;
+        pclose(f);
+    }
+    return n;
+}
+
+/* Two float ops in a row, the first's value read by the second alone, run as one kernel in the
+ * generated C ("mul then add"): every pair of add, sub, mul and div, with op1's value as op2's
+ * first or second operand, in float32 and float64, over 2257 elements (not a whole number of
+ * vectors), op2's other operand broadcast. Bitwise equal to eager (each op rounds on its own:
+ * no fused multiply-add), and within rounding of a double reference. A value read twice, or
+ * needed outside the group, is not fused and stays right. */
+typedef tide_tensor *(*arith_fn)(const tide_tensor *, const tide_tensor *);
+
+static double arith_ref(int op, double a, double b)
+{
+    return op == 0 ? a + b : op == 1 ? a - b : op == 2 ? a * b : a / b;
+}
+
+static void test_fused_pairs(void)
+{
+    static const arith_fn ops[4] = {tide_add, tide_sub, tide_mul, tide_div};
+    static const char *names[4] = {"add", "sub", "mul", "div"};
+    char dir[] = "/tmp/tide_pairs_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    setenv("TIDE_DUMP", dir, 1);
+    int64_t sa[2] = {37, 61}, sc[1] = {61}, n = 37 * 61;
+    int checked = 0;
+    for (int d = 0; d < 2; d++) {
+        tide_dtype dt = d ? TIDE_FLOAT64 : TIDE_FLOAT32;
+        tide_tensor *a = randt(2, sa, dt, -4, 4), *b = randt(2, sa, dt, 0.5, 3);
+        tide_tensor *c = randt(1, sc, dt, 0.5, 2);
+        double *va = ref_read(a), *vb = ref_read(b), *vc = ref_read(c);
+        for (int o1 = 0; o1 < 4; o1++)
+            for (int o2 = 0; o2 < 4; o2++)
+                for (int cfirst = 0; cfirst < 2; cfirst++) {
+                    tide_tensor *r[2] = {0};
+                    for (int pass = 0; pass < 2; pass++) {
+                        if (pass)
+                            tide_jit_trace_begin(NULL, NULL, NULL);
+                        tide_tensor *t = ops[o1](a, b);
+                        r[pass] = cfirst ? ops[o2](c, t) : ops[o2](t, c);
+                        tide_release(t);
+                        if (pass)
+                            CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+                    }
+                    char what[64];
+                    snprintf(what, sizeof what, "%s then %s%s (%s)", names[o1], names[o2],
+                             cfirst ? " (second operand)" : "", tide_dtype_name(dt));
+                    check_close("pair", what, r[1], r[0], 0);
+                    double *got = ref_read(r[1]), worst = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        double t = arith_ref(o1, va[i], vb[i]);
+                        double want = cfirst ? arith_ref(o2, vc[i % 61], t)
+                                             : arith_ref(o2, t, vc[i % 61]);
+                        double e = fabs(got[i] - want) / (1 + fabs(want));
+                        worst = e > worst ? e : worst;
+                    }
+                    CHECK(worst < (d ? 1e-13 : 1e-5), "%s: %g from the double reference", what,
+                          worst);
+                    free(got);
+                    tide_release(r[0]), tide_release(r[1]);
+                    checked++;
+                }
+        /* t read twice (by the add and the mul): the mul is not fused, the add and mul are */
+        tide_tensor *r[2] = {0};
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass)
+                tide_jit_trace_begin(NULL, NULL, NULL);
+            tide_tensor *t = tide_mul(a, b), *u = tide_add(t, c);
+            r[pass] = tide_mul(u, t);
+            tide_release(t), tide_release(u);
+            if (pass)
+                tide_jit_trace_end();
+        }
+        check_close("pair", "value read twice", r[1], r[0], 0);
+        tide_release(r[0]), tide_release(r[1]);
+        free(va), free(vb), free(vc);
+        tide_release(a), tide_release(b), tide_release(c);
+    }
+    unsetenv("TIDE_DUMP");
+    CHECK(checked == 64, "pairs checked: %d", checked);
+    int fused = count_source_lines(dir, " then ");
+    /* each pair's group declares its kernel and calls it; the value-read-twice group fuses one */
+    CHECK(fused == 2 * 64 + 2 * 2, "fused pairs in the generated C: %d lines, want %d (in %s)",
+          fused, 2 * 64 + 2 * 2, dir);
+    CHECK(count_source_lines(dir, "mul then add") == 2 * 2 * 2, "mul then add: %d lines",
+          count_source_lines(dir, "mul then add"));
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+}
+
 /* out[i, j] = scale * sum_k A[i, k] B[k, j] + add, with A given as rows x depth (ta: stored
  * transposed) and B depth x cols; relu when asked. Double precision. */
 static void ref_matmul(const float *a, const float *b, double *out, int64_t m, int64_t n,
@@ -1079,6 +1181,7 @@ int main(void)
     test_matmul_epilogues();
     test_product_epilogues();
     test_fused_updates();
+    test_fused_pairs();
     test_breaks();
     test_errors_and_guards();
     test_threads();

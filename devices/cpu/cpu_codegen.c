@@ -90,6 +90,51 @@ void *td_jit_tile_kernel(int op, int dtype)
     return NULL;
 }
 
+/* Members k and k+1 of g as one pass over the tile: two float add/sub/mul/div in a row where
+ * the first's value is read by the second alone (not an output, not written back, no other
+ * member reads it), as in x*a + b. Returns the arith2 kernel, or NULL, and the operands the
+ * generated code passes it: op1's two, then op2's other one. A tile kernel costs ~15 ns per
+ * 512 elements however little it computes; the tanh chain's two such pairs were ~9% of it. */
+static td_ew_arith2_fn fused_pair(const jit_compiled *c, const jit_group *g, int k, int ops[3],
+                                  int *k2)
+{
+    /* the next member the tile loop runs (scalar members run once, before it) */
+    int next = k + 1;
+    while (next < g->nmembers && g->slots[g->members[next]].vkind == JV_SCALAR)
+        next++;
+    if (next >= g->nmembers)
+        return NULL;
+    const jit_slot *s1 = &g->slots[g->members[k]], *s2 = &g->slots[g->members[next]];
+    if (s1->vkind != JV_FULL || s2->vkind != JV_FULL || s1->output || s1->into >= 0 ||
+        s1->stream >= 0 || s1->splat >= 0)
+        return NULL;
+    const jit_node *n1 = &c->nodes[s1->node], *n2 = &c->nodes[s2->node];
+    if (n1->op < TIDE_OP_ADD || n1->op > TIDE_OP_DIV || n2->op < TIDE_OP_ADD ||
+        n2->op > TIDE_OP_DIV || n1->nin != 2 || n2->nin != 2)
+        return NULL;
+    int dt = n1->dtype;
+    if ((dt != TIDE_FLOAT32 && dt != TIDE_FLOAT64) || n2->dtype != dt)
+        return NULL;
+    for (int j = 0; j < 2; j++)
+        if (c->nodes[n1->in[j]].dtype != dt || c->nodes[n2->in[j]].dtype != dt)
+            return NULL;
+    if ((n2->in[0] == s1->node) == (n2->in[1] == s1->node))
+        return NULL; /* op2 must read op1's value exactly once */
+    for (int m = 0; m < g->nmembers; m++) {
+        const jit_node *nd = &c->nodes[g->slots[g->members[m]].node];
+        for (int j = 0; m != next && j < nd->nin; j++)
+            if (nd->in[j] == s1->node)
+                return NULL;
+    }
+    int cfirst = n2->in[1] == s1->node;
+    *k2 = next;
+    ops[0] = jit_slot_of(g, n1->in[0]);
+    ops[1] = jit_slot_of(g, n1->in[1]);
+    ops[2] = jit_slot_of(g, n2->in[cfirst ? 0 : 1]);
+    return ew_table()->arith2[dt == TIDE_FLOAT64][n1->op - TIDE_OP_ADD][n2->op - TIDE_OP_ADD]
+                             [cfirst];
+}
+
 /* ---- helpers the generated code calls ------------------------------------------------------ */
 
 void td_jit_gather(const jit_gather *d, void *dst, int64_t begin, int64_t n)
@@ -519,6 +564,18 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
                                                    : ", const void *a, const void *b",
              tide_op_name((tide_op)nd->op), tide_dtype_name((tide_dtype)kdt));
     }
+    int ops[3], k2, fused = -1; /* fused: the member run with the next one, or -1 */
+    for (int k = 0; k < g->nmembers; k++)
+        if (fused_pair(c, g, k, ops, &k2)) {
+            /* the text names the kernel whole: groups with the same text share compiled code */
+            const jit_node *n1 = &c->nodes[g->slots[g->members[k]].node];
+            const jit_node *n2 = &c->nodes[g->slots[g->members[k2]].node];
+            td_emit(&b, "extern void f%d(I n, void *o, const void *a, const void *b, const void *c);"
+                        " /* %s then %s(%s) %s */\n", g->members[k2],
+                    tide_op_name((tide_op)n1->op), tide_op_name((tide_op)n2->op),
+                    n2->in[0] == n1 - c->nodes ? "t, c" : "c, t",
+                    tide_dtype_name((tide_dtype)n1->dtype));
+        }
     td_emit(&b, "void grp(void **A, I r0, I r1, char *S)\n{\n    I r, s0, n;\n");
     td_emit(&b, "    I N = *(const I *)A[%d]; /* elements in the domain: a runtime size */\n",
          g->nargs);
@@ -579,14 +636,20 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
                 td_emit(&b, "        js(%d, S+%lld, p%d, n);\n", sl->es, (long long)sl->splat, s);
         }
     }
+    /* the tile's kernel calls, each preceded by a piece of the prefetches (a fused pair is one
+     * call: two pieces back to back made the tanh chain 8% slower, the line-fill buffers full) */
     int nfull = 0, kfull = 0;
     for (int k = 0; k < g->nmembers; k++)
-        nfull += g->slots[g->members[k]].vkind == JV_FULL;
+        nfull += g->slots[g->members[k]].vkind == JV_FULL && !fused_pair(c, g, k, ops, &k2);
     for (int k = 0; k < g->nmembers; k++) {
         int s = g->members[k];
         const jit_slot *ms = &g->slots[s];
         if (ms->vkind == JV_SCALAR)
             continue;
+        if (fused < 0 && ms->vkind == JV_FULL && fused_pair(c, g, k, ops, &k2)) {
+            fused = k; /* computed with member k2, never stored */
+            continue;
+        }
         if (ms->output && ms->stream >= 0)
             td_emit(&b, "        p%d = big ? S+%lld : (char *)A[%d] + s0 * %d;\n", s,
                     (long long)ms->stream, ms->arg, ms->es);
@@ -597,8 +660,21 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
             td_emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
         if (!g->row_mode && ms->vkind == JV_FULL)
             emit_prefetch(&b, g, nfull, kfull++);
-        td_emit(&b, "    ");
-        emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1");
+        if (fused >= 0) {
+            int first = g->members[fused];
+            fused_pair(c, g, fused, ops, &k2); /* its operands */
+            fused = -1;
+            td_emit(&b, "        f%d(n, p%d, ", s, s);
+            for (int j = 0; j < 3; j++) {
+                operand(&b, g, ms, ops[j]);
+                td_emit(&b, j < 2 ? ", " : "); /* %s then %s */\n",
+                        tide_op_name((tide_op)c->nodes[g->slots[first].node].op),
+                        tide_op_name((tide_op)c->nodes[ms->node].op));
+            }
+        } else {
+            td_emit(&b, "    ");
+            emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1");
+        }
         if (ms->output && ms->stream >= 0)
             td_emit(&b, "        if (big) jw((char *)A[%d] + s0 * %d, p%d, n * %d);\n", ms->arg,
                     ms->es, s, ms->es);
@@ -664,6 +740,15 @@ int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
             char name[32];
             snprintf(name, sizeof name, "k%d", sl);
             tcc_add_symbol(s, name, td_jit_tile_kernel(nd->op, kdt));
+        }
+        int ops[3], k2;
+        for (int k = 0; k < g->nmembers; k++) {
+            td_ew_arith2_fn f = fused_pair(c, g, k, ops, &k2);
+            if (f) {
+                char name[32];
+                snprintf(name, sizeof name, "f%d", g->members[k2]);
+                tcc_add_symbol(s, name, (const void *)f);
+            }
         }
         ok = tcc_compile_string(s, g->source) == 0 && tcc_relocate(s, TCC_RELOCATE_AUTO) >= 0;
         if (ok)

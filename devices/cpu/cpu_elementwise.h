@@ -20,11 +20,15 @@ typedef void (*td_ew_unary_fn)(int64_t n, void *out, const void *x);
 typedef void (*td_ew_binary_fn)(int64_t n, void *out, const void *a, const void *b);
 typedef void (*td_ew_where_fn)(int64_t n, void *out, const void *cond, const void *a,
                                const void *b);
+/* out = op2(op1(a, b), c), or op2(c, op1(a, b)): see td_ew_kernels.arith2 */
+typedef void (*td_ew_arith2_fn)(int64_t n, void *out, const void *a, const void *b,
+                                const void *c);
 
 enum {
     TD_EW_NUM_UNARY = TIDE_OP_LAST_UNARY - TIDE_OP_FIRST_UNARY + 1,
     TD_EW_NUM_BINARY = TIDE_OP_LAST_BINARY - TIDE_OP_FIRST_BINARY + 1,
     TD_EW_WHERE_SIZES = 4, /* where[log2(element size)]: 1, (2), 4, 8 bytes */
+    TD_EW_ARITH2_OPS = 4,  /* add, sub, mul, div: TIDE_OP_ADD and the three after it */
 };
 
 /* A NULL entry is a combination the dispatcher never sends (e.g. exp on int32). */
@@ -32,6 +36,10 @@ typedef struct td_ew_kernels {
     td_ew_unary_fn unary[TD_EW_NUM_UNARY][TIDE_NUM_DTYPES];
     td_ew_binary_fn binary[TD_EW_NUM_BINARY][TIDE_NUM_DTYPES];
     td_ew_where_fn where[TD_EW_WHERE_SIZES];
+    /* Two float ops in one pass, for the jit's tiles (the value of op1 needed nowhere else):
+     * arith2[float64?][op1 - ADD][op2 - ADD][c is op2's first operand?], each op rounded on its
+     * own, so the result is bitwise what the two binary kernels give in turn. */
+    td_ew_arith2_fn arith2[2][TD_EW_ARITH2_OPS][TD_EW_ARITH2_OPS][2];
 } td_ew_kernels;
 
 /* One table per compile of cpu_elementwise_isa.c (see cpu_isa.h). */

@@ -436,6 +436,63 @@ DEFINE_WHERE(where_1, uint8_t)
 DEFINE_WHERE(where_4, uint32_t)
 DEFINE_WHERE(where_8, uint64_t)
 
+/* ---- two float arithmetic ops in one pass (the jit's tiles) ------------------------------- */
+
+/* out = op2(op1(a, b), c), or op2(c, op1(a, b)) when CFIRST: each op rounded on its own, so the
+ * result is bitwise the two kernels' in a row (the empty asm keeps the compiler from contracting
+ * a multiply and an add into one fused multiply-add), in one pass over the tile instead of two.
+ * Lane by lane, every operand is read before out is written, so out may be any of them. */
+#define ARITH2_STEP(OP1, OP2, CFIRST, va, vb, vc, r)                                               \
+    do {                                                                                           \
+        __typeof__(va) t_ = va OP1 vb;                                                             \
+        __asm__("" : "+v"(t_));                                                                    \
+        r = CFIRST ? vc OP2 t_ : t_ OP2 vc;                                                        \
+    } while (0)
+#define DEFINE_ARITH2(name, T, V, OP1, OP2, CFIRST)                                                \
+    static void name(int64_t n, void *outv, const void *av, const void *bv, const void *cv)        \
+    {                                                                                              \
+        enum { W = sizeof(V) / sizeof(T) };                                                        \
+        T *out = outv;                                                                             \
+        const T *a = av, *b = bv, *c = cv;                                                         \
+        int64_t i = 0;                                                                             \
+        V va, vb, vc, r;                                                                           \
+        for (; i + W <= n; i += W) {                                                               \
+            memcpy(&va, a + i, sizeof va);                                                         \
+            memcpy(&vb, b + i, sizeof vb);                                                         \
+            memcpy(&vc, c + i, sizeof vc);                                                         \
+            ARITH2_STEP(OP1, OP2, CFIRST, va, vb, vc, r);                                          \
+            memcpy(out + i, &r, sizeof r);                                                         \
+        }                                                                                          \
+        if (i < n) { /* through padded vectors: the same lanes give the same values */            \
+            T pa[W] = {0}, pb[W] = {0}, pc[W] = {0};                                               \
+            size_t rest = (size_t)(n - i) * sizeof(T);                                             \
+            memcpy(pa, a + i, rest);                                                               \
+            memcpy(pb, b + i, rest);                                                               \
+            memcpy(pc, c + i, rest);                                                               \
+            memcpy(&va, pa, sizeof va);                                                            \
+            memcpy(&vb, pb, sizeof vb);                                                            \
+            memcpy(&vc, pc, sizeof vc);                                                            \
+            ARITH2_STEP(OP1, OP2, CFIRST, va, vb, vc, r);                                          \
+            memcpy(pa, &r, sizeof r);                                                              \
+            memcpy(out + i, pa, rest);                                                             \
+        }                                                                                          \
+    }
+
+typedef double vf64 __attribute__((vector_size(sizeof(vec_f64))));
+
+#define ARITH2_OP2(sfx, T, V, n1, OP1)                                                             \
+    DEFINE_ARITH2(n1##_add_##sfx, T, V, OP1, +, 0) DEFINE_ARITH2(n1##_sub_##sfx, T, V, OP1, -, 0)  \
+    DEFINE_ARITH2(n1##_mul_##sfx, T, V, OP1, *, 0) DEFINE_ARITH2(n1##_div_##sfx, T, V, OP1, /, 0)  \
+    DEFINE_ARITH2(n1##_radd_##sfx, T, V, OP1, +, 1)                                                \
+    DEFINE_ARITH2(n1##_rsub_##sfx, T, V, OP1, -, 1)                                                \
+    DEFINE_ARITH2(n1##_rmul_##sfx, T, V, OP1, *, 1)                                                \
+    DEFINE_ARITH2(n1##_rdiv_##sfx, T, V, OP1, /, 1)
+#define ARITH2_TYPE(sfx, T, V)                                                                     \
+    ARITH2_OP2(sfx, T, V, add, +) ARITH2_OP2(sfx, T, V, sub, -) ARITH2_OP2(sfx, T, V, mul, *)      \
+    ARITH2_OP2(sfx, T, V, div, /)
+ARITH2_TYPE(f32, float, vf32)
+ARITH2_TYPE(f64, double, vf64)
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 #define U(op, dt, fn) [TIDE_OP_##op - TIDE_OP_FIRST_UNARY][TIDE_##dt] = fn
@@ -470,4 +527,13 @@ const td_ew_kernels TD_ISA_FN(td_ew_kernels) = {
         B_NUMERIC(LOGICAL_OR, or), B(LOGICAL_OR, BOOL, or_bool),
     },
     .where = {[0] = where_1, [2] = where_4, [3] = where_8},
+    .arith2 = {
+#define A2_ROW(n1, sfx)                                                                            \
+    {{n1##_add_##sfx, n1##_radd_##sfx}, {n1##_sub_##sfx, n1##_rsub_##sfx},                        \
+     {n1##_mul_##sfx, n1##_rmul_##sfx}, {n1##_div_##sfx, n1##_rdiv_##sfx}}
+#define A2_TYPE(sfx) {A2_ROW(add, sfx), A2_ROW(sub, sfx), A2_ROW(mul, sfx), A2_ROW(div, sfx)}
+        A2_TYPE(f32), A2_TYPE(f64),
+#undef A2_TYPE
+#undef A2_ROW
+    },
 };
