@@ -51,6 +51,52 @@ static void test_allocator(void)
     CHECK(td_cache_alloc((size_t)1 << 63) == NULL, "absurd allocation did not fail");
 }
 
+/* Huge pages, where the kernel gives them on request (transparent huge pages "always" or
+ * "madvise"): a 16 MiB block, once touched, sits at least partly in huge pages (smaps'
+ * AnonHugePages for the mapping that holds it). Skipped where the kernel gives none, with
+ * TIDE_HUGE_PAGES=0, and in ASan builds (whose blocks all stay in ASan's allocator). */
+static void test_huge_pages(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+    return;
+#endif
+    const char *env = getenv("TIDE_HUGE_PAGES");
+    if (env && strcmp(env, "0") == 0)
+        return;
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char mode[128] = "";
+    if (f) {
+        if (!fgets(mode, sizeof mode, f))
+            mode[0] = 0;
+        fclose(f);
+    }
+    if (!strstr(mode, "[always]") && !strstr(mode, "[madvise]"))
+        return;
+    size_t bytes = (size_t)16 << 20;
+    char *p = td_cache_alloc(bytes);
+    CHECK(p != NULL, "16 MiB block");
+    if (!p)
+        return;
+    memset(p, 1, bytes);
+    f = fopen("/proc/self/smaps", "r");
+    CHECK(f != NULL, "/proc/self/smaps");
+    long huge_kb = -1;
+    char line[512];
+    bool inside = false;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (inside && sscanf(line, "AnonHugePages: %ld kB", &huge_kb) == 1)
+            break;
+    }
+    if (f)
+        fclose(f);
+    CHECK(huge_kb >= 2048, "16 MiB block: %ld kB in huge pages (transparent huge pages: %s)",
+          huge_kb, mode);
+    td_cache_free(p, bytes);
+}
+
 typedef struct {
     int *hits;
     int64_t n;
@@ -297,6 +343,7 @@ static void test_errors_per_thread(void)
 int main(void)
 {
     test_allocator();
+    test_huge_pages();
     test_thread_pool();
     test_promotion();
     test_shapes();
