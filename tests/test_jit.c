@@ -501,12 +501,12 @@ static void test_clone_forwarding(void)
     tide_release(want), tide_release(a), tide_release(b);
 }
 
-/* How many lines matching the regular expression pattern the plans dumped into dir hold
- * (TIDE_DUMP). */
-static int count_plan_lines(const char *dir, const char *pattern)
+/* How many lines matching the regular expression pattern the files dumped into dir (TIDE_DUMP)
+ * hold: the plans (*_plan.txt) or the generated C (*_g*.c). */
+static int count_dump_lines(const char *dir, const char *files, const char *pattern)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "cat %s/*_plan.txt 2>/dev/null | grep -c '%s'", dir, pattern);
+    snprintf(cmd, sizeof cmd, "cat %s/%s 2>/dev/null | grep -c '%s'", dir, files, pattern);
     FILE *f = popen(cmd, "r");
     int n = -1;
     if (f) {
@@ -517,19 +517,14 @@ static int count_plan_lines(const char *dir, const char *pattern)
     return n;
 }
 
-/* The same in the generated C files of dir (TIDE_DUMP). */
+static int count_plan_lines(const char *dir, const char *pattern)
+{
+    return count_dump_lines(dir, "*_plan.txt", pattern);
+}
+
 static int count_source_lines(const char *dir, const char *pattern)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "cat %s/*_g*.c 2>/dev/null | grep -c '%s'", dir, pattern);
-    FILE *f = popen(cmd, "r");
-    int n = -1;
-    if (f) {
-        if (fscanf(f, "%d", &n) != 1)
-            n = -1;
-        pclose(f);
-    }
-    return n;
+    return count_dump_lines(dir, "*_g*.c", pattern);
 }
 
 /* Two float ops in a row, the first's value read by the second alone, run as one kernel in the
