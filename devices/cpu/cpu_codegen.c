@@ -90,49 +90,73 @@ void *td_jit_tile_kernel(int op, int dtype)
     return NULL;
 }
 
-/* Members k and k+1 of g as one pass over the tile: two float add/sub/mul/div in a row where
- * the first's value is read by the second alone (not an output, not written back, no other
- * member reads it), as in x*a + b. Returns the arith2 kernel, or NULL, and the operands the
- * generated code passes it: op1's two, then op2's other one. A tile kernel costs ~15 ns per
- * 512 elements however little it computes; the tanh chain's two such pairs were ~9% of it. */
-static td_ew_arith2_fn fused_pair(const jit_compiled *c, const jit_group *g, int k, int ops[3],
-                                  int *k2)
+/* Two float add/sub/mul/div in a row run as one pass over the tile (an arith2 kernel) where the
+ * first's value is read by the second alone (not an output, not written back, no other member
+ * reads it), as in x*a + b. A tile kernel costs ~15 ns per 512 elements however little it
+ * computes; the tanh chain's two such pairs were ~9% of it. */
+typedef struct tile_pair {
+    int second;         /* index in g->members of the member run with this one, or -1 */
+    int ops[3];         /* slots passed to the kernel: op1's two operands, then op2's other */
+    int cfirst;         /* that other operand is op2's first */
+    td_ew_arith2_fn fn; /* the kernel */
+} tile_pair;
+
+/* Whether member k can start a pair with the next member the tile loop runs; fills *p. */
+static bool fused_pair(const jit_compiled *c, const jit_group *g, int k, tile_pair *p)
 {
     /* the next member the tile loop runs (scalar members run once, before it) */
     int next = k + 1;
     while (next < g->nmembers && g->slots[g->members[next]].vkind == JV_SCALAR)
         next++;
     if (next >= g->nmembers)
-        return NULL;
+        return false;
     const jit_slot *s1 = &g->slots[g->members[k]], *s2 = &g->slots[g->members[next]];
     if (s1->vkind != JV_FULL || s2->vkind != JV_FULL || s1->output || s1->into >= 0 ||
         s1->stream >= 0 || s1->splat >= 0)
-        return NULL;
+        return false;
     const jit_node *n1 = &c->nodes[s1->node], *n2 = &c->nodes[s2->node];
     if (n1->op < TIDE_OP_ADD || n1->op > TIDE_OP_DIV || n2->op < TIDE_OP_ADD ||
         n2->op > TIDE_OP_DIV || n1->nin != 2 || n2->nin != 2)
-        return NULL;
+        return false;
     int dt = n1->dtype;
     if ((dt != TIDE_FLOAT32 && dt != TIDE_FLOAT64) || n2->dtype != dt)
-        return NULL;
+        return false;
     for (int j = 0; j < 2; j++)
         if (c->nodes[n1->in[j]].dtype != dt || c->nodes[n2->in[j]].dtype != dt)
-            return NULL;
+            return false;
     if ((n2->in[0] == s1->node) == (n2->in[1] == s1->node))
-        return NULL; /* op2 must read op1's value exactly once */
+        return false; /* op2 must read op1's value exactly once */
     for (int m = 0; m < g->nmembers; m++) {
         const jit_node *nd = &c->nodes[g->slots[g->members[m]].node];
         for (int j = 0; m != next && j < nd->nin; j++)
             if (nd->in[j] == s1->node)
-                return NULL;
+                return false;
     }
-    int cfirst = n2->in[1] == s1->node;
-    *k2 = next;
-    ops[0] = jit_slot_of(g, n1->in[0]);
-    ops[1] = jit_slot_of(g, n1->in[1]);
-    ops[2] = jit_slot_of(g, n2->in[cfirst ? 0 : 1]);
-    return ew_table()->arith2[dt == TIDE_FLOAT64][n1->op - TIDE_OP_ADD][n2->op - TIDE_OP_ADD]
-                             [cfirst];
+    p->second = next;
+    p->cfirst = n2->in[1] == s1->node;
+    p->ops[0] = jit_slot_of(g, n1->in[0]);
+    p->ops[1] = jit_slot_of(g, n1->in[1]);
+    p->ops[2] = jit_slot_of(g, n2->in[p->cfirst ? 0 : 1]);
+    p->fn = ew_table()->arith2[dt == TIDE_FLOAT64][n1->op - TIDE_OP_ADD][n2->op - TIDE_OP_ADD]
+                              [p->cfirst];
+    return true;
+}
+
+/* The group's pairs, taken in program order: pairs[k].second >= 0 where member k starts one.
+ * A member computed as a pair's second is stored, so it starts none (a third op would need a
+ * kernel of its own). NULL when out of memory. */
+static tile_pair *plan_pairs(const jit_compiled *c, const jit_group *g)
+{
+    tile_pair *pairs = malloc(sizeof *pairs * (size_t)(g->nmembers ? g->nmembers : 1));
+    if (!pairs)
+        return NULL;
+    int busy = -1; /* the member last taken as a second */
+    for (int k = 0; k < g->nmembers; k++) {
+        pairs[k].second = -1;
+        if (k != busy && fused_pair(c, g, k, &pairs[k]))
+            busy = pairs[k].second;
+    }
+    return pairs;
 }
 
 /* ---- helpers the generated code calls ------------------------------------------------------ */
@@ -537,7 +561,7 @@ static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
     }
 }
 
-static char *render(const jit_compiled *c, const jit_group *g, int index)
+static char *render(const jit_compiled *c, const jit_group *g, int index, const tile_pair *pairs)
 {
     td_sbuf b = {0};
     (void)index;
@@ -564,17 +588,15 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
                                                    : ", const void *a, const void *b",
              tide_op_name((tide_op)nd->op), tide_dtype_name((tide_dtype)kdt));
     }
-    int ops[3], k2, fused = -1; /* fused: the member run with the next one, or -1 */
     for (int k = 0; k < g->nmembers; k++)
-        if (fused_pair(c, g, k, ops, &k2)) {
+        if (pairs[k].second >= 0) {
             /* the text names the kernel whole: groups with the same text share compiled code */
             const jit_node *n1 = &c->nodes[g->slots[g->members[k]].node];
-            const jit_node *n2 = &c->nodes[g->slots[g->members[k2]].node];
+            const jit_node *n2 = &c->nodes[g->slots[g->members[pairs[k].second]].node];
             td_emit(&b, "extern void f%d(I n, void *o, const void *a, const void *b, const void *c);"
-                        " /* %s then %s(%s) %s */\n", g->members[k2],
+                        " /* %s then %s(%s) %s */\n", g->members[pairs[k].second],
                     tide_op_name((tide_op)n1->op), tide_op_name((tide_op)n2->op),
-                    n2->in[0] == n1 - c->nodes ? "t, c" : "c, t",
-                    tide_dtype_name((tide_dtype)n1->dtype));
+                    pairs[k].cfirst ? "c, t" : "t, c", tide_dtype_name((tide_dtype)n1->dtype));
         }
     td_emit(&b, "void grp(void **A, I r0, I r1, char *S)\n{\n    I r, s0, n;\n");
     td_emit(&b, "    I N = *(const I *)A[%d]; /* elements in the domain: a runtime size */\n",
@@ -638,16 +660,16 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
     }
     /* the tile's kernel calls, each preceded by a piece of the prefetches (a fused pair is one
      * call: two pieces back to back made the tanh chain 8% slower, the line-fill buffers full) */
-    int nfull = 0, kfull = 0;
+    int nfull = 0, kfull = 0, first = -1; /* first: the member whose pair the next call ends */
     for (int k = 0; k < g->nmembers; k++)
-        nfull += g->slots[g->members[k]].vkind == JV_FULL && !fused_pair(c, g, k, ops, &k2);
+        nfull += g->slots[g->members[k]].vkind == JV_FULL && pairs[k].second < 0;
     for (int k = 0; k < g->nmembers; k++) {
         int s = g->members[k];
         const jit_slot *ms = &g->slots[s];
         if (ms->vkind == JV_SCALAR)
             continue;
-        if (fused < 0 && ms->vkind == JV_FULL && fused_pair(c, g, k, ops, &k2)) {
-            fused = k; /* computed with member k2, never stored */
+        if (pairs[k].second >= 0) {
+            first = k; /* computed with its second, never stored */
             continue;
         }
         if (ms->output && ms->stream >= 0)
@@ -660,17 +682,16 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
             td_emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
         if (!g->row_mode && ms->vkind == JV_FULL)
             emit_prefetch(&b, g, nfull, kfull++);
-        if (fused >= 0) {
-            int first = g->members[fused];
-            fused_pair(c, g, fused, ops, &k2); /* its operands */
-            fused = -1;
-            td_emit(&b, "        f%d(n, p%d, ", s, s);
+        if (first >= 0) {
+            td_emit(&b, "        f%d(n, p%d", s, s);
             for (int j = 0; j < 3; j++) {
-                operand(&b, g, ms, ops[j]);
-                td_emit(&b, j < 2 ? ", " : "); /* %s then %s */\n",
-                        tide_op_name((tide_op)c->nodes[g->slots[first].node].op),
-                        tide_op_name((tide_op)c->nodes[ms->node].op));
+                td_emit(&b, ", ");
+                operand(&b, g, ms, pairs[first].ops[j]);
             }
+            td_emit(&b, "); /* %s then %s */\n",
+                    tide_op_name((tide_op)c->nodes[g->slots[g->members[first]].node].op),
+                    tide_op_name((tide_op)c->nodes[ms->node].op));
+            first = -1;
         } else {
             td_emit(&b, "    ");
             emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1");
@@ -695,16 +716,10 @@ static char *render(const jit_compiled *c, const jit_group *g, int index)
     return b.s;
 }
 
-int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
+/* g->source through libtcc into g->fn, or the shared code of a group with the same text; where
+ * libtcc fails, g->fn stays NULL and the interpreter runs the group. */
+static void compile_group(const jit_compiled *c, jit_group *g, int index, const tile_pair *pairs)
 {
-    g->fn = NULL;
-    g->code = NULL;
-    g->source = render(c, g, index);
-    if (!g->source)
-        return td_error("jit: out of memory rendering a fusion group");
-    jit_dump_source(g->source, c->hash, index, "c");
-    if (!jit_codegen_enabled() || !tcc_new)
-        return 0;
     uint64_t h = td_text_hash(g->source);
     pthread_mutex_lock(&tcc_lock);
     for (code_entry *e = code_cache[h % CODE_BUCKETS]; e; e = e->next)
@@ -713,7 +728,7 @@ int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
             g->fn = e->fn;
             g->code = e;
             pthread_mutex_unlock(&tcc_lock);
-            return 0;
+            return;
         }
     td_sbuf err = {0};
     double t0 = jit_now_ms();
@@ -741,15 +756,12 @@ int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
             snprintf(name, sizeof name, "k%d", sl);
             tcc_add_symbol(s, name, td_jit_tile_kernel(nd->op, kdt));
         }
-        int ops[3], k2;
-        for (int k = 0; k < g->nmembers; k++) {
-            td_ew_arith2_fn f = fused_pair(c, g, k, ops, &k2);
-            if (f) {
+        for (int k = 0; k < g->nmembers; k++)
+            if (pairs[k].second >= 0) {
                 char name[32];
-                snprintf(name, sizeof name, "f%d", g->members[k2]);
-                tcc_add_symbol(s, name, (const void *)f);
+                snprintf(name, sizeof name, "f%d", g->members[pairs[k].second]);
+                tcc_add_symbol(s, name, (const void *)pairs[k].fn);
             }
-        }
         ok = tcc_compile_string(s, g->source) == 0 && tcc_relocate(s, TCC_RELOCATE_AUTO) >= 0;
         if (ok)
             g->fn = (void (*)(void **, int64_t, int64_t, char *))tcc_get_symbol(s, "grp");
@@ -786,6 +798,22 @@ int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
         td_log("jit", "libtcc: group %d compiled in %.2f ms", index, jit_now_ms() - t0);
     }
     free(err.s);
+}
+
+int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
+{
+    g->fn = NULL;
+    g->code = NULL;
+    tile_pair *pairs = plan_pairs(c, g);
+    g->source = pairs ? render(c, g, index, pairs) : NULL;
+    if (!g->source) {
+        free(pairs);
+        return td_error("jit: out of memory rendering a fusion group");
+    }
+    jit_dump_source(g->source, c->hash, index, "c");
+    if (jit_codegen_enabled() && tcc_new)
+        compile_group(c, g, index, pairs);
+    free(pairs);
     return 0;
 }
 
