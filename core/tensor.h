@@ -128,6 +128,9 @@ typedef void (*td_range_fn)(void *ctx, int64_t begin, int64_t end);
 /* Runs fn over [0, n) in chunks of at least grain on the pool's threads; inline when n < 2*grain,
  * when called from inside a worker, or when another thread is using the pool. */
 void td_parallel_for(int64_t n, int64_t grain, td_range_fn fn, void *ctx);
+/* Whether this thread is running chunks of a td_parallel_for of n >= 2 * grain items, on the
+ * pool or inline because another thread had it (a nested call then runs inline). */
+bool td_in_parallel_for(void);
 /* Stops and joins the workers (tide_shutdown); the next parallel call starts them again. */
 void td_threadpool_shutdown(void);
 int td_num_threads(void);

@@ -181,6 +181,8 @@ int td_num_threads(void)
     return __atomic_load_n(&pool.nthreads, __ATOMIC_RELAXED);
 }
 
+bool td_in_parallel_for(void) { return in_pool_work != 0; }
+
 void td_parallel_for(int64_t n, int64_t grain, td_range_fn fn, void *ctx)
 {
     if (n <= 0)
@@ -188,8 +190,16 @@ void td_parallel_for(int64_t n, int64_t grain, td_range_fn fn, void *ctx)
     if (grain < 1)
         grain = 1;
     int threads = td_num_threads();
-    if (threads <= 1 || n < 2 * grain || in_pool_work || pthread_mutex_trylock(&pool.busy) != 0) {
+    if (threads <= 1 || n < 2 * grain || in_pool_work) {
         fn(ctx, 0, n);
+        return;
+    }
+    if (pthread_mutex_trylock(&pool.busy) != 0) {
+        /* Another thread has the pool: the chunks run here, one after another, but as chunks
+         * (nested work sees td_in_parallel_for), so what they compute does not depend on it. */
+        in_pool_work = 1;
+        fn(ctx, 0, n);
+        in_pool_work = 0;
         return;
     }
     ensure_workers();

@@ -579,11 +579,12 @@ static bool heavy_op(int op)
     }
 }
 
-/* Ops whose result a group can take as the product it is the epilogue of (fuse_epilogues). */
-static bool product_op(int op)
-{
-    return op == TIDE_OP_MATMUL || op == TIDE_OP_CONV2D || op == TIDE_OP_CONV2D_GRAD_INPUT;
-}
+/* Ops whose result a group can take as the product it is the epilogue of (fuse_epilogues):
+ * matmul alone. A conv cut into blocks of images computes its GEMMs over other column extents
+ * than the device's eager call (images batched per GEMM, shares per thread), which rounds
+ * differently; a conv epilogue measured 0-5% faster, less than the jit's promise of eager's
+ * bits is worth. */
+static bool product_op(int op) { return op == TIDE_OP_MATMUL; }
 
 /* Whether the open group's only member reads, whole and in its own shape, a product whose
  * epilogue it could be (fuse_epilogues decides). */
@@ -975,51 +976,37 @@ done:
 
 void jit_product_layout(const jit_node *p, int64_t *nbatch, int64_t *units, int64_t *unit_elems)
 {
-    if (p->op == TIDE_OP_MATMUL) {
-        *nbatch = td_numel(p->ndim - 2, p->shape);
-        *units = p->shape[p->ndim - 2];
-        *unit_elems = p->shape[p->ndim - 1];
-    } else { /* conv2d, conv2d_grad_input: [N, C, H, W], one image a unit */
-        *nbatch = 1;
-        *units = p->shape[0];
-        *unit_elems = p->shape[1] * p->shape[2] * p->shape[3];
-    }
+    *nbatch = td_numel(p->ndim - 2, p->shape);
+    *units = p->shape[p->ndim - 2];
+    *unit_elems = p->shape[p->ndim - 1];
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-/* Units per block of a fused product: the fewest that make whole tiles of the group (whole
- * rows in row mode), at least 16 rows of a matmul (thinner blocks waste BLAS's packing), at
- * most one matrix. */
-static int64_t epilogue_block_units(const jit_group *g, const jit_node *p)
+/* Rows per block of a fused matmul: rows per BLAS call as the device cuts it eagerly
+ * (td_cpu_matmul_call_rows; exec.c asks again at each run, since it follows the thread count,
+ * and runs a tile straddling two blocks once both are done), 0 when the device would cut it
+ * by columns. */
+static int64_t epilogue_block_units(const jit_compiled *c, const jit_node *p)
 {
     int64_t nbatch, units, ue;
     jit_product_layout(p, &nbatch, &units, &ue);
-    int64_t align = g->rowlen / gcd64(g->rowlen, ue); /* align * ue is a multiple of rowlen */
-    int64_t least = p->op == TIDE_OP_MATMUL ? 16 : 1;
-    int64_t rb = align >= least ? align : align * ((least + align - 1) / align);
-    return rb < units ? rb : units;
+    const jit_node *a = &c->nodes[p->in[0]];
+    int64_t k = a->shape[a->ndim - 1];
+    /* the batch may fold into one tall product at run time: both cuts must be by rows */
+    if (nbatch > 1 && td_cpu_matmul_call_rows(1, nbatch * units, ue, k) <= 0)
+        return 0;
+    return td_cpu_matmul_call_rows(nbatch, units, ue, k);
 }
 
-/* Whether group g can run as the epilogue of product node pi: a float matmul (any batch) or
- * conv on the CPU whose result is the group's domain, read by the group in place (so a tile
- * reads only its own block), whose blocks are whole tiles or rows of the group, and (a matmul)
- * which the device would cut into row blocks anyway. */
+/* Whether group g can run as the epilogue of product node pi: a float matmul (any batch) on
+ * the CPU whose result is the group's domain, read by the group in place (so a tile reads only
+ * its own block), and which the device cuts into blocks of rows. */
 static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int pi)
 {
     const jit_node *p = &c->nodes[pi];
     if (!cpu_groups(c) || p->kind != JN_OP || (p->dtype != TIDE_FLOAT32 && p->dtype != TIDE_FLOAT64))
         return false;
-    if (!product_op(p->op) || (p->op != TIDE_OP_MATMUL && p->ndim != 4) || p->nin != 2 ||
-        !same_shape(p->ndim, p->shape, g->ndim, g->domain) || g->numel < 1)
+    if (!product_op(p->op) || p->nin != 2 || !same_shape(p->ndim, p->shape, g->ndim, g->domain) ||
+        g->numel < 1)
         return false;
     int s = jit_slot_of(g, pi);
     if (s < 0 || g->slots[s].member || g->slots[s].vkind != JV_FULL || !g->slots[s].direct)
@@ -1037,22 +1024,7 @@ static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int pi)
                 return false;
         }
     }
-    int64_t nbatch, units, ue;
-    jit_product_layout(p, &nbatch, &units, &ue);
-    if (p->op == TIDE_OP_MATMUL) {
-        const jit_node *a = &c->nodes[p->in[0]];
-        if (!td_blas_split_rows(units, ue, a->shape[a->ndim - 1]))
-            return false;
-    }
-    int64_t rb = epilogue_block_units(g, p);
-    /* every block, and (with a batch) every matrix, starts on a tile or row of the group */
-    if ((rb * ue) % g->rowlen != 0 && rb < units)
-        return false;
-    if (nbatch > 1 && (units * ue) % g->rowlen != 0)
-        return false;
-    /* a single block runs on one thread: only when the group is small enough for that too */
-    int64_t blocks = nbatch * ((units + rb - 1) / rb);
-    return blocks >= 2 || g->numel <= JIT_GROUP_GRAIN_ELEMS;
+    return epilogue_block_units(c, p) > 0;
 }
 
 /* Whether step st reads node pi (directly or through a view of it). */
@@ -1123,7 +1095,7 @@ static void fuse_epilogues(jit_compiled *c, const char *written)
         if (!ok)
             continue;
         g->producer = pi;
-        g->block_units = epilogue_block_units(g, &c->nodes[pi]);
+        g->block_units = epilogue_block_units(c, &c->nodes[pi]);
         memmove(&c->steps[p], &c->steps[p + 1], sizeof *c->steps * (size_t)(out - 1 - p));
         out--;
     }
@@ -1281,8 +1253,7 @@ static void dump_plan(const jit_compiled *c)
         if (g->producer >= 0) {
             td_emit(&b, ", the epilogue of ");
             describe_node(&b, c, g->producer);
-            td_emit(&b, " in blocks of %lld %s%s", (long long)g->block_units,
-                    c->nodes[g->producer].op == TIDE_OP_MATMUL ? "row" : "image",
+            td_emit(&b, " in blocks of %lld row%s", (long long)g->block_units,
                     g->block_units == 1 ? "" : "s");
         }
         td_emit(&b, "):\n");

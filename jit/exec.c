@@ -64,21 +64,26 @@ static void group_range(void *ctx, int64_t r0, int64_t r1)
         td_cache_free(scratch, (size_t)g->scratch_bytes);
 }
 
-/* A group that is a product's epilogue: blocks of the product's result (rows of one of a
- * matmul's matrices, images of a conv), each computed on this thread and at once run through
- * the group's tiles or rows over it, still in cache. */
+/* All of a group's rows or tiles, split over the threads. */
+static void group_all(group_run *gr)
+{
+    const jit_group *g = gr->g;
+    int64_t grain = g->rowlen >= JIT_GROUP_GRAIN_ELEMS ? 1 : JIT_GROUP_GRAIN_ELEMS / g->rowlen;
+    td_parallel_for(g->nrows, grain, group_range, gr);
+}
+
+/* A group that is a matmul's epilogue: blocks of the product's result (rows of one of its
+ * matrices), each computed on this thread and at once run through the group's tiles or rows
+ * over it, still in cache. The blocks are the very BLAS calls the device makes when it runs
+ * the product eagerly (td_cpu_matmul_call_rows), so the product has eager's bits. */
 typedef struct epilogue_run {
     group_run gr;
     tide_device *dev;
     const jit_node *p;
     tide_tensor *in0, *in1, *out;
-    int64_t nbatch, units, unit_elems, blocks_per_matrix;
+    int64_t nbatch, units, unit_elems, block_units, blocks_per_matrix;
     int failed; /* atomic */
 } epilogue_run;
-
-/* Consecutive blocks computed as one product before the group runs over them: as many as keep
- * the result in L2 (one product call instead of several, each packing its operands again). */
-#define EPILOGUE_PIECE_BYTES (2 << 20)
 
 /* Rows [r0, r1) of matrix `batch` of a [..., rows, cols] tensor whose batch dims broadcast to
  * bshape's first nb, as a 2-D view. */
@@ -109,6 +114,7 @@ static bool batch_folds(const jit_node *p, const tide_tensor *a, const tide_tens
         if (p->shape[d] == 1)
             continue;
         if (a->shape[d] != p->shape[d] || a->strides[d] != ea || out->strides[d] != eo ||
+            a->strides[nb + 1] != 1 || /* as cpu_matmul folds it: row-major A only */
             (b->shape[d] != 1 && b->strides[d] != 0))
             return false;
         ea *= p->shape[d];
@@ -117,21 +123,14 @@ static bool batch_folds(const jit_node *p, const tide_tensor *a, const tide_tens
     return true;
 }
 
-/* Units [u0, u1) of matrix `batch` of the product. */
+/* Rows [u0, u1) of matrix `batch` of the product. */
 static int run_product_block(const epilogue_run *er, int64_t batch, int64_t u0, int64_t u1)
 {
     const jit_node *p = er->p;
-    tide_tensor *in[2], *out;
-    if (p->op == TIDE_OP_MATMUL) {
-        int nb = p->ndim - 2;
-        in[0] = matrix_rows(er->in0, p->shape, nb, batch, u0, u1);
-        in[1] = matrix_rows(er->in1, p->shape, nb, batch, 0, er->in1->shape[nb]);
-        out = matrix_rows(er->out, p->shape, nb, batch, u0, u1);
-    } else {
-        in[0] = td_tensor_narrow0(er->in0, u0, u1);
-        in[1] = tide_retain(er->in1);
-        out = td_tensor_narrow0(er->out, u0, u1);
-    }
+    int nb = p->ndim - 2;
+    tide_tensor *in[2] = {matrix_rows(er->in0, p->shape, nb, batch, u0, u1),
+                          matrix_rows(er->in1, p->shape, nb, batch, 0, er->in1->shape[nb])};
+    tide_tensor *out = matrix_rows(er->out, p->shape, nb, batch, u0, u1);
     int rc = in[0] && in[1] && out ? er->dev->run(er->dev, p->op, out, in, 2, &p->attrs) : -1;
     tide_release(in[0]);
     tide_release(in[1]);
@@ -139,44 +138,87 @@ static int run_product_block(const epilogue_run *er, int64_t batch, int64_t u0, 
     return rc;
 }
 
+/* Elements [e0, e1) of the group's domain: the tiles (rows in row mode) wholly inside. A tile
+ * that straddles two blocks runs after every block is done (straddling_tiles). */
+static void group_inside(epilogue_run *er, int64_t e0, int64_t e1)
+{
+    const jit_group *g = er->gr.g;
+    int64_t t0 = (e0 + g->rowlen - 1) / g->rowlen, t1 = e1 == g->numel ? g->nrows : e1 / g->rowlen;
+    if (t0 < t1)
+        group_range(&er->gr, t0, t1);
+}
+
+/* Element offset in the domain where block b starts. */
+static int64_t block_start(const epilogue_run *er, int64_t b)
+{
+    int64_t batch = b / er->blocks_per_matrix, u = (b % er->blocks_per_matrix) * er->block_units;
+    return (batch * er->units + u) * er->unit_elems;
+}
+
+/* Blocks [begin, end): one product call each, then the group over it. */
 static void epilogue_range(void *ctx, int64_t begin, int64_t end)
 {
     epilogue_run *er = ctx;
-    const jit_group *g = er->gr.g;
-    int64_t rb = g->block_units, bpm = er->blocks_per_matrix;
-    int64_t block_bytes = rb * er->unit_elems * (int64_t)td_dtype_sizes[er->p->dtype];
-    int64_t per = EPILOGUE_PIECE_BYTES / block_bytes > 1 ? EPILOGUE_PIECE_BYTES / block_bytes : 1;
-    for (int64_t b = begin; b < end;) {
-        int64_t batch = b / bpm, stop = (batch + 1) * bpm;
-        stop = stop < end ? stop : end;
-        stop = stop < b + per ? stop : b + per;
-        int64_t u0 = (b - batch * bpm) * rb, u1 = (stop - batch * bpm) * rb;
-        u1 = u1 < er->units ? u1 : er->units;
+    for (int64_t b = begin; b < end; b++) {
+        int64_t batch = b / er->blocks_per_matrix;
+        int64_t u0 = (b % er->blocks_per_matrix) * er->block_units;
+        int64_t u1 = u0 + er->block_units < er->units ? u0 + er->block_units : er->units;
         if (run_product_block(er, batch, u0, u1) < 0) {
             __atomic_store_n(&er->failed, 1, __ATOMIC_RELAXED);
             return;
         }
-        /* blocks hold whole tiles (rows in row mode); the last tile may be partial */
-        int64_t e0 = (batch * er->units + u0) * er->unit_elems;
-        int64_t e1 = (batch * er->units + u1) * er->unit_elems;
-        group_range(&er->gr, e0 / g->rowlen, e1 == g->numel ? g->nrows : e1 / g->rowlen);
-        b = stop;
+        group_inside(er, (batch * er->units + u0) * er->unit_elems,
+                     (batch * er->units + u1) * er->unit_elems);
     }
+}
+
+/* The tiles holding a block boundary, each once, in order. */
+static void straddling_tiles(epilogue_run *er)
+{
+    const jit_group *g = er->gr.g;
+    int64_t last = -1, nblocks = er->nbatch * er->blocks_per_matrix;
+    for (int64_t b = 1; b < nblocks; b++) {
+        int64_t e = block_start(er, b);
+        if (e % g->rowlen != 0 && e / g->rowlen != last) {
+            last = e / g->rowlen;
+            group_range(&er->gr, last, last + 1);
+        }
+    }
+}
+
+/* Rows per block: the rows of each BLAS call of the device's eager matmul (the whole matrix
+ * when it would cut by columns: the thread count changed since the plan was made). */
+static void choose_blocks(epilogue_run *er)
+{
+    int64_t k = er->in0->shape[er->in0->ndim - 1];
+    er->block_units = td_cpu_matmul_call_rows(er->nbatch, er->units, er->unit_elems, k);
+    if (er->block_units <= 0)
+        er->block_units = er->units;
+    er->blocks_per_matrix = (er->units + er->block_units - 1) / er->block_units;
 }
 
 static int run_epilogue(const exec_ctx *x, const jit_group *g, void **args)
 {
     const jit_node *p = &x->c->nodes[g->producer];
     epilogue_run er = {{x->c, g, args}, x->c->device, p, value(x, p->in[0]), value(x, p->in[1]),
-                       x->vals[g->producer], 0, 0, 0, 0, 0};
+                       x->vals[g->producer], 0, 0, 0, 0, 0, 0};
     jit_product_layout(p, &er.nbatch, &er.units, &er.unit_elems);
-    /* the blocks' rows stay aligned to the group's tiles: matrices start on tiles (compile.c) */
-    if (p->op == TIDE_OP_MATMUL && er.nbatch > 1 && batch_folds(p, er.in0, er.in1, er.out)) {
+    if (er.nbatch > 1 && batch_folds(p, er.in0, er.in1, er.out)) {
         er.units *= er.nbatch;
         er.nbatch = 1;
     }
-    er.blocks_per_matrix = (er.units + g->block_units - 1) / g->block_units;
-    td_parallel_for(er.nbatch * er.blocks_per_matrix, 1, epilogue_range, &er);
+    choose_blocks(&er);
+    int64_t nblocks = er.nbatch * er.blocks_per_matrix;
+    if (nblocks == 1) { /* one call: the product (cut by the device as it likes), then the group */
+        if (run_product_block(&er, 0, 0, er.units) < 0)
+            er.failed = 1;
+        else
+            group_all(&er.gr);
+    } else {
+        td_parallel_for(nblocks, 1, epilogue_range, &er);
+        if (!__atomic_load_n(&er.failed, __ATOMIC_RELAXED))
+            straddling_tiles(&er);
+    }
     if (__atomic_load_n(&er.failed, __ATOMIC_RELAXED)) {
         char shape[96];
         return td_error("jit: the %s %s fused with its epilogue failed", tide_op_name(p->op),
@@ -290,8 +332,7 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
         rc = run_epilogue(x, g, args);
     } else if (rc == 0) {
         group_run gr = {c, g, args};
-        int64_t grain = g->rowlen >= JIT_GROUP_GRAIN_ELEMS ? 1 : JIT_GROUP_GRAIN_ELEMS / g->rowlen;
-        td_parallel_for(g->nrows, grain, group_range, &gr);
+        group_all(&gr);
     }
     if (args != argbuf)
         free(args);

@@ -96,11 +96,11 @@ typedef struct jit_group {
     int *members; /* slot indices, in program order */
     int nargs;    /* pointers the generated code receives: inputs (data or gather) then outputs */
     int64_t scratch_bytes;
-    /* a product (node, or -1): a matmul, conv2d or conv2d_grad_input the group's step runs
-     * first, block by block, each block followed at once by the group's rows or tiles over it:
-     * the group is the product's epilogue and reads its result while the block is in cache.
-     * Blocks hold block_units units of one matrix (jit_product_layout: a matmul's rows, a
-     * conv's images) */
+    /* a product (node, or -1): a matmul the group's step runs first, block by block, each block
+     * followed at once by the group's rows or tiles over it: the group is the product's
+     * epilogue and reads its result while the block is in cache. Blocks are the BLAS calls of
+     * the device's eager matmul: block_units rows of one matrix when planned (exec.c asks the
+     * device again at each run) */
     int producer;
     int64_t block_units;
     /* the compiled code: fn(args, row_begin, row_end, scratch) */
@@ -160,9 +160,10 @@ void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **ar
  * two, as eager's cheap ops: cpu_elementwise.c PAR_MIN_CHEAP); a group this small or smaller
  * runs on one thread. */
 #define JIT_GROUP_GRAIN_ELEMS 32768
-/* Whether the CPU device cuts a product's result [m, n] (depth k) into blocks of rows when it
- * splits it over threads (cpu_blas.c): a matmul is fused with its epilogue only then. */
-bool td_blas_split_rows(int64_t m, int64_t n, int64_t k);
+/* Rows of C per BLAS call when the CPU device runs a product of nbatch [m, k] x [k, n]
+ * matrices eagerly (a batch folded into one tall product is one matrix), or 0 when it cuts C
+ * by columns (cpu_matmul.c): a matmul's epilogue blocks are these calls. */
+int64_t td_cpu_matmul_call_rows(int64_t nbatch, int64_t m, int64_t n, int64_t k);
 /* Helpers the generated code calls (also used by the interpreter). */
 /* The slot of group g that holds node, or -1. For the devices' code generators. */
 static inline int jit_slot_of(const jit_group *g, int node)
@@ -173,8 +174,8 @@ static inline int jit_slot_of(const jit_group *g, int node)
     return -1;
 }
 
-/* How a product's result is cut for its epilogue: nbatch matrices (a matmul's batch; 1 for a
- * conv) of `units` units each (a matrix's rows; a conv's images) of unit_elems elements. */
+/* How a matmul's result is cut for its epilogue: nbatch matrices (the batch) of `units` rows
+ * of unit_elems elements. */
 void jit_product_layout(const jit_node *p, int64_t *nbatch, int64_t *units, int64_t *unit_elems);
 
 /* Whether fusion groups are compiled (TIDE_JIT_CODEGEN=0: run member by member instead). */

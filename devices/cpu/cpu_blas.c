@@ -393,7 +393,7 @@ DEFINE_GEMV_LOOP(dgemv_loop, double)
 
 typedef struct gemm_split {
     bool trans_a, trans_b, by_rows;
-    int64_t m, n, k, lda, ldb, ldc;
+    int64_t m, n, k, lda, ldb, ldc, block;
     const void *a, *b;
     void *c;
     double alpha, beta;
@@ -413,19 +413,35 @@ bool td_blas_split_rows(int64_t m, int64_t n, int64_t k)
     return m >= n || k <= 256;
 }
 
-/* Runs the product on the pool when it is large enough to share; false when it should run here
- * on the calling thread as it is. */
+td_blas_cut td_blas_gemm_cut(int64_t m, int64_t n, int64_t k)
+{
+    td_blas_cut c = {td_blas_split_rows(m, n, k), 0, 1};
+    int64_t len = c.by_rows ? m : n;
+    c.block = len;
+    if ((double)m * (double)n * (double)k <= TD_BLAS_GEMM_SINGLE_THREAD_MNK || len < 1)
+        return c;
+    int64_t units = (len + GEMM_SPLIT_BLOCK - 1) / GEMM_SPLIT_BLOCK;
+    int64_t parts = td_num_threads() < units ? td_num_threads() : units;
+    if (parts < 2)
+        return c;
+    c.block = GEMM_SPLIT_BLOCK * ((units + parts - 1) / parts);
+    c.count = (len + c.block - 1) / c.block;
+    return c;
+}
+
+/* Runs the product on the pool as the calls td_blas_gemm_cut names; false when it is one call,
+ * to make here. Inside a chunk of td_parallel_for a product is one call: it is a block of an
+ * outer split (a batch, the jit's epilogue blocks), which made its cut already. */
 static bool gemm_parallel(gemm_split *g)
 {
-    if ((double)g->m * (double)g->n * (double)g->k <= TD_BLAS_GEMM_SINGLE_THREAD_MNK ||
-        td_num_threads() < 2)
+    if (td_in_parallel_for())
         return false;
-    g->by_rows = td_blas_split_rows(g->m, g->n, g->k);
-    int64_t len = g->by_rows ? g->m : g->n;
-    int64_t blocks = (len + GEMM_SPLIT_BLOCK - 1) / GEMM_SPLIT_BLOCK;
-    if (blocks < 2)
+    td_blas_cut c = td_blas_gemm_cut(g->m, g->n, g->k);
+    if (c.count < 2)
         return false;
-    td_parallel_for(blocks, 1, gemm_blocks, g);
+    g->by_rows = c.by_rows;
+    g->block = c.block;
+    td_parallel_for(c.count, 1, gemm_blocks, g);
     return true;
 }
 
@@ -438,8 +454,8 @@ static bool gemm_parallel(gemm_split *g)
     {                                                                                              \
         if (m <= 0 || n <= 0)                                                                      \
             return;                                                                                \
-        gemm_split g = {trans_a, trans_b, false, m,     n,     k,    lda,  ldb,                   \
-                        ldc,     a,       b,       c, alpha, beta, sizeof(T)};                     \
+        gemm_split g = {trans_a, trans_b, false, m, n, k, lda, ldb, ldc, 0, a, b, c, alpha, beta,  \
+                        sizeof(T)};                                                                \
         if (!gemm_parallel(&g))                                                                    \
             name##_here(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);           \
     }                                                                                              \
@@ -461,39 +477,40 @@ static bool gemm_parallel(gemm_split *g)
 DEFINE_GEMM(td_blas_sgemm, float, sgemm_loop, sgemm32_fn, sgemm64_fn, sgemm)
 DEFINE_GEMM(td_blas_dgemm, double, dgemm_loop, dgemm32_fn, dgemm64_fn, dgemm)
 
-/* Blocks [begin, end) of GEMM_SPLIT_BLOCK rows of C (or columns): the rows of op(A) or the
- * columns of op(B) that make them. */
+/* Calls [begin, end) of the cut: one BLAS call each, block rows of C (or columns) and the
+ * rows of op(A) or columns of op(B) that make them. */
 static void gemm_blocks(void *ctx, int64_t begin, int64_t end)
 {
     const gemm_split *g = ctx;
     int64_t len = g->by_rows ? g->m : g->n;
-    int64_t lo = begin * GEMM_SPLIT_BLOCK, hi = end * GEMM_SPLIT_BLOCK < len ? end * GEMM_SPLIT_BLOCK
-                                                                              : len;
-    int64_t m = g->m, n = g->n, a_off = 0, b_off = 0, c_off;
-    if (g->by_rows) {
-        m = hi - lo;
-        a_off = g->trans_a ? lo : lo * g->lda;
-        c_off = lo * g->ldc;
-    } else {
-        n = hi - lo;
-        b_off = g->trans_b ? lo * g->ldb : lo;
-        c_off = lo;
+    for (int64_t call = begin; call < end; call++) {
+        int64_t lo = call * g->block, hi = lo + g->block < len ? lo + g->block : len;
+        int64_t m = g->m, n = g->n, a_off = 0, b_off = 0, c_off;
+        if (g->by_rows) {
+            m = hi - lo;
+            a_off = g->trans_a ? lo : lo * g->lda;
+            c_off = lo * g->ldc;
+        } else {
+            n = hi - lo;
+            b_off = g->trans_b ? lo * g->ldb : lo;
+            c_off = lo;
+        }
+        if (g->es == sizeof(float))
+            td_blas_sgemm_here(g->trans_a, g->trans_b, m, n, g->k, (float)g->alpha,
+                               (const float *)g->a + a_off, g->lda, (const float *)g->b + b_off,
+                               g->ldb, (float)g->beta, (float *)g->c + c_off, g->ldc);
+        else
+            td_blas_dgemm_here(g->trans_a, g->trans_b, m, n, g->k, g->alpha,
+                               (const double *)g->a + a_off, g->lda, (const double *)g->b + b_off,
+                               g->ldb, g->beta, (double *)g->c + c_off, g->ldc);
     }
-    if (g->es == sizeof(float))
-        td_blas_sgemm_here(g->trans_a, g->trans_b, m, n, g->k, (float)g->alpha,
-                           (const float *)g->a + a_off, g->lda, (const float *)g->b + b_off,
-                           g->ldb, (float)g->beta, (float *)g->c + c_off, g->ldc);
-    else
-        td_blas_dgemm_here(g->trans_a, g->trans_b, m, n, g->k, g->alpha,
-                           (const double *)g->a + a_off, g->lda, (const double *)g->b + b_off,
-                           g->ldb, g->beta, (double *)g->c + c_off, g->ldc);
 }
 
 /* CBLAS's gemv takes the stored matrix's rows and columns; ours takes op(A)'s. beta == 0 zeroes
  * y first, because some OpenBLAS versions compute 0 * y and would keep a NaN found there. */
 typedef struct gemv_split {
     bool trans;
-    int64_t m, n, lda, incx, incy;
+    int64_t m, n, lda, incx, incy, block;
     const void *a, *x;
     void *y;
     double alpha, beta;
@@ -502,15 +519,28 @@ typedef struct gemv_split {
 
 static void gemv_blocks(void *ctx, int64_t begin, int64_t end);
 
+td_blas_cut td_blas_gemv_cut(int64_t m, int64_t n)
+{
+    td_blas_cut c = {true, m, 1};
+    int64_t step = 4 * GEMM_SPLIT_BLOCK, units = (m + step - 1) / step;
+    int64_t parts = td_num_threads() < units ? td_num_threads() : units;
+    if ((double)m * (double)n <= TD_BLAS_GEMV_SINGLE_THREAD_MN || parts < 2)
+        return c;
+    c.block = step * ((units + parts - 1) / parts);
+    c.count = (m + c.block - 1) / c.block;
+    return c;
+}
+
 /* A large gemv is cut into blocks of y's elements on tide's pool, like a GEMM (above). */
 static bool gemv_parallel(gemv_split *g)
 {
-    if ((double)g->m * (double)g->n <= TD_BLAS_GEMV_SINGLE_THREAD_MN || td_num_threads() < 2)
+    if (td_in_parallel_for())
         return false;
-    int64_t blocks = (g->m + 4 * GEMM_SPLIT_BLOCK - 1) / (4 * GEMM_SPLIT_BLOCK);
-    if (blocks < 2)
+    td_blas_cut c = td_blas_gemv_cut(g->m, g->n);
+    if (c.count < 2)
         return false;
-    td_parallel_for(blocks, 1, gemv_blocks, g);
+    g->block = c.block;
+    td_parallel_for(c.count, 1, gemv_blocks, g);
     return true;
 }
 
@@ -522,7 +552,7 @@ static bool gemv_parallel(gemv_split *g)
     {                                                                                              \
         if (m <= 0)                                                                                \
             return;                                                                                \
-        gemv_split g = {trans, m, n, lda, incx, incy, a, x, y, alpha, beta, sizeof(T)};            \
+        gemv_split g = {trans, m, n, lda, incx, incy, 0, a, x, y, alpha, beta, sizeof(T)};         \
         if (!gemv_parallel(&g))                                                                    \
             name##_here(trans, m, n, alpha, a, lda, x, incx, beta, y, incy);                       \
     }                                                                                              \
@@ -551,20 +581,21 @@ static bool gemv_parallel(gemv_split *g)
 DEFINE_GEMV(td_blas_sgemv, float, sgemv_loop, sgemv32_fn, sgemv64_fn, sgemv)
 DEFINE_GEMV(td_blas_dgemv, double, dgemv_loop, dgemv32_fn, dgemv64_fn, dgemv)
 
-/* Blocks [begin, end) of 4 * GEMM_SPLIT_BLOCK elements of y: the rows of op(A) that make them
- * (columns of the stored A when trans). */
+/* Calls [begin, end) of the cut: one BLAS call each, block elements of y and the rows of op(A)
+ * that make them (columns of the stored A when trans). */
 static void gemv_blocks(void *ctx, int64_t begin, int64_t end)
 {
     const gemv_split *g = ctx;
-    int64_t step = 4 * GEMM_SPLIT_BLOCK;
-    int64_t lo = begin * step, hi = end * step < g->m ? end * step : g->m;
-    int64_t a_off = g->trans ? lo : lo * g->lda;
-    if (g->es == sizeof(float))
-        td_blas_sgemv_here(g->trans, hi - lo, g->n, (float)g->alpha, (const float *)g->a + a_off,
-                           g->lda, g->x, g->incx, (float)g->beta,
-                           (float *)g->y + lo * g->incy, g->incy);
-    else
-        td_blas_dgemv_here(g->trans, hi - lo, g->n, g->alpha, (const double *)g->a + a_off,
-                           g->lda, g->x, g->incx, g->beta, (double *)g->y + lo * g->incy,
-                           g->incy);
+    for (int64_t call = begin; call < end; call++) {
+        int64_t lo = call * g->block, hi = lo + g->block < g->m ? lo + g->block : g->m;
+        int64_t a_off = g->trans ? lo : lo * g->lda;
+        if (g->es == sizeof(float))
+            td_blas_sgemv_here(g->trans, hi - lo, g->n, (float)g->alpha,
+                               (const float *)g->a + a_off, g->lda, g->x, g->incx, (float)g->beta,
+                               (float *)g->y + lo * g->incy, g->incy);
+        else
+            td_blas_dgemv_here(g->trans, hi - lo, g->n, g->alpha, (const double *)g->a + a_off,
+                               g->lda, g->x, g->incx, g->beta, (double *)g->y + lo * g->incy,
+                               g->incy);
+    }
 }

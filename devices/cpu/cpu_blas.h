@@ -42,6 +42,21 @@ bool td_blas_split_rows(int64_t m, int64_t n, int64_t k);
 /* The same for gemv (m*n), split into blocks of y. */
 #define TD_BLAS_GEMV_SINGLE_THREAD_MN 9216
 
+/* How td_blas_sgemm/dgemm (gemm_cut) and td_blas_sgemv/dgemv (gemv_cut: blocks of y) cut a
+ * product into BLAS calls: count calls of block rows of C (by_rows) or columns, the last one
+ * shorter. OpenBLAS's result for an element depends on the call it was computed in (its kernels
+ * treat a call's edge rows apart), so the cut is a function of the shape and td_num_threads()
+ * alone: not of which thread runs a call, nor of whether the pool was free. Whoever computes
+ * the same product in the same calls (the jit's product epilogues) gets the same bits. Called
+ * inside td_parallel_for, the gemm and gemv functions make one call: they are a block of an
+ * outer cut. */
+typedef struct td_blas_cut {
+    bool by_rows;
+    int64_t block, count;
+} td_blas_cut;
+td_blas_cut td_blas_gemm_cut(int64_t m, int64_t n, int64_t k);
+td_blas_cut td_blas_gemv_cut(int64_t m, int64_t n);
+
 /* What was loaded, for logs, tests and benchmarks: OpenBLAS's own name for the kernels it runs
  * ("SkylakeX"), the core type tide asked for ("" when it left the choice to OpenBLAS), and the
  * library's configuration string. "" before loading or when it failed. */

@@ -49,6 +49,11 @@ int td_cpu_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int
 /* a [..., M, K] and b [..., K, N] have out's dtype and ndim; batch dims broadcast to out's
  * (stride 0 where expanded). float32/float64 through BLAS, integers by a blocked loop. */
 int td_cpu_matmul(tide_tensor *out, const tide_tensor *a, const tide_tensor *b);
+/* Rows of C per BLAS call when td_cpu_matmul runs nbatch [m, k] x [k, n] products (a batch
+ * that folds into one tall product given as one matrix of nbatch * m rows), or 0 when its calls
+ * cut C by columns. A function of the shape and td_num_threads() alone; the jit's matmul
+ * epilogues make the same calls, so they get the same bits. */
+int64_t td_cpu_matmul_call_rows(int64_t nbatch, int64_t m, int64_t n, int64_t k);
 
 /* ---- cpu_conv.c ---- */
 /* p = (stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups); float32/float64. */

@@ -178,21 +178,45 @@ static bool batch_folds_into_rows(const mm_job *j)
  * to OpenBLAS's threads, one after another: the two pools never compete for the cores. Measured
  * on 2 cores, 64 products of 128^3 in 16-row blocks: ~200 GFLOP/s; one threaded call after
  * another: ~140. */
+/* Rows per task when a batch of products is spread over tide's threads, or 0 when the batch
+ * runs one product after another. Thinner blocks than 16 rows waste more in packing B than
+ * threads win. */
+static int64_t batch_task_rows(int64_t nbatch, int64_t m, int64_t n, int64_t k)
+{
+    bool vector = m == 1 || n == 1;
+    int64_t limit = vector ? TD_BLAS_GEMV_SINGLE_THREAD_MN : TD_BLAS_GEMM_SINGLE_THREAD_MNK;
+    int64_t per_row = n * k;
+    int64_t rows = m * per_row <= limit ? m : limit / per_row;
+    if (nbatch < 2 || td_num_threads() < 2 || (rows < m && rows < 16))
+        return 0;
+    return rows;
+}
+
+int64_t td_cpu_matmul_call_rows(int64_t nbatch, int64_t m, int64_t n, int64_t k)
+{
+    int64_t rows = batch_task_rows(nbatch, m, n, k);
+    if (rows > 0)
+        return rows;
+    if (n == 1)
+        return td_blas_gemv_cut(m, k).block;
+    if (m == 1)
+        return 1;
+    td_blas_cut c = td_blas_gemm_cut(m, n, k);
+    return c.count < 2 ? m : c.by_rows ? c.block : 0;
+}
+
 static void run_blas(mm_job *j, int64_t nbatch)
 {
     if (nbatch > 1 && batch_folds_into_rows(j)) {
         blas_product(j, j->a.data, j->b.data, j->out, j->m * nbatch);
         return;
     }
-    bool vector = j->m == 1 || j->n == 1;
-    int64_t limit = vector ? TD_BLAS_GEMV_SINGLE_THREAD_MN : TD_BLAS_GEMM_SINGLE_THREAD_MNK;
-    int64_t per_row = j->n * j->k;
-    j->rows = j->m * per_row <= limit ? j->m : limit / per_row;
-    /* Thinner blocks than 16 rows waste more in packing B than threads win. */
-    if (nbatch < 2 || td_num_threads() < 2 || (j->rows < j->m && j->rows < 16)) {
+    j->rows = batch_task_rows(nbatch, j->m, j->n, j->k);
+    if (j->rows == 0) {
         blas_batches(j, 0, nbatch);
         return;
     }
+    int64_t per_row = j->n * j->k;
     j->blocks = (j->m + j->rows - 1) / j->rows;
     int64_t grain = 65536 / (j->rows * per_row > 0 ? j->rows * per_row : 1);
     td_parallel_for(nbatch * j->blocks, grain > 0 ? grain : 1, blas_tasks, j);

@@ -33,9 +33,10 @@ typedef int32_t vi32 __attribute__((vector_size(VB)));
 typedef int64_t vi64 __attribute__((vector_size(VB)));
 typedef float vf32h __attribute__((vector_size(VB / 2))); /* converts into one vf64 */
 
-/* float32 sums are accumulated in float over blocks this long, then in double across blocks:
- * full speed, and the error stays near that of a double sum. */
-#define SUM_BLOCK 4096
+/* Runs are reduced in blocks this long (float32 sums in float within a block), the blocks then
+ * combined in double: full speed, and the error stays near that of a double sum. 2048 doubles
+ * are the gather buffer of a strided run, on the stack. */
+#define RUN_BLOCK 2048
 /* Rows folded in the native type before the accumulator row takes them (same reason). */
 #define ROWS_BLOCK 128
 /* Argmax scans this many elements for their extreme before looking for its position. */
@@ -82,7 +83,7 @@ static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
     static T name(const T *x, int64_t n)                                                           \
     {                                                                                              \
         enum { W = VB / sizeof(T) };                                                               \
-        if (n < W) { /* short runs skip the vector set-up */                                       \
+        if (n < 2 * W) { /* short runs: one chain, as the multi kernels' (same order) */           \
             T r = (T)(INIT);                                                                       \
             for (int64_t i = 0; i < n; i++)                                                        \
                 r = OP(r, x[i]);                                                                   \
@@ -181,47 +182,34 @@ DEF_VEC_MINMAX(vmin_f64, double, vf64, vi64, ld_f64, <)
 
 /* ---- run kernels: one 1-D run, contiguous or strided -------------------------------------- */
 
-static td_red_acc run_sum_f32(const void *xv, int64_t n, int64_t s)
-{
-    const float *x = xv;
-    if (s != 1) { /* bound by the loads anyway, so the accurate double sum costs nothing */
-        double a0 = 0, a1 = 0;
-        int64_t i = 0;
-        for (; i + 2 <= n; i += 2) {
-            a0 += x[i * s];
-            a1 += x[(i + 1) * s];
-        }
-        if (i < n)
-            a0 += x[i * s];
-        return (td_red_acc){.f = a0 + a1};
-    }
-    double total = 0;
-    for (int64_t b = 0; b < n; b += SUM_BLOCK)
-        total += fold_sum_f32(x + b, min64(SUM_BLOCK, n - b));
-    return (td_red_acc){.f = total};
-}
-
-/* Double-accumulated runs: float64 sum/prod and float32 prod. */
-#define DEF_RUN_DOUBLE(name, T, FOLD, OP, INIT)                                                    \
+/* A run is reduced in blocks of RUN_BLOCK elements, each folded as a contiguous array, the
+ * blocks' results combined in order in double. A strided run is gathered one block at a time
+ * into a buffer first, so the order of the terms, hence the result, depends only on the
+ * values and the ISA: never on the input's layout or on which kernel (run, multi) took it. The
+ * jit's fused row reductions (contiguous tiles) rely on that to equal eager bitwise. */
+#define DEF_RUN_BLOCKED(name, T, FOLD, OP, INIT)                                                   \
     static td_red_acc name(const void *xv, int64_t n, int64_t s)                                   \
     {                                                                                              \
         const T *x = xv;                                                                           \
-        if (s == 1)                                                                                \
-            return (td_red_acc){.f = FOLD(x, n)};                                                  \
-        double a0 = INIT, a1 = INIT;                                                               \
-        int64_t i = 0;                                                                             \
-        for (; i + 2 <= n; i += 2) {                                                               \
-            a0 = OP(a0, (double)x[i * s]);                                                         \
-            a1 = OP(a1, (double)x[(i + 1) * s]);                                                   \
+        T buf[RUN_BLOCK];                                                                          \
+        double total = INIT;                                                                       \
+        for (int64_t b = 0; b < n; b += RUN_BLOCK) {                                               \
+            int64_t len = min64(RUN_BLOCK, n - b);                                                 \
+            const T *p = x + b * s;                                                                \
+            if (s != 1) {                                                                          \
+                for (int64_t i = 0; i < len; i++)                                                  \
+                    buf[i] = p[i * s];                                                             \
+                p = buf;                                                                           \
+            }                                                                                      \
+            total = OP(total, (double)FOLD(p, len));                                               \
         }                                                                                          \
-        if (i < n)                                                                                 \
-            a0 = OP(a0, (double)x[i * s]);                                                         \
-        return (td_red_acc){.f = OP(a0, a1)};                                                      \
+        return (td_red_acc){.f = total};                                                           \
     }
 
-DEF_RUN_DOUBLE(run_sum_f64, double, fold_sum_f64, ADD, 0.0)
-DEF_RUN_DOUBLE(run_prod_f64, double, fold_prod_f64, MUL, 1.0)
-DEF_RUN_DOUBLE(run_prod_f32, float, fold_prod_f32, MUL, 1.0)
+DEF_RUN_BLOCKED(run_sum_f32, float, fold_sum_f32, ADD, 0.0)
+DEF_RUN_BLOCKED(run_sum_f64, double, fold_sum_f64, ADD, 0.0)
+DEF_RUN_BLOCKED(run_prod_f64, double, fold_prod_f64, MUL, 1.0)
+DEF_RUN_BLOCKED(run_prod_f32, float, fold_prod_f32, MUL, 1.0)
 
 #define DEF_RUN_FMINMAX(name, T, VFN, SCALAR, IDENT)                                               \
     static td_red_acc name(const void *xv, int64_t n, int64_t s)                                   \
