@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test three ways: the release build under
-# ctest, an AddressSanitizer+UndefinedBehaviorSanitizer build under ctest, and the release test
-# programs under valgrind's memcheck. Ends with one line: "tests: N passed, N failed".
+# Installs what is missing, builds, and runs every test: the release build under ctest, its
+# numeric suites once more under each CPU tier the machine can run (TIDE_CPU_ISA), an
+# AddressSanitizer+UndefinedBehaviorSanitizer build under ctest, the release test programs under
+# valgrind's memcheck, and a ThreadSanitizer stress test. Prints each stage's minutes and each
+# tier's counts, and ends with one line: "tests: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 jobs=$(nproc)
 passed=0
 failed=0
+start=$(date +%s)
+stage_start=$start
+times=""
+tiers_tally=""
+
+# Ends a stage: its minutes go to the time table printed at the end.
+stage_done() {
+  local now; now=$(date +%s)
+  times+=$(awk -v s="$1" -v t=$((now - stage_start)) 'BEGIN { printf "%-34s %5.1f min", s, t / 60 }')$'\n'
+  stage_start=$now
+}
 
 # Reads ctest's "N% tests passed, F tests failed out of T" line into the totals.
 tally_ctest() {
@@ -33,6 +46,27 @@ else
   echo "release build failed"; failed=$((failed + 1))
 fi
 
+stage_done "release build + ctest"
+
+# The numeric suites under every tier this CPU runs: the C op tests, test_jit, and the Lua ops,
+# jit and random-program tests. Each tier must give the jit eager's bits (jit/README.md).
+tiers="baseline avx2"
+if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
+   grep -qw avx512dq /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
+  tiers="$tiers avx512"
+fi
+numeric='^(test_(elementwise|reduce|matmul|conv|movement|indexing|nn|autograd|creation|random|jit)|lua_(ops|jit|jit_random|autograd|nn)(_tideprog)?)$'
+for tier in $tiers; do
+  echo "== numeric suites, TIDE_CPU_ISA=$tier"
+  if [ -d build ]; then
+    (cd build && TIDE_CPU_ISA=$tier ctest -R "$numeric" --output-on-failure) 2>&1 | tee "build/ctest_$tier.log"
+    p0=$passed; f0=$failed
+    tally_ctest "build/ctest_$tier.log"
+    tiers_tally+="tier $tier: $((passed - p0)) passed, $((failed - f0)) failed"$'\n'
+  fi
+done
+stage_done "tiers ($tiers)"
+
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
 if build build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=ON; then
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 \
@@ -42,6 +76,8 @@ if build build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=ON; then
 else
   echo "sanitizer build failed"; failed=$((failed + 1))
 fi
+
+stage_done "sanitizer build + ctest"
 
 echo "== valgrind memcheck of the release test programs"
 # valgrind's emulation of some AVX2/AVX-512 compare instructions gives wrong NaN results, so
@@ -63,6 +99,8 @@ for t in build/tests/test_*; do
   fi
 done
 
+stage_done "valgrind memcheck"
+
 echo "== ThreadSanitizer build of tests/test_threads.c"
 # Only the thread stress test: 8 threads calling tide at once (docs/threads.md); any report fails.
 if cmake -S . -B build-tsan -DTIDE_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DTIDE_TSAN=ON >/dev/null &&
@@ -77,5 +115,11 @@ else
   echo "ThreadSanitizer build failed"; failed=$((failed + 1))
 fi
 
+stage_done "ThreadSanitizer"
+
+echo "== time table (CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores)"
+printf '%s' "$times"
+awk -v t=$(($(date +%s) - start)) 'BEGIN { printf "%-34s %5.1f min\n", "total", t / 60 }'
+printf '%s' "$tiers_tally"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
