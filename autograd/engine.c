@@ -40,7 +40,7 @@ static void push_node(release_stack *st, ag_node *n)
 {
     if (st->top == st->cap) {
         int ncap = st->cap * 2;
-        ag_node **grown = malloc(sizeof *grown * (size_t)ncap);
+        ag_node **grown = td_malloc(sizeof *grown * (size_t)ncap);
         if (!grown) { /* out of memory: release it the recursive way rather than leak */
             td_grad_fn_release(n);
             return;
@@ -98,7 +98,7 @@ static bool requires_grad(const tide_tensor *t) { return t && (t->flags & TD_REQ
 static int record_node(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
                        const tide_attrs *attrs)
 {
-    ag_node *n = calloc(1, sizeof *n + sizeof(ag_input) * (size_t)nin);
+    ag_node *n = td_calloc(1, sizeof *n + sizeof(ag_input) * (size_t)nin);
     if (!n)
         return td_error("%s: out of memory recording the backward node", tide_op_name(op));
     n->refcount = 1;
@@ -215,7 +215,7 @@ static int list_push(node_list *l, ag_node *n)
 {
     if (l->n == l->cap) {
         int ncap = l->cap ? l->cap * 2 : 64;
-        ag_node **grown = realloc(l->v, sizeof *grown * (size_t)ncap);
+        ag_node **grown = td_realloc(l->v, sizeof *grown * (size_t)ncap);
         if (!grown)
             return td_error("backward: out of memory walking the graph");
         l->v = grown;
@@ -372,7 +372,7 @@ static int run_backward(ag_node *root, tide_tensor *root_grad, bool retain_graph
         tide_tensor *g = n->grad;
         n->grad = NULL;
         if (n->nin > gi_cap) {
-            tide_tensor **grown = malloc(sizeof *grown * (size_t)n->nin);
+            tide_tensor **grown = td_malloc(sizeof *grown * (size_t)n->nin);
             if (!grown) {
                 tide_release(g);
                 rc = td_error("backward: out of memory");

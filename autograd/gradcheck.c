@@ -26,7 +26,7 @@ static tide_tensor *weighted_sum(tide_tensor *out)
         return NULL;
     }
     int64_t numel = td_numel(out->ndim, out->shape);
-    double *w = malloc(sizeof(double) * (size_t)(numel ? numel : 1));
+    double *w = td_malloc(sizeof(double) * (size_t)(numel ? numel : 1));
     if (!w) {
         td_error("gradcheck: out of memory");
         return NULL;
@@ -121,7 +121,7 @@ int td_gradcheck(td_gradcheck_fn f, void *ctx, tide_tensor *const *inputs, int n
         if (!tide_requires_grad(x))
             continue;
         int64_t numel = td_numel(x->ndim, x->shape);
-        double *analytic = calloc((size_t)(numel ? numel : 1), sizeof(double));
+        double *analytic = td_calloc((size_t)(numel ? numel : 1), sizeof(double));
         if (!analytic) {
             rc = td_error("gradcheck: out of memory");
             break;

@@ -158,7 +158,7 @@ static size_t class_bytes(int c)
 void *td_cache_alloc(size_t nbytes)
 {
     size_t cap = td_memory_cap();
-    if (nbytes > cap)
+    if (td_alloc_fails() || nbytes > cap)
         return NULL;
     size_t rounded;
     int c = size_class(nbytes, &rounded);

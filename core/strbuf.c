@@ -1,5 +1,6 @@
 /* strbuf.c — see strbuf.h. */
 #include "strbuf.h"
+#include "tensor.h" /* td_realloc: every allocation of tide can be failed by a test */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@ void td_emit(td_sbuf *b, const char *fmt, ...)
             return;
         }
         size_t nc = (b->cap ? b->cap * 2 : 4096) + (size_t)len;
-        char *ns = realloc(b->s, nc);
+        char *ns = td_realloc(b->s, nc);
         if (!ns) {
             b->failed = true;
             return;

@@ -6,7 +6,7 @@
 
 tide_storage *td_storage_new(tide_device *dev, size_t nbytes)
 {
-    tide_storage *s = malloc(sizeof *s);
+    tide_storage *s = td_malloc(sizeof *s);
     if (!s)
         return NULL;
     s->buffer = dev->alloc(dev, nbytes);
@@ -37,7 +37,7 @@ void td_storage_release(tide_storage *s)
 
 static tide_tensor *tensor_alloc(void)
 {
-    tide_tensor *t = malloc(sizeof *t);
+    tide_tensor *t = td_malloc(sizeof *t);
     if (!t)
         return NULL;
     t->refcount = 1;
@@ -173,7 +173,7 @@ tide_tensor *tide_wrap(void *data, size_t nbytes, int ndim, const int64_t *shape
                  tide_dtype_name(dtype), td_shape_str(s, sizeof s, ndim, shape), nbytes);
         return NULL;
     }
-    tide_storage *s = malloc(sizeof *s);
+    tide_storage *s = td_malloc(sizeof *s);
     tide_tensor *t = tensor_alloc();
     if (!s || !t) {
         free(s);

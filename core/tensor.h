@@ -113,6 +113,28 @@ void td_cache_empty(void);
 size_t td_memory_cap(void);
 void td_cache_stats(size_t *in_use, size_t *cached);
 
+/* ---- allocation wrappers and failure injection (fault.c) ---------------------------------- */
+
+/* Every allocation tide makes goes through these (host tensor memory through td_cache_alloc),
+ * so that a test can make any one of them fail. The contracts of malloc, calloc, realloc and
+ * strdup; the memory is given back with free. */
+void *td_malloc(size_t n);
+void *td_calloc(size_t n, size_t size);
+void *td_realloc(void *p, size_t n);
+char *td_strdup(const char *s);
+/* Counts one allocation and says whether the hook fails it. Called by the wrappers, and by
+ * tide just before a library call that allocates for it (libtcc, zlib, a Vulkan driver): when
+ * true the caller acts as if that call had failed. */
+bool td_alloc_fails(void);
+/* Test-only (tests/test_alloc_faults.c): the nth allocation counted from now fails (n >= 1),
+ * and with persistent every one after it too; n = 0 turns the hook off. TIDE_FAULT_ALLOC=N
+ * (or N+, persistent) sets it when the process starts. */
+void td_fault_alloc_set(long n, bool persistent);
+/* Test-only: allocations counted since td_fault_alloc_set (none while it is off), and how
+ * many of them failed. */
+long td_fault_alloc_count(void);
+long td_fault_alloc_failed(void);
+
 /* ---- release hooks (runtime.c) ------------------------------------------------------------ */
 
 /* Called by tide_empty_cache (shutting_down false: release what no live object uses, e.g.

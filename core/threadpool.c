@@ -156,7 +156,7 @@ static void ensure_workers(void)
     if (pool.nworkers)
         stop_workers();
     pool.start_generation = __atomic_load_n(&pool.signal, __ATOMIC_RELAXED) >> 32;
-    pool.threads = calloc((size_t)want, sizeof(pthread_t));
+    pool.threads = td_calloc((size_t)want, sizeof(pthread_t));
     if (!pool.threads)
         return;
     for (int i = 0; i < want; i++) {

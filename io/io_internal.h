@@ -13,6 +13,9 @@
 #include <stdio.h>
 
 #include "tide.h"
+/* core's internal header, for two things: td_error (tide_last_error) and the allocation
+ * wrappers (td_malloc & co.), through which every allocation here goes so a test can fail it */
+#include "tensor.h"
 
 /* The formats store little-endian data and io/ copies it straight into tensors. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

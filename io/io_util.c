@@ -3,13 +3,14 @@
  * the function and the file, exact reads, checked writes, and small byte and string helpers.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "io_internal.h"
-#include "tensor.h" /* td_error only: io/ reports through core's per-thread error */
 
 int td_io_error(const td_io_ctx *c, const char *fmt, ...)
 {
@@ -32,32 +33,83 @@ int td_io_check_path(const char *op, const char *path)
     return 0;
 }
 
-FILE *td_io_open_read(const td_io_ctx *c, uint64_t *size)
+/* What a path that is not a regular file is, for the message. */
+static const char *file_kind(mode_t mode)
 {
-    FILE *f = fopen(c->path, "rb");
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a named pipe (FIFO)";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    return "neither a file nor a directory";
+}
+
+/* A stdio stream on fd (closed on failure); fdopen allocates, so the fault hook may fail it. */
+static FILE *stream_of(const td_io_ctx *c, int fd, const char *mode)
+{
+    FILE *f = NULL;
+    if (td_alloc_fails())
+        errno = ENOMEM;
+    else
+        f = fdopen(fd, mode);
     if (!f) {
         td_io_error(c, "cannot open: %s", strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+FILE *td_io_open_read(const td_io_ctx *c, uint64_t *size)
+{
+    /* O_NONBLOCK: a FIFO's open would otherwise wait for a writer, forever, before the check
+     * below could refuse it; this way it returns at once (a socket's open fails: ENXIO). */
+    int fd = open(c->path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        int err = errno;
+        if (stat(c->path, &st) == 0 && !S_ISREG(st.st_mode))
+            td_io_error(c, "not a regular file: it is %s", file_kind(st.st_mode));
+        else
+            td_io_error(c, "cannot open: %s", strerror(err));
         return NULL;
     }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
+    if (fstat(fd, &st) != 0) {
         td_io_error(c, "cannot stat: %s", strerror(errno));
-        fclose(f);
+        close(fd);
         return NULL;
     }
     /* The size bounds every allocation a reader makes, so it has to be a real one. */
     if (!S_ISREG(st.st_mode)) {
-        td_io_error(c, "not a regular file");
-        fclose(f);
+        td_io_error(c, "not a regular file: it is %s", file_kind(st.st_mode));
+        close(fd);
         return NULL;
     }
-    *size = (uint64_t)st.st_size;
+    /* Reads then block as ordinary file reads do (O_NONBLOCK means nothing for a regular file
+     * today, but the stream should not depend on that). */
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+        td_io_error(c, "cannot open: %s", strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    FILE *f = stream_of(c, fd, "rb");
+    if (f)
+        *size = (uint64_t)st.st_size;
     return f;
 }
 
 FILE *td_io_open_write(const td_io_ctx *c)
 {
-    FILE *f = fopen(c->path, "wb");
+    FILE *f = NULL;
+    if (td_alloc_fails()) /* fopen allocates its stream */
+        errno = ENOMEM;
+    else
+        f = fopen(c->path, "wb");
     if (!f)
         td_io_error(c, "cannot open for writing: %s", strerror(errno));
     return f;
@@ -106,7 +158,7 @@ int td_io_write_tensor(const td_io_ctx *c, FILE *f, const tide_tensor *t)
     if (tide_data_ptr(tc)) {
         rc = td_io_write(c, f, tide_data_ptr(tc), nbytes);
     } else {
-        void *tmp = malloc(nbytes);
+        void *tmp = td_malloc(nbytes);
         if (!tmp)
             rc = td_io_error(c, "out of memory copying %zu bytes of a tensor", nbytes);
         else if (tide_to_buffer(tc, tmp, nbytes) < 0)
@@ -235,7 +287,7 @@ static bool buf_reserve(td_io_buf *b, size_t extra)
         }
         cap *= 2;
     }
-    char *p = realloc(b->data, cap);
+    char *p = td_realloc(b->data, cap);
     if (!p) {
         b->failed = true;
         return false;

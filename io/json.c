@@ -140,7 +140,7 @@ int td_json_string(td_json *j, char **out, size_t *len)
         j->pos = j->n;
         return td_json_fail(j, "unterminated string");
     }
-    char *o = malloc(end - start + 1);
+    char *o = td_malloc(end - start + 1);
     if (!o)
         return td_json_fail(j, "out of memory");
     size_t k = 0;

@@ -262,7 +262,7 @@ tide_tensor *tide_load_npy(const char *path)
                     (unsigned long long)hlen, NPY_MAX_HEADER);
         goto done;
     }
-    text = malloc((size_t)hlen + 1);
+    text = td_malloc((size_t)hlen + 1);
     if (!text) {
         td_io_error(&ctx, "out of memory");
         goto done;

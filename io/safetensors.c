@@ -197,10 +197,10 @@ static int parse_metadata(st_header *h)
     while ((r = td_json_next(&h->j, '}', &count)) == 1) {
         if (h->nmeta == h->meta_cap) {
             int cap = h->meta_cap ? 2 * h->meta_cap : 8;
-            char **k = realloc(h->meta_keys, (size_t)cap * sizeof *k);
+            char **k = td_realloc(h->meta_keys, (size_t)cap * sizeof *k);
             if (k)
                 h->meta_keys = k;
-            char **v = k ? realloc(h->meta_values, (size_t)cap * sizeof *v) : NULL;
+            char **v = k ? td_realloc(h->meta_values, (size_t)cap * sizeof *v) : NULL;
             if (!v)
                 return td_io_error(h->ctx, "out of memory reading the metadata");
             h->meta_values = v;
@@ -257,7 +257,7 @@ static int parse_header(st_header *h)
         }
         if (h->count == h->cap) {
             int cap = h->cap ? 2 * h->cap : 16;
-            st_entry *e = realloc(h->entries, (size_t)cap * sizeof *e);
+            st_entry *e = td_realloc(h->entries, (size_t)cap * sizeof *e);
             if (!e) {
                 free(key);
                 return td_io_error(h->ctx, "out of memory reading the header");
@@ -307,7 +307,7 @@ static const char *find_duplicate(char *const *names, int n, bool *oom)
     *oom = false;
     if (n < 2)
         return NULL;
-    char **sorted = malloc((size_t)n * sizeof *sorted);
+    char **sorted = td_malloc((size_t)n * sizeof *sorted);
     if (!sorted) {
         *oom = true;
         return NULL;
@@ -324,7 +324,7 @@ static const char *find_duplicate(char *const *names, int n, bool *oom)
 
 static int check_duplicates(st_header *h)
 {
-    char **names = malloc((size_t)(h->count ? h->count : 1) * sizeof *names);
+    char **names = td_malloc((size_t)(h->count ? h->count : 1) * sizeof *names);
     if (!names)
         return td_io_error(h->ctx, "out of memory checking the header");
     for (int i = 0; i < h->count; i++)
@@ -424,14 +424,14 @@ static int check_tiling(st_header *h, st_entry **sorted, uint64_t data_len)
 
 static tide_tensor_dict *dict_new(int count, int nmeta)
 {
-    tide_tensor_dict *d = calloc(1, sizeof *d);
+    tide_tensor_dict *d = td_calloc(1, sizeof *d);
     if (!d)
         return NULL;
     size_t nc = (size_t)(count ? count : 1), nm = (size_t)(nmeta ? nmeta : 1);
-    d->names = calloc(nc, sizeof *d->names);
-    d->tensors = calloc(nc, sizeof *d->tensors);
-    d->meta_keys = calloc(nm, sizeof *d->meta_keys);
-    d->meta_values = calloc(nm, sizeof *d->meta_values);
+    d->names = td_calloc(nc, sizeof *d->names);
+    d->tensors = td_calloc(nc, sizeof *d->tensors);
+    d->meta_keys = td_calloc(nm, sizeof *d->meta_keys);
+    d->meta_values = td_calloc(nm, sizeof *d->meta_values);
     if (!d->names || !d->tensors || !d->meta_keys || !d->meta_values) {
         tide_tensor_dict_free(d);
         return NULL;
@@ -513,7 +513,7 @@ tide_tensor_dict *tide_load_safetensors(const char *path)
                     (unsigned long long)n, ST_MAX_HEADER);
         goto done;
     }
-    text = malloc((size_t)n + 1);
+    text = td_malloc((size_t)n + 1);
     if (!text) {
         td_io_error(&ctx, "out of memory for a header of %llu bytes", (unsigned long long)n);
         goto done;
@@ -533,7 +533,7 @@ tide_tensor_dict *tide_load_safetensors(const char *path)
     for (int i = 0; i < h.count; i++)
         if (check_entry(&h, &h.entries[i], data_len) < 0)
             goto done;
-    sorted = malloc((size_t)(h.count ? h.count : 1) * sizeof *sorted);
+    sorted = td_malloc((size_t)(h.count ? h.count : 1) * sizeof *sorted);
     if (!sorted) {
         td_io_error(&ctx, "out of memory");
         goto done;
@@ -599,7 +599,7 @@ static int check_save_args(const td_io_ctx *c, const char *const *names,
     for (int i = 0; i < 2 * nmetadata; i++)
         if (check_string(c, metadata[i], i % 2 ? "metadata value" : "metadata key", i / 2) < 0)
             return -1;
-    char **tmp = malloc((size_t)(n > nmetadata ? n : nmetadata) * sizeof *tmp + 1);
+    char **tmp = td_malloc((size_t)(n > nmetadata ? n : nmetadata) * sizeof *tmp + 1);
     if (!tmp)
         return td_io_error(c, "out of memory");
     bool oom;
@@ -668,7 +668,7 @@ int tide_save_safetensors(const char *path, const char *const *names, tide_tenso
         return td_io_error(&ctx, "%d metadata entries requested", nmetadata);
     if (nmetadata > 0 && !metadata)
         return td_io_error(&ctx, "metadata is NULL for %d entries", nmetadata);
-    st_item *items = malloc((size_t)(n ? n : 1) * sizeof *items);
+    st_item *items = td_malloc((size_t)(n ? n : 1) * sizeof *items);
     if (!items)
         return td_io_error(&ctx, "out of memory");
     td_io_buf header = {0};

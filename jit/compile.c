@@ -185,7 +185,7 @@ static int forward_clones(jit_compiled *c, char *is_output, char *written)
 {
     int n = c->nnodes, forwarded = 0;
     jit_node *nodes = c->nodes;
-    int *uses = calloc((size_t)(n ? n : 1), sizeof(int));
+    int *uses = td_calloc((size_t)(n ? n : 1), sizeof(int));
     if (!uses)
         return td_error("jit: out of memory");
     for (int i = 0; i < n; i++) {
@@ -248,7 +248,7 @@ static int run_passes(jit_compiled *c, char *live, char *is_output, char *writte
     int cse_cap = 1;
     while (cse_cap < 2 * n)
         cse_cap *= 2;
-    cse_entry *cse = calloc((size_t)cse_cap, sizeof *cse);
+    cse_entry *cse = td_calloc((size_t)cse_cap, sizeof *cse);
     if (!cse)
         return td_error("jit: out of memory");
     for (int i = 0; i < cse_cap; i++)
@@ -417,7 +417,7 @@ typedef struct grouper {
 
 static int push_step(jit_compiled *c, int kind, int node, int group)
 {
-    jit_step *s = realloc(c->steps, sizeof *s * (size_t)(c->nsteps + 1));
+    jit_step *s = td_realloc(c->steps, sizeof *s * (size_t)(c->nsteps + 1));
     if (!s)
         return td_error("jit: out of memory");
     c->steps = s;
@@ -543,7 +543,7 @@ static int add_slot(jit_group *g, int node, int vkind, int member)
     for (int s = 0; s < g->nslots; s++)
         if (g->slots[s].node == node)
             return s;
-    jit_slot *ns = realloc(g->slots, sizeof *ns * (size_t)(g->nslots + 1));
+    jit_slot *ns = td_realloc(g->slots, sizeof *ns * (size_t)(g->nslots + 1));
     if (!ns)
         return td_error("jit: out of memory");
     g->slots = ns;
@@ -621,11 +621,14 @@ static int close_group(grouper *gp)
         }
         goto reset;
     }
-    jit_group *ng = realloc(c->groups, sizeof *ng * (size_t)(c->ngroups + 1));
+    jit_group *ng = td_realloc(c->groups, sizeof *ng * (size_t)(c->ngroups + 1));
     if (!ng)
         return td_error("jit: out of memory");
     c->groups = ng;
-    jit_group *g = &ng[c->ngroups];
+    /* counted at once, so that jit_compiled_free frees its slots and members if a later step
+     * fails (the plan is then freed whole; a group is never half-run) */
+    int gi = c->ngroups++;
+    jit_group *g = &ng[gi];
     memset(g, 0, sizeof *g);
     g->producer = -1;
     g->ndim = gp->ndim;
@@ -647,7 +650,7 @@ static int close_group(grouper *gp)
             g->rowlen *= 2;
         g->nrows = (g->numel + g->rowlen - 1) / g->rowlen;
     }
-    g->members = malloc(sizeof(int) * (size_t)gp->nmem);
+    g->members = td_malloc(sizeof(int) * (size_t)gp->nmem);
     if (!g->members)
         return td_error("jit: out of memory");
     /* slots: members first (in order), then their outside operands */
@@ -792,7 +795,6 @@ static int close_group(grouper *gp)
     }
 #undef TAKE
     g->scratch_bytes = off;
-    int gi = c->ngroups++;
     if (cpu_groups(c) ? td_cpu_codegen_group(c, g, gi) < 0
                       : c->device->jit_compile(c->device, c, g, gi) < 0)
         return -1;
@@ -896,9 +898,9 @@ static int schedule(jit_compiled *c, const char *live, const char *is_output, co
     gp.is_output = is_output;
     gp.written = written;
     gp.open = 0;
-    gp.group_of = malloc(sizeof(int) * (size_t)n);
-    gp.nusers = calloc((size_t)n, sizeof(int));
-    gp.users = calloc((size_t)n, sizeof(int *));
+    gp.group_of = td_malloc(sizeof(int) * (size_t)n);
+    gp.nusers = td_calloc((size_t)n, sizeof(int));
+    gp.users = td_calloc((size_t)n, sizeof(int *));
     int rc = -1;
     if (!gp.group_of || !gp.nusers || !gp.users) {
         td_error("jit: out of memory");
@@ -913,7 +915,7 @@ static int schedule(jit_compiled *c, const char *live, const char *is_output, co
         int nr = nd->nin + (nd->kind == JN_VIEW);
         for (int k = 0; k < nr; k++) {
             int in = k < nd->nin ? nd->in[k] : nd->root;
-            int *nu = realloc(gp.users[in], sizeof(int) * (size_t)(gp.nusers[in] + 1));
+            int *nu = td_realloc(gp.users[in], sizeof(int) * (size_t)(gp.nusers[in] + 1));
             if (!nu) {
                 td_error("jit: out of memory");
                 goto done;
@@ -1127,10 +1129,10 @@ static void note_read(jit_compiled *c, int *last, int node, int step)
 static int plan_memory(jit_compiled *c, const char *is_output)
 {
     int n = c->nnodes;
-    int *first = malloc(sizeof(int) * (size_t)n);
-    int *last = malloc(sizeof(int) * (size_t)n);
-    buf_req *req = malloc(sizeof *req * (size_t)(n ? n : 1));
-    c->arena_off = malloc(sizeof(int64_t) * (size_t)n);
+    int *first = td_malloc(sizeof(int) * (size_t)n);
+    int *last = td_malloc(sizeof(int) * (size_t)n);
+    buf_req *req = td_malloc(sizeof *req * (size_t)(n ? n : 1));
+    c->arena_off = td_malloc(sizeof(int64_t) * (size_t)n);
     if (!first || !last || !req || !c->arena_off) {
         free(first);
         free(last);
@@ -1273,18 +1275,18 @@ static void dump_plan(const jit_compiled *c)
 jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int *outputs,
                           int noutputs, uint64_t hash)
 {
-    jit_compiled *c = calloc(1, sizeof *c);
-    char *live = malloc((size_t)n + 1), *is_output = calloc((size_t)n + 1, 1),
-         *written = calloc((size_t)n + 1, 1);
+    jit_compiled *c = td_calloc(1, sizeof *c);
+    char *live = td_malloc((size_t)n + 1), *is_output = td_calloc((size_t)n + 1, 1),
+         *written = td_calloc((size_t)n + 1, 1);
     if (!c || !live || !is_output || !written)
         goto oom;
     c->nnodes = n;
     c->hash = hash;
     c->nexterns = nexterns;
-    c->nodes = malloc(sizeof *c->nodes * (size_t)(n ? n : 1));
-    c->alias = malloc(sizeof(int) * (size_t)(n ? n : 1));
-    c->consts = calloc((size_t)(n ? n : 1), sizeof *c->consts);
-    c->outputs = malloc(sizeof(int) * (size_t)(noutputs ? noutputs : 1));
+    c->nodes = td_malloc(sizeof *c->nodes * (size_t)(n ? n : 1));
+    c->alias = td_malloc(sizeof(int) * (size_t)(n ? n : 1));
+    c->consts = td_calloc((size_t)(n ? n : 1), sizeof *c->consts);
+    c->outputs = td_malloc(sizeof(int) * (size_t)(noutputs ? noutputs : 1));
     if (!c->nodes || !c->alias || !c->consts || !c->outputs)
         goto oom;
     memcpy(c->nodes, nodes, sizeof *c->nodes * (size_t)n);

@@ -47,6 +47,7 @@ typedef struct group_run {
     const jit_compiled *c;
     const jit_group *g;
     void **args;
+    int failed; /* atomic: a range found no memory (its scratch), so its rows were not computed */
 } group_run;
 
 static void group_range(void *ctx, int64_t r0, int64_t r1)
@@ -54,14 +55,26 @@ static void group_range(void *ctx, int64_t r0, int64_t r1)
     group_run *gr = ctx;
     const jit_group *g = gr->g;
     char *scratch = g->scratch_bytes ? td_cache_alloc((size_t)g->scratch_bytes) : NULL;
-    if (g->scratch_bytes && !scratch)
-        return; /* reported by the caller's check below */
+    if (g->scratch_bytes && !scratch) {
+        __atomic_store_n(&gr->failed, 1, __ATOMIC_RELAXED); /* the caller reports it */
+        return;
+    }
     if (g->fn)
         g->fn(gr->args, r0, r1, scratch);
-    else
-        td_cpu_group_interpret(gr->c, g, gr->args, r0, r1, scratch);
+    else if (td_cpu_group_interpret(gr->c, g, gr->args, r0, r1, scratch) < 0)
+        __atomic_store_n(&gr->failed, 1, __ATOMIC_RELAXED);
     if (scratch)
         td_cache_free(scratch, (size_t)g->scratch_bytes);
+}
+
+/* Some range of g found no memory (for its scratch): rows were left uncomputed, so the run
+ * fails (never a success with stale values). */
+static int scratch_error(const jit_group *g)
+{
+    char shape[96];
+    return td_error("jit: out of memory running a fusion group over %s (scratch of %lld bytes "
+                    "per thread)", td_shape_str(shape, sizeof shape, g->ndim, g->domain),
+                    (long long)g->scratch_bytes);
 }
 
 /* All of a group's rows or tiles, split over the threads. */
@@ -200,7 +213,7 @@ static void choose_blocks(epilogue_run *er)
 static int run_epilogue(const exec_ctx *x, const jit_group *g, void **args)
 {
     const jit_node *p = &x->c->nodes[g->producer];
-    epilogue_run er = {{x->c, g, args}, x->c->device, p, value(x, p->in[0]), value(x, p->in[1]),
+    epilogue_run er = {{x->c, g, args, 0}, x->c->device, p, value(x, p->in[0]), value(x, p->in[1]),
                        x->vals[g->producer], 0, 0, 0, 0, 0, 0};
     jit_product_layout(p, &er.nbatch, &er.units, &er.unit_elems);
     if (er.nbatch > 1 && batch_folds(p, er.in0, er.in1, er.out)) {
@@ -216,9 +229,12 @@ static int run_epilogue(const exec_ctx *x, const jit_group *g, void **args)
             group_all(&er.gr);
     } else {
         td_parallel_for(nblocks, 1, epilogue_range, &er);
-        if (!__atomic_load_n(&er.failed, __ATOMIC_RELAXED))
+        if (!__atomic_load_n(&er.failed, __ATOMIC_RELAXED) &&
+            !__atomic_load_n(&er.gr.failed, __ATOMIC_RELAXED))
             straddling_tiles(&er);
     }
+    if (__atomic_load_n(&er.gr.failed, __ATOMIC_RELAXED))
+        return scratch_error(g);
     if (__atomic_load_n(&er.failed, __ATOMIC_RELAXED)) {
         char shape[96];
         return td_error("jit: the %s %s fused with its epilogue failed", tide_op_name(p->op),
@@ -231,7 +247,7 @@ static int run_epilogue(const exec_ctx *x, const jit_group *g, void **args)
 static int run_group_device(exec_ctx *x, tide_tensor *arena, const jit_group *g)
 {
     tide_tensor *tbuf[32];
-    tide_tensor **t = g->nslots <= 32 ? tbuf : calloc((size_t)g->nslots, sizeof *t);
+    tide_tensor **t = g->nslots <= 32 ? tbuf : td_calloc((size_t)g->nslots, sizeof *t);
     if (!t)
         return td_error("jit: out of memory");
     int rc = 0;
@@ -266,11 +282,11 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
     void *argbuf[65];
     jit_gather gbuf[32];
     /* args[nargs]: the domain's element count, a runtime value of the generated code */
-    void **args = g->nargs < 64 ? argbuf : malloc(sizeof(void *) * (size_t)(g->nargs + 1));
+    void **args = g->nargs < 64 ? argbuf : td_malloc(sizeof(void *) * (size_t)(g->nargs + 1));
     int ngathers = 0;
     for (int s = 0; s < g->nslots; s++)
         ngathers += !g->slots[s].member && !g->slots[s].direct && g->slots[s].vkind != JV_SCALAR;
-    jit_gather *gathers = ngathers <= 32 ? gbuf : malloc(sizeof *gathers * (size_t)ngathers);
+    jit_gather *gathers = ngathers <= 32 ? gbuf : td_malloc(sizeof *gathers * (size_t)ngathers);
     if (!args || !gathers) {
         if (args != argbuf)
             free(args);
@@ -331,8 +347,10 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
     if (rc == 0 && g->producer >= 0) {
         rc = run_epilogue(x, g, args);
     } else if (rc == 0) {
-        group_run gr = {c, g, args};
+        group_run gr = {c, g, args, 0};
         group_all(&gr);
+        if (__atomic_load_n(&gr.failed, __ATOMIC_RELAXED))
+            rc = scratch_error(g);
     }
     if (args != argbuf)
         free(args);
@@ -344,7 +362,7 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
 int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *rt_nodes,
                 tide_tensor **out_values)
 {
-    exec_ctx x = {c, ext, calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof(tide_tensor *))};
+    exec_ctx x = {c, ext, td_calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof(tide_tensor *))};
     if (!x.vals)
         return td_error("jit: out of memory");
     tide_device *dev = c->device;

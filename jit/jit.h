@@ -153,9 +153,10 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
  * group runs through the interpreter, when codegen is off). 0 or -1. */
 int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index);
 void td_cpu_codegen_free(jit_group *g);
-/* The interpreter of a group's program, the same computation as the generated code. */
-void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **args, int64_t r0,
-                            int64_t r1, char *scratch);
+/* The interpreter of a group's program, the same computation as the generated code. 0, or -1
+ * (nothing computed) when out of memory; the caller sets the error. */
+int td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **args, int64_t r0,
+                           int64_t r1, char *scratch);
 /* A group's rows are split over threads in chunks of at least this many elements (64K split in
  * two, as eager's cheap ops: cpu_elementwise.c PAR_MIN_CHEAP); a group this small or smaller
  * runs on one thread. */

@@ -137,8 +137,8 @@ static int map_put(jit_trace *tr, const tide_tensor *t, int v)
         int ncap = tr->b.map_cap ? 2 * tr->b.map_cap : 64;
         const tide_tensor **ok = tr->b.map_key;
         int *ov = tr->b.map_val, ocap = tr->b.map_cap;
-        tr->b.map_key = calloc((size_t)ncap, sizeof *tr->b.map_key);
-        tr->b.map_val = calloc((size_t)ncap, sizeof *tr->b.map_val);
+        tr->b.map_key = td_calloc((size_t)ncap, sizeof *tr->b.map_key);
+        tr->b.map_val = td_calloc((size_t)ncap, sizeof *tr->b.map_val);
         if (!tr->b.map_key || !tr->b.map_val) {
             free(tr->b.map_key);
             free(tr->b.map_val);
@@ -168,7 +168,7 @@ static jit_node *new_node(jit_trace *tr)
 {
     if (tr->n == tr->b.cap) {
         int ncap = tr->b.cap ? 2 * tr->b.cap : 64;
-        jit_node *nn = realloc(tr->b.nodes, sizeof *nn * (size_t)ncap);
+        jit_node *nn = td_realloc(tr->b.nodes, sizeof *nn * (size_t)ncap);
         if (!nn) {
             td_error("jit: out of memory for the trace");
             return NULL;
@@ -213,8 +213,8 @@ static int node_of(jit_trace *tr, const tide_tensor *t)
         return e;
     if (tr->next == tr->b.extcap) {
         int ncap = tr->b.extcap ? 2 * tr->b.extcap : 32;
-        tide_tensor **ne = realloc(tr->b.ext, sizeof *ne * (size_t)ncap);
-        int *nn = ne ? realloc(tr->b.ext_node, sizeof *nn * (size_t)ncap) : NULL;
+        tide_tensor **ne = td_realloc(tr->b.ext, sizeof *ne * (size_t)ncap);
+        int *nn = ne ? td_realloc(tr->b.ext_node, sizeof *nn * (size_t)ncap) : NULL;
         if (ne)
             tr->b.ext = ne;
         if (!nn)
@@ -388,7 +388,7 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
         if (dst->storage) {
             if (tr->nwstor == tr->b.wstorcap) {
                 int nc = tr->b.wstorcap ? 2 * tr->b.wstorcap : 16;
-                const tide_storage **ns = realloc(tr->b.wstor, sizeof *ns * (size_t)nc);
+                const tide_storage **ns = td_realloc(tr->b.wstor, sizeof *ns * (size_t)nc);
                 if (!ns) {
                     td_error("jit: out of memory");
                     return NULL;
@@ -476,7 +476,7 @@ static bool key_reserve(key_buf *k)
     if (k->n + KEY_NODE_MAX <= k->cap)
         return true;
     size_t nc = k->cap ? 2 * k->cap : 4096;
-    int64_t *nv = realloc(k->v, sizeof *nv * nc);
+    int64_t *nv = td_realloc(k->v, sizeof *nv * nc);
     if (!nv)
         return false;
     k->v = nv;
@@ -638,7 +638,7 @@ static jit_compiled *lookup_or_compile(jit_trace *tr, const jit_node *nodes, int
     c->compile_ms = jit_now_ms() - t0;
     c->refs = 1; /* the caller's */
     c->hash = h;
-    c->key = malloc(sizeof *k.v * k.n);
+    c->key = td_malloc(sizeof *k.v * k.n);
     if (!c->key) {
         jit_compiled_free(c);
         td_error("jit: out of memory for a cache key");
@@ -693,7 +693,8 @@ void tide_graph_free(tide_graph *g)
     if (!g)
         return;
     plan_release(g->plan);
-    for (int i = g->ninputs; i < g->nexterns; i++)
+    /* also a graph flush() gave up on half made: captured may be missing */
+    for (int i = g->ninputs; g->captured && i < g->nexterns; i++)
         tide_release(g->captured[i]);
     free(g->captured);
     free(g->nodes);
@@ -709,7 +710,7 @@ int tide_graph_num_outputs(const tide_graph *g) { return g ? g->noutputs : 0; }
 /* Runs plan and gives every live stub its storage. */
 static int run_segment(jit_trace *tr, jit_compiled *c, const int *outs, int nouts)
 {
-    tide_tensor **vals = calloc((size_t)(nouts ? nouts : 1), sizeof *vals);
+    tide_tensor **vals = td_calloc((size_t)(nouts ? nouts : 1), sizeof *vals);
     if (!vals)
         return td_error("jit: out of memory");
     int rc = jit_execute(c, tr->b.ext, tr->b.nodes, vals);
@@ -764,7 +765,7 @@ static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_gr
         return 0;
     tr->flushing = 1;
     int rc = -1;
-    int *outs = malloc(sizeof(int) * (size_t)(tr->n + nforced + 1));
+    int *outs = td_malloc(sizeof(int) * (size_t)(tr->n + nforced + 1));
     int nouts = 0;
     tide_graph *g = NULL;
     jit_compiled *c = NULL;
@@ -773,7 +774,7 @@ static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_gr
         goto done;
     }
     /* outputs: roots (ops) of the stubs someone besides the trace still holds */
-    char *is_out = calloc((size_t)tr->n + 1, 1);
+    char *is_out = td_calloc((size_t)tr->n + 1, 1);
     if (!is_out) {
         td_error("jit: out of memory");
         goto done;
@@ -796,22 +797,22 @@ static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_gr
     if (!c)
         goto done;
     if (graph) {
-        g = calloc(1, sizeof *g);
+        g = td_calloc(1, sizeof *g);
         if (!g) {
             td_error("jit: out of memory");
             goto done;
         }
         g->plan = c;
         g->nnodes = tr->n;
-        g->nodes = malloc(sizeof *g->nodes * (size_t)(tr->n ? tr->n : 1));
+        g->nodes = td_malloc(sizeof *g->nodes * (size_t)(tr->n ? tr->n : 1));
         g->ninputs = tr->ninputs;
         g->nexterns = tr->next;
-        g->captured = calloc((size_t)(tr->next ? tr->next : 1), sizeof *g->captured);
+        g->captured = td_calloc((size_t)(tr->next ? tr->next : 1), sizeof *g->captured);
         g->noutputs = nforced;
-        g->out_root = calloc((size_t)nforced + 1, sizeof(int));
-        g->out_ext = calloc((size_t)nforced + 1, sizeof(int));
-        g->out_view = calloc((size_t)nforced + 1, sizeof(jit_node));
-        g->plan_index = calloc((size_t)nforced + 1, sizeof(int));
+        g->out_root = td_calloc((size_t)nforced + 1, sizeof(int));
+        g->out_ext = td_calloc((size_t)nforced + 1, sizeof(int));
+        g->out_view = td_calloc((size_t)nforced + 1, sizeof(jit_node));
+        g->plan_index = td_calloc((size_t)nforced + 1, sizeof(int));
         if (!g->nodes || !g->captured || !g->out_root || !g->out_ext || !g->out_view ||
             !g->plan_index) {
             td_error("jit: out of memory");
@@ -908,7 +909,7 @@ static int session_begin(bool capture, tide_jit_stats *stats, const char *(*wher
         memset(tr, 0, sizeof *tr);
         tr->b = keep;
     } else {
-        tr = calloc(1, sizeof *tr);
+        tr = td_calloc(1, sizeof *tr);
     }
     if (!tr)
         return td_error("jit: out of memory");
@@ -1075,9 +1076,9 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
             return td_error("tide_graph_run: input %d is on %s; the graph runs on cpu", i,
                             t->device->name);
     }
-    tide_tensor **ext = malloc(sizeof *ext * (size_t)(g->nexterns ? g->nexterns : 1));
-    jit_node *nodes = malloc(sizeof *nodes * (size_t)(g->nnodes ? g->nnodes : 1));
-    tide_tensor **vals = calloc((size_t)g->plan->noutputs + 1, sizeof *vals);
+    tide_tensor **ext = td_malloc(sizeof *ext * (size_t)(g->nexterns ? g->nexterns : 1));
+    jit_node *nodes = td_malloc(sizeof *nodes * (size_t)(g->nnodes ? g->nnodes : 1));
+    tide_tensor **vals = td_calloc((size_t)g->plan->noutputs + 1, sizeof *vals);
     int rc = -1;
     if (!ext || !nodes || !vals) {
         td_error("tide_graph_run: out of memory");

@@ -430,7 +430,7 @@ static tide_tensor *adaptive_dim(const tide_tensor *x, int dim, int64_t n)
         k[dim - 2] = (int)(in / n);
         return tide_avg_pool2d(x, k, k, NULL, true);
     }
-    tide_tensor **bins = calloc((size_t)n, sizeof *bins);
+    tide_tensor **bins = td_calloc((size_t)n, sizeof *bins);
     if (!bins) {
         td_error("adaptive_avg_pool2d: out of memory for %lld bins", (long long)n);
         return NULL;

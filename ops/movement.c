@@ -123,7 +123,7 @@ tide_tensor *tide_stack(tide_tensor *const *xs, int n, int dim)
     if (td_normalize_dim("stack", dim, xs[0]->ndim + 1) < 0)
         return NULL;
     tide_tensor *stack_parts[64], **parts = stack_parts;
-    if (n > 64 && !(parts = malloc(sizeof(tide_tensor *) * (size_t)n))) {
+    if (n > 64 && !(parts = td_malloc(sizeof(tide_tensor *) * (size_t)n))) {
         td_error("stack: out of memory");
         return NULL;
     }

@@ -8,8 +8,12 @@
  * checked for NULL/-1 and for the words of the error; the real Fashion-MNIST files.
  */
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -1313,6 +1317,67 @@ static void test_fashion_mnist(void)
     }
 }
 
+/* A loader that blocked on a FIFO would hang the suite: the alarm ends the program instead. */
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_io: a loader blocked on a FIFO (no answer in 20 s)\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        _exit(3);
+    _exit(3);
+}
+
+/* A Unix socket bound at path (its fd; -1 when sockets cannot be made here). */
+static int bind_socket(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof a.sun_path)
+        return -1;
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Every loader refuses what is not a regular file, at once and saying what it is: a FIFO (whose
+ * open used to wait forever for a writer), a socket, a directory, a character device. */
+static void test_loaders_refuse_special_files(void)
+{
+    char fifo[128], sock[128];
+    snprintf(fifo, sizeof fifo, "%s", tpath("pipe.safetensors"));
+    snprintf(sock, sizeof sock, "%s", tpath("sock.npy"));
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+    int sfd = bind_socket(sock);
+    CHECK(sfd >= 0, "a Unix socket at %s", sock);
+    struct {
+        const char *path, *kind;
+    } cases[] = {{fifo, "a named pipe (FIFO)"}, {sock, "a socket"}, {tmpdir, "a directory"},
+                 {"/dev/null", "a character device"}};
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    for (int i = 0; i < 4; i++) {
+        const char *p = cases[i].path, *k = cases[i].kind;
+        if (i == 1 && sfd < 0)
+            continue;
+        CHECK_ST_REJECTS(p, "not a regular file: it is ", k);
+        CHECK_LOAD_REJECTS(tide_load_npy, "load_npy", p, "not a regular file: it is ", k);
+        CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", p, "not a regular file: it is ", k);
+    }
+    /* with a writer waiting on the other end too */
+    int wfd = open(fifo, O_RDWR | O_NONBLOCK);
+    CHECK(wfd >= 0, "open %s for writing", fifo);
+    CHECK_ST_REJECTS(fifo, "not a regular file: it is a named pipe", NULL);
+    if (wfd >= 0)
+        close(wfd);
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    if (sfd >= 0)
+        close(sfd);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tide_test_io_XXXXXX");
@@ -1339,6 +1404,7 @@ int main(void)
     test_idx_types();
     test_idx_rejects();
     test_fashion_mnist();
+    test_loaders_refuse_special_files();
     remove_tmpdir();
     return test_summary("test_io");
 }

@@ -201,12 +201,16 @@ detect:;
 
 /* ---- loading --------------------------------------------------------------------------------- */
 
-/* Sets name to value (unset when value is NULL), keeping a copy of the old value in *saved. */
+/* Sets name to value (unset when value is NULL), keeping a copy of the old value in *saved.
+ * Without memory for the copy the variable is left as it is (OpenBLAS then picks its kernels
+ * from the user's environment), so restore_env never loses the user's value. */
 static void swap_env(const char *name, const char *value, char **saved, bool *had)
 {
     const char *old = getenv(name);
     *had = old != NULL;
-    *saved = old ? strdup(old) : NULL;
+    *saved = old ? td_strdup(old) : NULL;
+    if (old && !*saved)
+        return; /* had and no copy: restore_env leaves it alone too */
     if (value)
         setenv(name, value, 1);
     else

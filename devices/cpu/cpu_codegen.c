@@ -147,7 +147,7 @@ static bool fused_pair(const jit_compiled *c, const jit_group *g, int k, tile_pa
  * kernel of its own). NULL when out of memory. */
 static tile_pair *plan_pairs(const jit_compiled *c, const jit_group *g)
 {
-    tile_pair *pairs = malloc(sizeof *pairs * (size_t)(g->nmembers ? g->nmembers : 1));
+    tile_pair *pairs = td_malloc(sizeof *pairs * (size_t)(g->nmembers ? g->nmembers : 1));
     if (!pairs)
         return NULL;
     int busy = -1; /* the member last taken as a second */
@@ -408,13 +408,13 @@ static void compute(const jit_compiled *c, const jit_group *g, const jit_slot *m
         ((td_ew_binary_fn)td_jit_tile_kernel(op, x->dtype))(n, out, in[0], in[1]);
 }
 
-void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **args, int64_t r0,
-                            int64_t r1, char *scratch)
+int td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **args, int64_t r0,
+                           int64_t r1, char *scratch)
 {
     char *pbuf[64];
-    char **p = g->nslots <= 64 ? pbuf : malloc(sizeof(char *) * (size_t)g->nslots);
+    char **p = g->nslots <= 64 ? pbuf : td_malloc(sizeof(char *) * (size_t)g->nslots);
     if (!p)
-        return;
+        return -1;
     /* scalars: once per call */
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
@@ -475,6 +475,7 @@ void td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **ar
     }
     if (p != pbuf)
         free(p);
+    return 0;
 }
 
 /* ---- C generation and libtcc ---------------------------------------------------------------- */
@@ -732,7 +733,7 @@ static void compile_group(const jit_compiled *c, jit_group *g, int index, const 
         }
     td_sbuf err = {0};
     double t0 = jit_now_ms();
-    TCCState *s = tcc_new();
+    TCCState *s = td_alloc_fails() ? NULL : tcc_new(); /* the hook stands for libtcc's mallocs */
     int ok = s != NULL;
     if (ok) {
         tcc_set_error_func(s, &err, tcc_error_cb);
@@ -767,8 +768,8 @@ static void compile_group(const jit_compiled *c, jit_group *g, int index, const 
             g->fn = (void (*)(void **, int64_t, int64_t, char *))tcc_get_symbol(s, "grp");
         ok = ok && g->fn;
     }
-    code_entry *e = ok ? calloc(1, sizeof *e) : NULL;
-    char *src = e ? strdup(g->source) : NULL;
+    code_entry *e = ok ? td_calloc(1, sizeof *e) : NULL;
+    char *src = e ? td_strdup(g->source) : NULL;
     if (e && src) {
         e->hash = h;
         e->src = src;

@@ -81,7 +81,9 @@ static int make_buffer(vk_state *s, size_t size, uint32_t type, bool want_map, V
                                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
-    VkResult r = td_vk.vkCreateBuffer(s->device, &bi, NULL, buf);
+    /* the fault hook (core/fault.c) stands for the driver's allocations here */
+    VkResult r = td_alloc_fails() ? VK_ERROR_OUT_OF_HOST_MEMORY
+                                  : td_vk.vkCreateBuffer(s->device, &bi, NULL, buf);
     if (r != VK_SUCCESS)
         return td_error("vulkan: vkCreateBuffer of %zu bytes failed: %s", size,
                         td_vk_result_str(r));
@@ -94,7 +96,8 @@ static int make_buffer(vk_state *s, size_t size, uint32_t type, bool want_map, V
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                .allocationSize = req.size,
                                .memoryTypeIndex = type};
-    r = td_vk.vkAllocateMemory(s->device, &ai, NULL, mem);
+    r = td_alloc_fails() ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                         : td_vk.vkAllocateMemory(s->device, &ai, NULL, mem);
     if (r != VK_SUCCESS) {
         td_vk.vkDestroyBuffer(s->device, *buf, NULL);
         return td_error("vulkan: out of device memory allocating %zu bytes (%s)", size,
@@ -170,7 +173,7 @@ static vk_state *open_device(void)
                                                                      : VK_API_VERSION_1_0};
     VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                 .pApplicationInfo = &app};
-    vk_state *s = calloc(1, sizeof *s);
+    vk_state *s = td_calloc(1, sizeof *s);
     if (!s) {
         snprintf(init_why, sizeof init_why, "out of memory");
         dlclose(lib);
@@ -204,8 +207,8 @@ static vk_state *open_device(void)
                  "%s, %u devices)", td_vk_result_str(r), n);
         goto fail;
     }
-    VkPhysicalDevice *phys = calloc(n, sizeof *phys);
-    dev_list = calloc(n, sizeof *dev_list);
+    VkPhysicalDevice *phys = td_calloc(n, sizeof *phys);
+    dev_list = td_calloc(n, sizeof *dev_list);
     if (!phys || !dev_list) {
         free(phys);
         snprintf(init_why, sizeof init_why, "out of memory");
@@ -411,7 +414,7 @@ static vk_state *open_device(void)
         snprintf(init_why, sizeof init_why, "could not create the pipeline layout");
         goto fail;
     }
-    s->pipelines = calloc((size_t)td_vk_num_shaders * VK_MAX_SPEC, sizeof *s->pipelines);
+    s->pipelines = td_calloc((size_t)td_vk_num_shaders * VK_MAX_SPEC, sizeof *s->pipelines);
     td_vk_cache_open(s);
     /* parameters: one slot per dispatch, host-visible */
     size_t slot = VK_PARAM_SLOT;
@@ -509,8 +512,8 @@ tide_device *td_vulkan_device(char *why, size_t n)
 
 static vk_block *new_block(vk_state *s, size_t size, bool dedicated)
 {
-    vk_block *b = calloc(1, sizeof *b);
-    vk_range *r = malloc(sizeof *r);
+    vk_block *b = td_calloc(1, sizeof *b);
+    vk_range *r = td_malloc(sizeof *r);
     if (!b || !r) {
         free(b);
         free(r);
@@ -573,7 +576,7 @@ static void give_range(vk_block *b, size_t offset, size_t size)
         next->size += size;
         return;
     }
-    vk_range *r = malloc(sizeof *r);
+    vk_range *r = td_malloc(sizeof *r);
     if (!r)
         return; /* the range is lost to this block until exit: no worse than a leak */
     *r = (vk_range){offset, size, next};
@@ -582,7 +585,7 @@ static void give_range(vk_block *b, size_t offset, size_t size)
 
 void *td_vk_alloc_locked(vk_state *s, size_t nbytes)
 {
-    vk_buf *h = malloc(sizeof *h);
+    vk_buf *h = td_malloc(sizeof *h);
     if (!h)
         return NULL;
     size_t size = (nbytes + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
@@ -755,7 +758,7 @@ int td_vk_flush(vk_state *s)
 /* A host-visible buffer of n bytes that lives until the batch has run. */
 static vk_staging *staging(vk_state *s, size_t n, char **map)
 {
-    vk_staging *st = malloc(sizeof *st);
+    vk_staging *st = td_malloc(sizeof *st);
     if (!st) {
         td_error("vulkan: out of memory for a staging buffer");
         return NULL;

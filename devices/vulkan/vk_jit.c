@@ -547,7 +547,7 @@ static uint32_t *glsl_to_spirv(const char *text, size_t *size)
     glslang_spv_options_t opt = {.disable_optimizer = false, .optimize_size = false};
     glslang_program_SPIRV_generate_with_options(p, GLSLANG_STAGE_COMPUTE, &opt);
     size_t n = glslang_program_SPIRV_get_size(p);
-    words = malloc(n * sizeof *words + 1);
+    words = td_malloc(n * sizeof *words + 1);
     if (!words) {
         td_error("jit: out of memory");
         goto done;
@@ -598,7 +598,7 @@ static char *read_file(const char *path, size_t *size)
     char *data = NULL;
     if (fseek(f, 0, SEEK_END) == 0) {
         long n = ftell(f);
-        if (n > 0 && n < (1l << 28) && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n))) {
+        if (n > 0 && n < (1l << 28) && fseek(f, 0, SEEK_SET) == 0 && (data = td_malloc((size_t)n))) {
             if (fread(data, 1, (size_t)n, f) != (size_t)n) {
                 free(data);
                 data = NULL;
@@ -672,7 +672,7 @@ void td_vk_cache_close(vk_state *s)
     size_t n = 0;
     if (cache_dir(dir, sizeof dir) &&
         td_vk.vkGetPipelineCacheData(s->device, s->pipe_cache, &n, NULL) == VK_SUCCESS && n) {
-        void *data = malloc(n);
+        void *data = td_malloc(n);
         if (data && td_vk.vkGetPipelineCacheData(s->device, s->pipe_cache, &n, data) ==
                         VK_SUCCESS) {
             cache_path(s, path, sizeof path, dir);
@@ -721,8 +721,8 @@ static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
     free(spv);
     if (!pipe)
         return VK_NULL_HANDLE;
-    vk_jit_entry *e = calloc(1, sizeof *e);
-    char *copy = strdup(text);
+    vk_jit_entry *e = td_calloc(1, sizeof *e);
+    char *copy = td_strdup(text);
     if (!e || !copy) {
         free(e);
         free(copy);
@@ -748,7 +748,7 @@ int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index
     vk_state *s = td_vk_state;
     if (!s)
         return td_error("vulkan: the device has been shut down");
-    vk_jit_code *k = calloc(1, sizeof *k);
+    vk_jit_code *k = td_calloc(1, sizeof *k);
     if (!k)
         return td_error("jit: out of memory");
     g->code = k;
@@ -795,8 +795,8 @@ static int run_members(tide_device *dev, const jit_compiled *c, const jit_group 
                        tide_tensor *const *t)
 {
     tide_tensor *vbuf[64];
-    tide_tensor **v = g->nslots <= 64 ? vbuf : calloc((size_t)g->nslots, sizeof *v);
-    bool *own = calloc((size_t)g->nslots + 1, 1);
+    tide_tensor **v = g->nslots <= 64 ? vbuf : td_calloc((size_t)g->nslots, sizeof *v);
+    bool *own = td_calloc((size_t)g->nslots + 1, 1);
     if (!v || !own) {
         if (v != vbuf)
             free(v);

@@ -96,7 +96,7 @@ static int bind(vk_state *s, tide_tensor *t, int nd, const int64_t *shape, const
         const void *from = src;
         char *heap = NULL;
         if (padded != nbytes) {
-            char *dst = padded <= sizeof small ? small : (heap = calloc(1, padded));
+            char *dst = padded <= sizeof small ? small : (heap = td_calloc(1, padded));
             if (!dst) {
                 td_vk_free_locked(s, u);
                 return td_error("vulkan: out of memory");
@@ -980,7 +980,7 @@ static int fallback(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *cons
     int rc = -1;
     if (nin > 8) {
         /* cat of many tensors: host copies, in a heap array */
-        tide_tensor **many = calloc((size_t)nin, sizeof *many);
+        tide_tensor **many = td_calloc((size_t)nin, sizeof *many);
         if (!many)
             return td_error("vulkan: out of memory");
         int k = 0;

@@ -222,6 +222,62 @@ H.test("save_npy -> load_npy round trips across dtypes; bad files", function()
   os.remove(path)
 end)
 
+local function shell_quote(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+-- The command that started this script (arg[-1] and before: "lua5.4" or the tide program).
+local function interpreter()
+  local i = -1
+  while arg[i - 1] do
+    i = i - 1
+  end
+  local parts = {}
+  for k = i, -1 do
+    parts[#parts + 1] = shell_quote(arg[k])
+  end
+  return table.concat(parts, " ")
+end
+
+H.test("loaders refuse a FIFO, a socket and a directory at once, saying what it is", function()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir " .. shell_quote(dir)))
+  H.raises(function() tide.load(dir) end, "load_safetensors", dir, "not a regular file: it is a directory")
+  local fifo, sock = dir .. "/pipe.st", dir .. "/sock.npy"
+  local have_fifo = os.execute("mkfifo " .. shell_quote(fifo) .. " 2>/dev/null")
+  -- a socket file, where python3 is at hand to bind one
+  local have_sock = os.execute("python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX)" ..
+    ".bind(sys.argv[1])' " .. shell_quote(sock) .. " 2>/dev/null")
+  local cases = {}
+  if have_fifo then cases[#cases + 1] = { fifo, "a named pipe (FIFO)" } end
+  if have_sock then cases[#cases + 1] = { sock, "a socket" } end
+  for _, c in ipairs(cases) do
+    -- in a child under `timeout`: a loader that blocked (opening a FIFO used to wait forever
+    -- for a writer) cannot hang the suite
+    local code = ([[local tide = require "tide"
+      for _, f in ipairs({ "load", "load_npy", "load_idx" }) do
+        local ok, err = pcall(tide[f], %q)
+        io.write(f, " -> ", tostring(ok), ": ", tostring(err), "\n")
+      end]]):format(c[1])
+    local p = io.popen("timeout 20 " .. interpreter() .. " -e " .. shell_quote(code) .. " 2>&1")
+    local out = p:read("a")
+    local ok, _, rc = p:close()
+    H.ok(ok, ("the child answered at once for %s (exit %s): %s"):format(c[2], tostring(rc), out))
+    for _, f in ipairs({ "load", "load_npy", "load_idx" }) do
+      local line = out:match(f .. " %-> [^\n]*") or ""
+      H.ok(line:find("false: ", 1, true) and line:find(c[1], 1, true) and
+        line:find("not a regular file: it is " .. c[2], 1, true), f .. " on " .. c[2] .. ": " .. line)
+    end
+  end
+  os.remove(fifo)
+  os.remove(sock)
+  os.remove(dir)
+  if not have_fifo or not have_sock then
+    print(("  (no %s here: not covered)"):format(not have_fifo and "mkfifo" or "python3 for a socket"))
+  end
+end)
+
 H.test("isatty and clock", function()
   H.eq(type(tide.isatty()), "boolean")
   H.eq(type(tide.isatty(io.stderr)), "boolean")
