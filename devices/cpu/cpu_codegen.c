@@ -550,6 +550,7 @@ static void emit_compute(td_sbuf *b, const jit_compiled *c, const jit_group *g, 
 static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
 {
     int64_t chunk = (g->rowlen + nparts - 1) / nparts;
+    int64_t ahead = g->row_mode ? 1 : 2; /* rows: 4096 elements and more */
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         bool in = !sl->member && sl->vkind == JV_FULL && sl->direct;
@@ -557,8 +558,16 @@ static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
         if (in || out)
             td_emit(b, "        if (far%s) jp(A[%d], s0 + %lldL, %lldL, N, %d, %d);\n",
                     out && sl->stream >= 0 ? " && !big" : "", sl->arg,
-                    (long long)(2 * g->rowlen + part * chunk), (long long)chunk, sl->es, out);
+                    (long long)(ahead * g->rowlen + part * chunk), (long long)chunk, sl->es, out);
     }
+}
+
+/* Whether a piece of the prefetches goes before member ms's kernel: every elementwise kernel of
+ * a tile; every kernel of a row, the reductions included (a row's first kernel, its reduction,
+ * reads it from memory). */
+static bool prefetch_before(const jit_group *g, const jit_slot *ms)
+{
+    return g->row_mode ? ms->vkind != JV_SCALAR : ms->vkind == JV_FULL;
 }
 
 static char *render(const jit_compiled *c, const jit_group *g, int index, const tile_pair *pairs)
@@ -610,9 +619,8 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
     if (stream_es)
         td_emit(&b, "    I big = N * %d >= %lldL; /* outputs stream past the caches */\n",
                 stream_es, (long long)TD_JIT_STREAM_BYTES);
-    if (!g->row_mode)
-        td_emit(&b, "    I far = N >= %lldL; /* operands come from memory, not cache */\n",
-                (long long)(TD_JIT_PREFETCH_BYTES / 4));
+    td_emit(&b, "    I far = N >= %lldL; /* operands come from memory, not cache */\n",
+            (long long)(TD_JIT_PREFETCH_BYTES / 4));
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         if (!sl->member && sl->vkind == JV_SCALAR) {
@@ -662,7 +670,7 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
      * call: two pieces back to back made the tanh chain 8% slower, the line-fill buffers full) */
     int nfull = 0, kfull = 0, first = -1; /* first: the member whose pair the next call ends */
     for (int k = 0; k < g->nmembers; k++)
-        nfull += g->slots[g->members[k]].vkind == JV_FULL && pairs[k].second < 0;
+        nfull += prefetch_before(g, &g->slots[g->members[k]]) && pairs[k].second < 0;
     for (int k = 0; k < g->nmembers; k++) {
         int s = g->members[k];
         const jit_slot *ms = &g->slots[s];
@@ -680,7 +688,7 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
                  ms->vkind == JV_FULL ? "s0" : "r", ms->es);
         else
             td_emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
-        if (!g->row_mode && ms->vkind == JV_FULL)
+        if (prefetch_before(g, ms))
             emit_prefetch(&b, g, nfull, kfull++);
         if (first >= 0) {
             td_emit(&b, "        f%d(n, p%d", s, s);
