@@ -434,8 +434,12 @@ static void bench_products(int rounds)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--isa") == 0) { /* for run_all.sh: the tier tide picks */
+        printf("%s\n", td_cpu_isa_name(td_cpu_isa()));
+        return 0;
+    }
     int64_t n = 16 * 1024 * 1024;
     int slices = env_int("BENCH_SLICES", 9, 3, MAX_SLICES);
     td_isa_level isa = td_cpu_isa();
