@@ -575,6 +575,27 @@ typedef double vf64 __attribute__((vector_size(sizeof(vec_f64))));
 ARITH2_TYPE(f32, float, vf32)
 ARITH2_TYPE(f64, double, vf64)
 
+/* ---- a float op with one single-value operand (the jit's tiles and rows) ------------------- */
+
+/* out[i] = a[i] OP *b, or *a OP b[i] when AFIRST: the same IEEE operation per lane as the binary
+ * kernel over a buffer holding that value n times, so the same bits. */
+#define DEFINE_SCALAR_OP(name, T, OP, AFIRST)                                                      \
+    static void name(int64_t n, void *outv, const void *av, const void *bv)                        \
+    {                                                                                              \
+        T *restrict out = outv;                                                                    \
+        const T *restrict v = AFIRST ? bv : av;                                                    \
+        const T s = *(const T *)(AFIRST ? av : bv);                                                \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            out[i] = AFIRST ? s OP v[i] : v[i] OP s;                                               \
+    }
+#define SCALAR_OPS(sfx, T)                                                                         \
+    DEFINE_SCALAR_OP(add_s_##sfx, T, +, 0) DEFINE_SCALAR_OP(s_add_##sfx, T, +, 1)                  \
+    DEFINE_SCALAR_OP(sub_s_##sfx, T, -, 0) DEFINE_SCALAR_OP(s_sub_##sfx, T, -, 1)                  \
+    DEFINE_SCALAR_OP(mul_s_##sfx, T, *, 0) DEFINE_SCALAR_OP(s_mul_##sfx, T, *, 1)                  \
+    DEFINE_SCALAR_OP(div_s_##sfx, T, /, 0) DEFINE_SCALAR_OP(s_div_##sfx, T, /, 1)
+SCALAR_OPS(f32, float)
+SCALAR_OPS(f64, double)
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 #define U(op, dt, fn) [TIDE_OP_##op - TIDE_OP_FIRST_UNARY][TIDE_##dt] = fn
@@ -617,5 +638,12 @@ const td_ew_kernels TD_ISA_FN(td_ew_kernels) = {
         A2_TYPE(f32), A2_TYPE(f64),
 #undef A2_TYPE
 #undef A2_ROW
+    },
+    .scalar = {
+#define S_TYPE(sfx)                                                                                \
+    {{add_s_##sfx, s_add_##sfx}, {sub_s_##sfx, s_sub_##sfx}, {mul_s_##sfx, s_mul_##sfx},          \
+     {div_s_##sfx, s_div_##sfx}}
+        S_TYPE(f32), S_TYPE(f64),
+#undef S_TYPE
     },
 };
