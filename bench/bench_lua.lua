@@ -57,7 +57,7 @@ local function line(name, value, unit)
   print(("%s: %.1f %s"):format(name, value, unit))
 end
 local function target(name, value, limit)
-  print(("%s: %.2f ns %s"):format(name, limit, value <= limit and "PASS" or "FAIL"))
+  print(("%s: %.2f ns (%s)"):format(name, limit, value <= limit and "met" or "NOT met"))
 end
 
 print(("# tide from Lua (%s), best of %d rounds of %d iterations"):format(_VERSION, ROUNDS, N))

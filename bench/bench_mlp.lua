@@ -65,8 +65,8 @@ for _, batch in ipairs({ 128, 32 }) do
   local r = torch_steps_per_s(batch)
   if r then
     print(("mlp_train_b%d_pytorch: %.1f steps/s (%.3f ms/step)"):format(batch, r, 1000 / r))
-    print(("mlp_train_b%d_ratio: %.2f (tide step time / pytorch step time; target <= 1.2)")
-      :format(batch, r / t))
+    print(("mlp_train_b%d_ratio: %.2f (tide step time / pytorch step time; target <= 1.2: %s)")
+      :format(batch, r / t, r / t <= 1.2 and "met" or "NOT met"))
   else
     print(("mlp_train_b%d_pytorch: absent (python3 cannot import torch)"):format(batch))
   end

@@ -9,7 +9,7 @@
  * same neighbours and the same cache state. The last block prints the per-call cost of a tiny
  * op, which is all overhead: dispatch, allocation, release.
  *
- * Every line is "name: value unit", optionally followed by PASS/MISS on the *_target lines.
+ * Every line is "name: value unit"; a *_target line ends in "(met)" or "(NOT met)".
  * Lines starting with '#' say how the figures were taken.
  */
 
@@ -601,7 +601,8 @@ static void print_target(const char *name, double value, double target, bool hig
                          const char *unit)
 {
     bool pass = higher_is_better ? value >= target : value <= target;
-    printf("%s_target: %.2f %s %s\n", name, target, unit, pass ? "PASS" : "MISS");
+    printf("%s_target: %s %.2f %s, measured %.2f (%s)\n", name, higher_is_better ? ">=" : "<=",
+           target, unit, value, pass ? "met" : "NOT met");
 }
 
 /* ns per call of a 4-element float32 add with its release: the fixed cost every op pays. */

@@ -736,7 +736,7 @@ static int close_group(grouper *gp)
             sl->scratch = TAKE(elems * sl->es);
         else if (!sl->member && !sl->direct)
             sl->scratch = TAKE(elems * sl->es);
-        if (sl->member && sl->output && sl->vkind == JV_FULL && !g->row_mode)
+        if (sl->member && sl->output && sl->vkind == JV_FULL)
             sl->stream = TAKE(elems * sl->es); /* used when the output is large (codegen) */
     }
     /* full-size member buffers: a buffer is free again once the last member reading it has run,

@@ -68,7 +68,7 @@ typedef struct jit_slot {
     int64_t splat;    /* byte offset of its FULL splat buffer (a SCALAR or ROW read as FULL), or -1 */
     int es;       /* element size */
     int into;     /* a member written back into this node's tensor (a fused COPY), or -1 */
-    int64_t stream;   /* a FULL output in tiles: byte offset of the tile it is computed into when
+    int64_t stream;   /* a FULL output: byte offset of the tile or row it is computed into when
                        * the output is large, to go to memory with streaming stores; or -1 */
 } jit_slot;
 

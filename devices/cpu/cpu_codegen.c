@@ -159,6 +159,52 @@ static tile_pair *plan_pairs(const jit_compiled *c, const jit_group *g)
     return pairs;
 }
 
+/* The table's single-value kernel for member k, or NULL: a FULL float add/sub/mul/div (not in
+ * an arith2 pair) with exactly one operand a SCALAR or ROW value (x - max, e / sum, x * 2) reads
+ * that value in place (*q: its slot; *afirst: it is the first operand) instead of a splat buffer
+ * the row would fill and the kernel read back (softmax's two per row: 32 KB of a 4096-wide row's
+ * 80 KB of scratch). Same bits as the binary kernel. */
+static td_ew_binary_fn scalar_kernel(const jit_compiled *c, const jit_group *g,
+                                     const tile_pair *pairs, int k, int *q, int *afirst)
+{
+    const jit_slot *ms = &g->slots[g->members[k]];
+    if (ms->vkind != JV_FULL || pairs[k].second >= 0)
+        return NULL;
+    for (int j = 0; j < k; j++)
+        if (pairs[j].second == k)
+            return NULL;
+    const jit_node *nd = &c->nodes[ms->node];
+    int dt = nd->dtype;
+    if (nd->op < TIDE_OP_ADD || nd->op > TIDE_OP_DIV || nd->nin != 2 ||
+        (dt != TIDE_FLOAT32 && dt != TIDE_FLOAT64) || c->nodes[nd->in[0]].dtype != dt ||
+        c->nodes[nd->in[1]].dtype != dt)
+        return NULL;
+    int s0 = jit_slot_of(g, nd->in[0]), s1 = jit_slot_of(g, nd->in[1]);
+    bool full0 = g->slots[s0].vkind == JV_FULL, full1 = g->slots[s1].vkind == JV_FULL;
+    if (full0 == full1)
+        return NULL;
+    *afirst = !full0;
+    *q = full0 ? s1 : s0;
+    return ew_table()->scalar[dt == TIDE_FLOAT64][nd->op - TIDE_OP_ADD][*afirst];
+}
+
+/* Whether some kernel of the generated code reads slot q's splat buffer: a FULL member reading
+ * it that does not take it as a single value. */
+static bool splat_read(const jit_compiled *c, const jit_group *g, const tile_pair *pairs, int q)
+{
+    for (int k = 0; k < g->nmembers; k++) {
+        const jit_slot *ms = &g->slots[g->members[k]];
+        int sq, af;
+        if (ms->vkind != JV_FULL || scalar_kernel(c, g, pairs, k, &sq, &af))
+            continue;
+        const jit_node *nd = &c->nodes[ms->node];
+        for (int j = 0; j < nd->nin; j++)
+            if (jit_slot_of(g, nd->in[j]) == q)
+                return true;
+    }
+    return false;
+}
+
 /* ---- helpers the generated code calls ------------------------------------------------------ */
 
 void td_jit_gather(const jit_gather *d, void *dst, int64_t begin, int64_t n)
@@ -502,17 +548,19 @@ typedef struct code_entry {
 static code_entry *code_cache[CODE_BUCKETS]; /* under tcc_lock */
 
 /* The operand expression member ms reads for its j-th input. */
-static void operand(td_sbuf *b, const jit_group *g, const jit_slot *ms, int q)
+static void operand(td_sbuf *b, const jit_group *g, const jit_slot *ms, int q, int in_place)
 {
     const jit_slot *qs = &g->slots[q];
-    if (ms->vkind == JV_FULL && qs->vkind != JV_FULL)
+    if (ms->vkind == JV_FULL && qs->vkind != JV_FULL && q != in_place)
         td_emit(b, "S+%lld", (long long)qs->splat);
     else
         td_emit(b, "p%d", q);
 }
 
+/* Member s's kernel call; in_place: the slot of a single value the kernel reads in place (a
+ * scalar_kernel), else -1. */
 static void emit_compute(td_sbuf *b, const jit_compiled *c, const jit_group *g, int s,
-                         const char *n)
+                         const char *n, int in_place)
 {
     const jit_slot *ms = &g->slots[s];
     const jit_node *nd = &c->nodes[ms->node];
@@ -520,26 +568,26 @@ static void emit_compute(td_sbuf *b, const jit_compiled *c, const jit_group *g, 
     int op = nd->op;
     if (op >= TIDE_OP_SUM && op <= TIDE_OP_MIN) {
         td_emit(b, "    jr(%d, %d, %d, p%d, ", op, x->dtype, nd->dtype, s);
-        operand(b, g, ms, jit_slot_of(g, nd->in[0]));
+        operand(b, g, ms, jit_slot_of(g, nd->in[0]), -1);
         td_emit(b, ", %lldL); /* %s */\n", (long long)g->rowlen, tide_op_name((tide_op)op));
         return;
     }
     if (op == TIDE_OP_CAST && x->dtype == nd->dtype && !ms->output) {
         td_emit(b, "    p%d = (char *)", s); /* a clone nobody sees: the operand itself */
-        operand(b, g, ms, jit_slot_of(g, nd->in[0]));
+        operand(b, g, ms, jit_slot_of(g, nd->in[0]), -1);
         td_emit(b, "; /* clone */\n");
         return;
     }
     if (op == TIDE_OP_CAST) {
         td_emit(b, "    jc(%s, p%d, %d, ", n, s, nd->dtype);
-        operand(b, g, ms, jit_slot_of(g, nd->in[0]));
+        operand(b, g, ms, jit_slot_of(g, nd->in[0]), -1);
         td_emit(b, ", %d); /* cast */\n", x->dtype);
         return;
     }
     td_emit(b, "    k%d(%s, p%d", s, n, s);
     for (int j = 0; j < nd->nin; j++) {
         td_emit(b, ", ");
-        operand(b, g, ms, jit_slot_of(g, nd->in[j]));
+        operand(b, g, ms, jit_slot_of(g, nd->in[j]), in_place);
     }
     td_emit(b, "); /* %s */\n", tide_op_name((tide_op)op));
 }
@@ -551,6 +599,7 @@ static void emit_compute(td_sbuf *b, const jit_compiled *c, const jit_group *g, 
 static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
 {
     int64_t chunk = (g->rowlen + nparts - 1) / nparts;
+    int64_t ahead = g->row_mode ? 1 : 2; /* rows: 4096 elements and more */
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         bool in = !sl->member && sl->vkind == JV_FULL && sl->direct;
@@ -558,8 +607,16 @@ static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
         if (in || out)
             td_emit(b, "        if (far%s) jp(A[%d], s0 + %lldL, %lldL, N, %d, %d);\n",
                     out && sl->stream >= 0 ? " && !big" : "", sl->arg,
-                    (long long)(2 * g->rowlen + part * chunk), (long long)chunk, sl->es, out);
+                    (long long)(ahead * g->rowlen + part * chunk), (long long)chunk, sl->es, out);
     }
+}
+
+/* Whether a piece of the prefetches goes before member ms's kernel: every elementwise kernel of
+ * a tile; every kernel of a row, the reductions included (a row's first kernel, its reduction,
+ * reads it from memory). */
+static bool prefetch_before(const jit_group *g, const jit_slot *ms)
+{
+    return g->row_mode ? ms->vkind != JV_SCALAR : ms->vkind == JV_FULL;
 }
 
 static char *render(const jit_compiled *c, const jit_group *g, int index, const tile_pair *pairs)
@@ -578,16 +635,18 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
              "extern void jf(void);\n"
              "extern void *memcpy(void *d, const void *s, unsigned long n);\n");
     for (int k = 0; k < g->nmembers; k++) {
-        int s = g->members[k];
+        int s = g->members[k], q, afirst;
         const jit_node *nd = &c->nodes[g->slots[s].node];
         if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
             continue;
         int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
-        td_emit(&b, "extern void k%d(I n, void *o%s); /* %s %s */\n", s,
+        bool one = scalar_kernel(c, g, pairs, k, &q, &afirst) != NULL;
+        td_emit(&b, "extern void k%d(I n, void *o%s); /* %s %s%s */\n", s,
              nd->op == TIDE_OP_WHERE ? ", const void *c, const void *a, const void *b"
              : tide_op_is_unary((tide_op)nd->op) ? ", const void *a"
                                                    : ", const void *a, const void *b",
-             tide_op_name((tide_op)nd->op), tide_dtype_name((tide_dtype)kdt));
+             tide_op_name((tide_op)nd->op), tide_dtype_name((tide_dtype)kdt),
+             !one ? "" : afirst ? ", a one value" : ", b one value");
     }
     for (int k = 0; k < g->nmembers; k++)
         if (pairs[k].second >= 0) {
@@ -611,14 +670,13 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
     if (stream_es)
         td_emit(&b, "    I big = N * %d >= %lldL; /* outputs stream past the caches */\n",
                 stream_es, (long long)TD_JIT_STREAM_BYTES);
-    if (!g->row_mode)
-        td_emit(&b, "    I far = N >= %lldL; /* operands come from memory, not cache */\n",
-                (long long)(TD_JIT_PREFETCH_BYTES / 4));
+    td_emit(&b, "    I far = N >= %lldL; /* operands come from memory, not cache */\n",
+            (long long)(TD_JIT_PREFETCH_BYTES / 4));
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         if (!sl->member && sl->vkind == JV_SCALAR) {
             td_emit(&b, "    p%d = (char *)A[%d];\n", s, sl->arg);
-            if (sl->splat >= 0)
+            if (sl->splat >= 0 && splat_read(c, g, pairs, s))
                 td_emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", sl->es, (long long)sl->splat, s,
                      (long long)g->rowlen);
         }
@@ -629,10 +687,10 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
         if (ms->vkind != JV_SCALAR)
             continue;
         td_emit(&b, "    p%d = S+%lld;\n", s, (long long)ms->scratch);
-        emit_compute(&b, c, g, s, "1");
+        emit_compute(&b, c, g, s, "1", -1);
         if (ms->output)
             td_emit(&b, "    if (r0 == 0) memcpy(A[%d], p%d, %d);\n", ms->arg, s, ms->es);
-        if (ms->splat >= 0)
+        if (ms->splat >= 0 && splat_read(c, g, pairs, s))
             td_emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", ms->es, (long long)ms->splat, s,
                  (long long)g->rowlen);
     }
@@ -655,7 +713,7 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
             td_emit(&b, "        jg(A[%d], p%d, s0, n);\n", sl->arg, s);
         } else {
             td_emit(&b, "        jg(A[%d], p%d, r, 1);\n", sl->arg, s);
-            if (sl->splat >= 0)
+            if (sl->splat >= 0 && splat_read(c, g, pairs, s))
                 td_emit(&b, "        js(%d, S+%lld, p%d, n);\n", sl->es, (long long)sl->splat, s);
         }
     }
@@ -663,7 +721,7 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
      * call: two pieces back to back made the tanh chain 8% slower, the line-fill buffers full) */
     int nfull = 0, kfull = 0, first = -1; /* first: the member whose pair the next call ends */
     for (int k = 0; k < g->nmembers; k++)
-        nfull += g->slots[g->members[k]].vkind == JV_FULL && pairs[k].second < 0;
+        nfull += prefetch_before(g, &g->slots[g->members[k]]) && pairs[k].second < 0;
     for (int k = 0; k < g->nmembers; k++) {
         int s = g->members[k];
         const jit_slot *ms = &g->slots[s];
@@ -681,21 +739,24 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
                  ms->vkind == JV_FULL ? "s0" : "r", ms->es);
         else
             td_emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
-        if (!g->row_mode && ms->vkind == JV_FULL)
+        if (prefetch_before(g, ms))
             emit_prefetch(&b, g, nfull, kfull++);
         if (first >= 0) {
             td_emit(&b, "        f%d(n, p%d", s, s);
             for (int j = 0; j < 3; j++) {
                 td_emit(&b, ", ");
-                operand(&b, g, ms, pairs[first].ops[j]);
+                operand(&b, g, ms, pairs[first].ops[j], -1);
             }
             td_emit(&b, "); /* %s then %s */\n",
                     tide_op_name((tide_op)c->nodes[g->slots[g->members[first]].node].op),
                     tide_op_name((tide_op)c->nodes[ms->node].op));
             first = -1;
         } else {
+            int q = -1, afirst;
             td_emit(&b, "    ");
-            emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1");
+            if (!scalar_kernel(c, g, pairs, k, &q, &afirst))
+                q = -1;
+            emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1", q);
         }
         if (ms->output && ms->stream >= 0)
             td_emit(&b, "        if (big) jw((char *)A[%d] + s0 * %d, p%d, n * %d);\n", ms->arg,
@@ -703,7 +764,7 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
         if (ms->into >= 0)
             td_emit(&b, "        memcpy((char *)A[%d] + s0 * %d, p%d, n * %d); /* write-back */\n",
                  ms->arg, ms->es, s, ms->es);
-        if (ms->vkind == JV_ROW && ms->splat >= 0)
+        if (ms->vkind == JV_ROW && ms->splat >= 0 && splat_read(c, g, pairs, s))
             td_emit(&b, "        js(%d, S+%lld, p%d, n);\n", ms->es, (long long)ms->splat, s);
     }
     td_emit(&b, "    }\n");
@@ -752,10 +813,11 @@ static void compile_group(const jit_compiled *c, jit_group *g, int index, const 
             const jit_node *nd = &c->nodes[g->slots[sl].node];
             if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
                 continue;
-            int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
+            int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype, q, afirst;
+            td_ew_binary_fn one = scalar_kernel(c, g, pairs, k, &q, &afirst);
             char name[32];
             snprintf(name, sizeof name, "k%d", sl);
-            tcc_add_symbol(s, name, td_jit_tile_kernel(nd->op, kdt));
+            tcc_add_symbol(s, name, one ? (const void *)one : td_jit_tile_kernel(nd->op, kdt));
         }
         for (int k = 0; k < g->nmembers; k++)
             if (pairs[k].second >= 0) {

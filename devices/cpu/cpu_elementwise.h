@@ -40,6 +40,11 @@ typedef struct td_ew_kernels {
      * arith2[float64?][op1 - ADD][op2 - ADD][c is op2's first operand?], each op rounded on its
      * own, so the result is bitwise what the two binary kernels give in turn. */
     td_ew_arith2_fn arith2[2][TD_EW_ARITH2_OPS][TD_EW_ARITH2_OPS][2];
+    /* A float add/sub/mul/div with one operand a single value (a row's max or sum, a scalar),
+     * for the jit's tiles and rows: scalar[float64?][op - ADD][a is the single value?]; the
+     * value is read once instead of from a buffer it was copied across, and each lane's result
+     * is the binary kernel's. */
+    td_ew_binary_fn scalar[2][TD_EW_ARITH2_OPS][2];
 } td_ew_kernels;
 
 /* One table per compile of cpu_elementwise_isa.c (see cpu_isa.h). */

@@ -106,7 +106,6 @@ static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
         }                                                                                          \
     }
 
-DEFINE_VEC_MAP1(map_exp_f32, float, vec_f32, SLEEF_F32(exp))
 DEFINE_VEC_MAP1(map_log_f32, float, vec_f32, SLEEF_F32(log))
 DEFINE_VEC_MAP1(map_sin_f32, float, vec_f32, SLEEF_F32(sin))
 DEFINE_VEC_MAP1(map_cos_f32, float, vec_f32, SLEEF_F32(cos))
@@ -127,7 +126,6 @@ DEFINE_VEC_MAP2(map_pow_f64, double, vec_f64, SLEEF_F64(pow))
         map(n, (T *)out, (const T *)a, (const T *)b);                                              \
     }
 
-DEFINE_MAP_UNARY(exp_f32, float, map_exp_f32)
 DEFINE_MAP_UNARY(log_f32, float, map_log_f32)
 DEFINE_MAP_UNARY(sin_f32, float, map_sin_f32)
 DEFINE_MAP_UNARY(cos_f32, float, map_cos_f32)
@@ -222,52 +220,136 @@ DEFINE_VEC_MAP1(map_tanh_f32, float, vf32, tanh_vec_f32)
 DEFINE_MAP_UNARY(tanh_f32, float, map_tanh_f32)
 
 /*
- * sigmoid in float32 over whole vectors: the formula of DEFINE_SIGMOID (e = exp(-|x|), then
- * x < 0 ? e : 1 over 1 + e, which never overflows) with everything in registers: e from its own
- * polynomial instead of SLEEF's exp (faster, and more accurate overall): k = round(-a/ln2),
- * r = -a - k ln2 in [-ln2/2, ln2/2], e^r = 1 + r + r^2 P(r) with P a degree-4 fit of
+ * e^x in float32 over whole vectors, shared by exp and sigmoid: k = round(x/ln2),
+ * r = x - k ln2 in [-ln2/2, ln2/2], e^r = 1 + r + r^2 P(r) with P a degree-4 fit of
  * (e^r - 1 - r)/r^2 weighted to e^r's relative error, 3e-9 (scripts/fit_transcendentals.py).
- * a is clamped to 104, past which e^-a is below the smallest denormal; 2^k is applied as two
- * halves so that k down to -151 still gives the denormals of e^-a instead of 0 (AVX-512's
- * scalef does all that in one instruction: 25% faster). Worst error over every float, checked
- * exhaustively: 2.4 ulp; a NaN stays NaN (1/(1+NaN)); sigmoid(-inf) = 0, (inf) = 1.
- * (A reciprocal estimate plus a Newton step instead of the divide made sigmoid and tanh slower
- * here: they are bound by the count of vector operations, and the divide is one.)
+ * exp_reduced_f32 returns e^r and leaves kb = 1.5 * 2^23 + k, whose bits minus magic's are k.
  */
-static inline vf32 sigmoid_vec_f32(vf32 x)
+static inline vf32 exp_reduced_f32(vf32 x, vf32 *kb_out, int nested)
 {
-    vf32 a = (vf32)((vi32)x & (int32_t)0x7fffffff);
-    a = MIN_F32((vf32){0} + 104.0f, a); /* the second operand wins for NaN: NaN stays */
-    vf32 t = -a;
     const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    vf32 kb = t * 1.44269504f + magic;
+    vf32 kb = x * 1.44269504f + magic;
     vf32 kf = kb - magic;
 #ifdef __FMA__
-    vf32 r = t - kf * 0.693147182f;
+    vf32 r = x - kf * 0.693147182f;
     r = r - kf * -1.90465421e-09f; /* ln2's remainder: r to full precision */
 #else
-    vf32 r = t - kf * 0.693359375f; /* Cody-Waite: ln2_hi has 9 bits, so k ln2_hi is exact */
+    vf32 r = x - kf * 0.693359375f; /* Cody-Waite: ln2_hi has 9 bits, so k ln2_hi is exact */
     r = r - kf * -2.12194440e-4f;
 #endif
     vf32 p = 1.3814598528e-03f * r + 8.3687169007e-03f;
     p = p * r + 4.1668388049e-02f;
     p = p * r + 1.6666520632e-01f;
     p = p * r + 4.9999993448e-01f;
-    vf32 er = (r + r * r * p) + 1.0f;
-    /* kb = 1.5 * 2^23 + k with k in [-151, 0]: its bits minus magic's bits are k */
-#if defined(__AVX512F__)
-    /* scalef multiplies by 2^kf in one instruction, denormal results included */
-    vf32 e = (vf32)_mm512_scalef_ps((__m512)er, (__m512)kf);
-    vf32 one = (vf32){0} + 1.0f;
-    __mmask16 neg = _mm512_movepi32_mask((__m512i)x); /* sign bits: x < 0, or -0 (e = 1) */
-    return (vf32)_mm512_mask_blend_ps(neg, (__m512)one, (__m512)e) / (one + e);
+    *kb_out = kb;
+#ifdef __FMA__
+    if (nested) {
+        vf32 q = r * p + 1.0f;
+        return r * q + 1.0f;
+    }
 #else
+    (void)nested;
+#endif
+    return (r + r * r * p) + 1.0f;
+}
+
+/* Lanes for which exp_scale_fast is exact: |x| <= 86 gives |k| <= 124, so er * 2^k is a normal
+ * float. Beyond (or NaN), exp_scale_slow. */
+#define EXP_FAST_LIMIT 86.0f
+
+/* Whether some lane of |x| (a, NaN included) is past EXP_FAST_LIMIT. */
+static inline int exp_any_slow(vf32 a)
+{
+#if defined(__AVX512F__)
+    return _mm512_cmp_ps_mask((__m512)a, _mm512_set1_ps(EXP_FAST_LIMIT), _CMP_NLE_UQ) != 0;
+#elif defined(__AVX2__)
+    return _mm256_movemask_ps(
+               _mm256_cmp_ps((__m256)a, _mm256_set1_ps(EXP_FAST_LIMIT), _CMP_NLE_UQ)) != 0;
+#else
+    return _mm_movemask_ps(_mm_cmpnle_ps((__m128)a, _mm_set1_ps(EXP_FAST_LIMIT))) != 0;
+#endif
+}
+
+/* er * 2^k where the product is a normal float: k added to er's exponent field. Exact, so it
+ * equals exp_scale_slow's value wherever both apply. */
+static inline vf32 exp_scale_fast(vf32 er, vf32 kb) { return (vf32)((vi32)er + ((vi32)kb << 23)); }
+
+/* er * 2^k for k in [-151, 129]: 2^k applied as two halves, so that denormal results keep their
+ * value instead of flushing to 0 and k = 128, 129 reach infinity only when e^x does. */
+static inline vf32 exp_scale_slow(vf32 er, vf32 kb)
+{
     vi32 k = (vi32)kb - 0x4B400000;
     vi32 k1 = k >> 1, k2 = k - k1;
     vf32 s1 = (vf32)((k1 + 127) << 23), s2 = (vf32)((k2 + 127) << 23);
-    vf32 e = er * s1 * s2;
-    vf32 one = (vf32){0} + 1.0f;
+    return er * s1 * s2;
+}
+
+/*
+ * exp in float32: exp_reduced_f32, then 2^k into the exponent where every lane of the vector is
+ * within +-86 (one integer add), else in two halves over x clamped to [-104, 89] (past which e^x
+ * is 0 or infinity; AVX-512's scalef does that in one instruction). NaN stays NaN, exp(-inf) =
+ * 0, exp(inf) = inf. Worst error over every float, checked exhaustively: see devices/cpu/README.md
+ * (bench_jit prints it). 2.3x faster than SLEEF's expf u10 it replaced on AVX2, which was 60% of
+ * the jit's softmax row.
+ */
+static inline vf32 exp_vec_f32(vf32 x)
+{
+    /* the second operand of min/max wins for NaN: NaN stays */
+    vf32 c = MIN_F32((vf32){0} + 89.0f, MAX_F32((vf32){0} - 104.0f, x));
+    vf32 kb, er;
+#if defined(__AVX512F__)
+    er = exp_reduced_f32(c, &kb, 1);
+    return (vf32)_mm512_scalef_ps((__m512)er, (__m512)(kb - 12582912.0f));
+#else
+    vf32 a = (vf32)((vi32)x & (int32_t)0x7fffffff);
+    if (__builtin_expect(exp_any_slow(a), 0)) {
+        er = exp_reduced_f32(c, &kb, 1);
+        return exp_scale_slow(er, kb);
+    }
+    er = exp_reduced_f32(x, &kb, 1);
+    return exp_scale_fast(er, kb);
+#endif
+}
+
+DEFINE_VEC_MAP1(map_exp_f32, float, vf32, exp_vec_f32)
+DEFINE_MAP_UNARY(exp_f32, float, map_exp_f32)
+
+/*
+ * sigmoid in float32 over whole vectors: the formula of DEFINE_SIGMOID (e = exp(-|x|), then
+ * x < 0 ? e : 1 over 1 + e, which never overflows) with everything in registers, e from
+ * exp_reduced_f32: a is clamped to 104, past which e^-a is below the smallest denormal, and 2^k
+ * is applied as in exp_vec_f32 (one integer add where every lane has |x| <= 86, else two halves:
+ * the denormals of e^-a). Worst error over every float, checked exhaustively: 2.4 ulp; a NaN
+ * stays NaN (1/(1+NaN)); sigmoid(-inf) = 0, (inf) = 1.
+ * (A reciprocal estimate plus a Newton step instead of the divide made sigmoid and tanh slower
+ * here: they are bound by the count of vector operations, and the divide is one.)
+ */
+static inline vf32 sigmoid_vec_f32(vf32 x)
+{
+    vf32 a = (vf32)((vi32)x & (int32_t)0x7fffffff);
+    vf32 one = (vf32){0} + 1.0f, kb, e;
+#if defined(__AVX512F__)
+    a = MIN_F32((vf32){0} + 104.0f, a); /* the second operand wins for NaN: NaN stays */
+    vf32 er = exp_reduced_f32(-a, &kb, 0);
+    /* scalef multiplies by 2^kf in one instruction, denormal results included */
+    e = (vf32)_mm512_scalef_ps((__m512)er, (__m512)(kb - 12582912.0f));
+    __mmask16 neg = _mm512_movepi32_mask((__m512i)x); /* sign bits: x < 0, or -0 (e = 1) */
+    return (vf32)_mm512_mask_blend_ps(neg, (__m512)one, (__m512)e) / (one + e);
+#else
+    if (__builtin_expect(exp_any_slow(a), 0)) {
+        a = MIN_F32((vf32){0} + 104.0f, a);
+        e = exp_reduced_f32(-a, &kb, 0);
+        e = exp_scale_slow(e, kb);
+    } else {
+        e = exp_reduced_f32(-a, &kb, 0);
+        e = exp_scale_fast(e, kb);
+    }
+#if defined(__AVX2__)
+    /* blendv takes each lane's sign bit: x < 0, or -0 (where e = 1 anyway) */
+    return (vf32)_mm256_blendv_ps((__m256)one, (__m256)e, (__m256)x) / (one + e);
+#else
     return select_lt_f32(x, 0.0f, e, one) / (one + e);
+#endif
 #endif
 }
 
@@ -493,6 +575,27 @@ typedef double vf64 __attribute__((vector_size(sizeof(vec_f64))));
 ARITH2_TYPE(f32, float, vf32)
 ARITH2_TYPE(f64, double, vf64)
 
+/* ---- a float op with one single-value operand (the jit's tiles and rows) ------------------- */
+
+/* out[i] = a[i] OP *b, or *a OP b[i] when AFIRST: the same IEEE operation per lane as the binary
+ * kernel over a buffer holding that value n times, so the same bits. */
+#define DEFINE_SCALAR_OP(name, T, OP, AFIRST)                                                      \
+    static void name(int64_t n, void *outv, const void *av, const void *bv)                        \
+    {                                                                                              \
+        T *restrict out = outv;                                                                    \
+        const T *restrict v = AFIRST ? bv : av;                                                    \
+        const T s = *(const T *)(AFIRST ? av : bv);                                                \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            out[i] = AFIRST ? s OP v[i] : v[i] OP s;                                               \
+    }
+#define SCALAR_OPS(sfx, T)                                                                         \
+    DEFINE_SCALAR_OP(add_s_##sfx, T, +, 0) DEFINE_SCALAR_OP(s_add_##sfx, T, +, 1)                  \
+    DEFINE_SCALAR_OP(sub_s_##sfx, T, -, 0) DEFINE_SCALAR_OP(s_sub_##sfx, T, -, 1)                  \
+    DEFINE_SCALAR_OP(mul_s_##sfx, T, *, 0) DEFINE_SCALAR_OP(s_mul_##sfx, T, *, 1)                  \
+    DEFINE_SCALAR_OP(div_s_##sfx, T, /, 0) DEFINE_SCALAR_OP(s_div_##sfx, T, /, 1)
+SCALAR_OPS(f32, float)
+SCALAR_OPS(f64, double)
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 #define U(op, dt, fn) [TIDE_OP_##op - TIDE_OP_FIRST_UNARY][TIDE_##dt] = fn
@@ -535,5 +638,12 @@ const td_ew_kernels TD_ISA_FN(td_ew_kernels) = {
         A2_TYPE(f32), A2_TYPE(f64),
 #undef A2_TYPE
 #undef A2_ROW
+    },
+    .scalar = {
+#define S_TYPE(sfx)                                                                                \
+    {{add_s_##sfx, s_add_##sfx}, {sub_s_##sfx, s_sub_##sfx}, {mul_s_##sfx, s_mul_##sfx},          \
+     {div_s_##sfx, s_div_##sfx}}
+        S_TYPE(f32), S_TYPE(f64),
+#undef S_TYPE
     },
 };
