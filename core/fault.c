@@ -17,10 +17,11 @@
 
 #include "tensor.h"
 
-/* The count at which allocations start failing (0: never), whether every later one fails
- * too, the allocations counted since the hook was set, and how many of them it failed. All
- * atomic: workers of the thread pool allocate while the hook is set. */
-static long fault_at, fault_count, fault_failed;
+/* The count at which allocations start failing (0: never; -1: TIDE_FAULT_ALLOC not read yet),
+ * whether every later one fails too, the allocations counted since the hook was set, and how
+ * many of them it failed. All atomic: workers of the thread pool allocate while the hook is
+ * set. */
+static long fault_at = -1, fault_count, fault_failed;
 static bool fault_persistent;
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 
@@ -29,20 +30,23 @@ static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 static void fault_init(void)
 {
     const char *s = getenv("TIDE_FAULT_ALLOC");
-    if (!s)
+    char *end = NULL;
+    long n = s ? strtol(s, &end, 10) : 0;
+    if (n <= 0 || (*end && strcmp(end, "+") != 0)) {
+        __atomic_store_n(&fault_at, 0, __ATOMIC_RELEASE);
         return;
-    char *end;
-    long n = strtol(s, &end, 10);
-    if (n <= 0 || (*end && strcmp(end, "+") != 0))
-        return;
+    }
     __atomic_store_n(&fault_persistent, *end == '+', __ATOMIC_RELAXED);
-    __atomic_store_n(&fault_at, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&fault_at, n, __ATOMIC_RELEASE);
 }
 
 bool td_alloc_fails(void)
 {
-    pthread_once(&fault_once, fault_init);
-    long at = __atomic_load_n(&fault_at, __ATOMIC_RELAXED);
+    long at = __atomic_load_n(&fault_at, __ATOMIC_ACQUIRE);
+    if (at < 0) { /* the first allocation reads the environment */
+        pthread_once(&fault_once, fault_init);
+        at = __atomic_load_n(&fault_at, __ATOMIC_ACQUIRE);
+    }
     if (!at)
         return false;
     long k = __atomic_add_fetch(&fault_count, 1, __ATOMIC_RELAXED);
