@@ -75,6 +75,9 @@ static int prepare(operand *op, const tide_tensor *x, int nb, bool need_blas)
     return 0;
 }
 
+/* Matrices per thread from which a batch's tasks are whole matrices (enough to balance). */
+#define BATCH_TASKS_PER_THREAD 4
+
 typedef struct mm_job {
     int nb;                        /* batch dims */
     int64_t bshape[TIDE_MAX_DIMS]; /* the output's batch sizes */
@@ -179,17 +182,21 @@ static bool batch_folds_into_rows(const mm_job *j)
  * on 2 cores, 64 products of 128^3 in 16-row blocks: ~200 GFLOP/s; one threaded call after
  * another: ~140. */
 /* Rows per task when a batch of products is spread over tide's threads, or 0 when the batch
- * runs one product after another. Thinner blocks than 16 rows waste more in packing B than
- * threads win. */
+ * runs one product after another. With a few matrices for each thread, a task is a whole
+ * matrix (one BLAS call packs B once for all its rows); with fewer, a matrix is cut into tasks
+ * of the rows OpenBLAS would run single-threaded, at least 16 (thinner blocks waste more in
+ * packing B than threads win). */
 static int64_t batch_task_rows(int64_t nbatch, int64_t m, int64_t n, int64_t k)
 {
     bool vector = m == 1 || n == 1;
     int64_t limit = vector ? TD_BLAS_GEMV_SINGLE_THREAD_MN : TD_BLAS_GEMM_SINGLE_THREAD_MNK;
     int64_t per_row = n * k;
-    int64_t rows = m * per_row <= limit ? m : limit / per_row;
-    if (nbatch < 2 || td_num_threads() < 2 || (rows < m && rows < 16))
+    if (nbatch < 2 || td_num_threads() < 2)
         return 0;
-    return rows;
+    if (nbatch >= BATCH_TASKS_PER_THREAD * td_num_threads())
+        return m;
+    int64_t rows = m * per_row <= limit ? m : limit / per_row;
+    return rows < m && rows < 16 ? 0 : rows;
 }
 
 int64_t td_cpu_matmul_call_rows(int64_t nbatch, int64_t m, int64_t n, int64_t k)
