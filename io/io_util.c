@@ -105,14 +105,24 @@ FILE *td_io_open_read(const td_io_ctx *c, uint64_t *size)
 
 FILE *td_io_open_write(const td_io_ctx *c)
 {
-    FILE *f = NULL;
-    if (td_alloc_fails()) /* fopen allocates its stream */
-        errno = ENOMEM;
-    else
-        f = fopen(c->path, "wb");
-    if (!f)
+    /* O_NONBLOCK: a FIFO with no reader fails at once (ENXIO) instead of waiting for one
+     * forever; one with a reader (a pipe to another program) is written as a stream. */
+    int fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        if (errno == ENXIO)
+            td_io_error(c, "cannot open for writing: it is a named pipe (FIFO) with no reader");
+        else
+            td_io_error(c, "cannot open for writing: %s", strerror(errno));
+        return NULL;
+    }
+    /* writes then block as ordinary writes do (a reader that is slow is waited for) */
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
         td_io_error(c, "cannot open for writing: %s", strerror(errno));
-    return f;
+        close(fd);
+        return NULL;
+    }
+    return stream_of(c, fd, "wb");
 }
 
 int td_io_read_exact(const td_io_ctx *c, FILE *f, void *dst, size_t n, const char *what)

@@ -1366,6 +1366,13 @@ static void test_loaders_refuse_special_files(void)
         CHECK_LOAD_REJECTS(tide_load_npy, "load_npy", p, "not a regular file: it is ", k);
         CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", p, "not a regular file: it is ", k);
     }
+    /* a saver into a FIFO nobody reads fails at once instead of waiting for a reader */
+    int64_t one = 1;
+    tide_tensor *t = tide_zeros(1, &one, TIDE_FLOAT32);
+    CHECK(t && tide_save_npy(fifo, t) < 0 && strstr(tide_last_error(), "save_npy") &&
+              strstr(tide_last_error(), "named pipe (FIFO) with no reader"),
+          "save_npy into a FIFO with no reader: %s", tide_last_error());
+    tide_release(t);
     /* with a writer waiting on the other end too */
     int wfd = open(fifo, O_RDWR | O_NONBLOCK);
     CHECK(wfd >= 0, "open %s for writing", fifo);

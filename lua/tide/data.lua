@@ -265,13 +265,17 @@ end
 
 local FASHION_ROOT = "/usr/share/datasets/fashion-mnist"
 
+-- Whether something that is not a directory is at path, without opening it: opening a named
+-- pipe would wait for a writer. Opening "path/" fails at once with ENOTDIR (20) when path is a
+-- file of any kind (the loader then says what it is), with ENOENT when nothing is there.
+local ENOTDIR = 20
 local function exists(path)
-  local f = io.open(path, "rb")
-  if f then
+  local f, _, code = io.open(path .. "/", "rb")
+  if f then -- a directory
     f:close()
-    return true
+    return false
   end
-  return false
+  return code == ENOTDIR
 end
 
 local function find_file(root, stem)

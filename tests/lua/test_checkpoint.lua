@@ -270,6 +270,21 @@ H.test("loaders refuse a FIFO, a socket and a directory at once, saying what it 
         line:find("not a regular file: it is " .. c[2], 1, true), f .. " on " .. c[2] .. ": " .. line)
     end
   end
+  if have_fifo then -- a dataset folder whose image file is a FIFO: an error, not a hang
+    local root = dir .. "/ds"
+    assert(os.execute("mkdir " .. shell_quote(root)))
+    assert(os.execute("mkfifo " .. shell_quote(root .. "/train-images-idx3-ubyte")))
+    assert(os.execute("touch " .. shell_quote(root .. "/train-labels-idx1-ubyte")))
+    local code = ([[local ok, err = pcall(require("tide.data").FashionMNIST, %q)
+      io.write(tostring(ok), ": ", tostring(err), "\n")]]):format(root)
+    local p = io.popen("timeout 20 " .. interpreter() .. " -e " .. shell_quote(code) .. " 2>&1")
+    local out = p:read("a")
+    local ok = p:close()
+    H.ok(ok and out:find("false: ", 1, true) and
+      out:find("not a regular file: it is a named pipe (FIFO)", 1, true),
+      "FashionMNIST over a FIFO answers at once: " .. out)
+    os.execute("rm -rf " .. shell_quote(root))
+  end
   os.remove(fifo)
   os.remove(sock)
   os.remove(dir)
