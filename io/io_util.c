@@ -49,9 +49,17 @@ static const char *file_kind(mode_t mode)
     return "neither a file nor a directory";
 }
 
-/* A stdio stream on fd (closed on failure); fdopen allocates, so the fault hook may fail it. */
+/* A stdio stream on fd, opened with O_NONBLOCK only so that the open itself could not wait on
+ * a FIFO: the stream reads and writes as blocking ones do. fd is closed on failure; fdopen
+ * allocates, so the fault hook may fail it. */
 static FILE *stream_of(const td_io_ctx *c, int fd, const char *mode)
 {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+        td_io_error(c, "cannot open: %s", strerror(errno));
+        close(fd);
+        return NULL;
+    }
     FILE *f = NULL;
     if (td_alloc_fails())
         errno = ENOMEM;
@@ -89,14 +97,6 @@ FILE *td_io_open_read(const td_io_ctx *c, uint64_t *size)
         close(fd);
         return NULL;
     }
-    /* Reads then block as ordinary file reads do (O_NONBLOCK means nothing for a regular file
-     * today, but the stream should not depend on that). */
-    int flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
-        td_io_error(c, "cannot open: %s", strerror(errno));
-        close(fd);
-        return NULL;
-    }
     FILE *f = stream_of(c, fd, "rb");
     if (f)
         *size = (uint64_t)st.st_size;
@@ -113,13 +113,6 @@ FILE *td_io_open_write(const td_io_ctx *c)
             td_io_error(c, "cannot open for writing: it is a named pipe (FIFO) with no reader");
         else
             td_io_error(c, "cannot open for writing: %s", strerror(errno));
-        return NULL;
-    }
-    /* writes then block as ordinary writes do (a reader that is slow is waited for) */
-    int flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
-        td_io_error(c, "cannot open for writing: %s", strerror(errno));
-        close(fd);
         return NULL;
     }
     return stream_of(c, fd, "wb");

@@ -161,11 +161,12 @@ static void group_inside(epilogue_run *er, int64_t e0, int64_t e1)
         group_range(&er->gr, t0, t1);
 }
 
-/* Element offset in the domain where block b starts. */
-static int64_t block_start(const epilogue_run *er, int64_t b)
+/* Block b: its matrix and its rows [*u0, *u1) there. */
+static void block_rows(const epilogue_run *er, int64_t b, int64_t *batch, int64_t *u0, int64_t *u1)
 {
-    int64_t batch = b / er->blocks_per_matrix, u = (b % er->blocks_per_matrix) * er->block_units;
-    return (batch * er->units + u) * er->unit_elems;
+    *batch = b / er->blocks_per_matrix;
+    *u0 = (b % er->blocks_per_matrix) * er->block_units;
+    *u1 = *u0 + er->block_units < er->units ? *u0 + er->block_units : er->units;
 }
 
 /* Blocks [begin, end): one product call each, then the group over it. */
@@ -173,9 +174,8 @@ static void epilogue_range(void *ctx, int64_t begin, int64_t end)
 {
     epilogue_run *er = ctx;
     for (int64_t b = begin; b < end; b++) {
-        int64_t batch = b / er->blocks_per_matrix;
-        int64_t u0 = (b % er->blocks_per_matrix) * er->block_units;
-        int64_t u1 = u0 + er->block_units < er->units ? u0 + er->block_units : er->units;
+        int64_t batch, u0, u1;
+        block_rows(er, b, &batch, &u0, &u1);
         if (run_product_block(er, batch, u0, u1) < 0) {
             __atomic_store_n(&er->failed, 1, __ATOMIC_RELAXED);
             return;
@@ -191,7 +191,9 @@ static void straddling_tiles(epilogue_run *er)
     const jit_group *g = er->gr.g;
     int64_t last = -1, nblocks = er->nbatch * er->blocks_per_matrix;
     for (int64_t b = 1; b < nblocks; b++) {
-        int64_t e = block_start(er, b);
+        int64_t batch, u0, u1;
+        block_rows(er, b, &batch, &u0, &u1);
+        int64_t e = (batch * er->units + u0) * er->unit_elems;
         if (e % g->rowlen != 0 && e / g->rowlen != last) {
             last = e / g->rowlen;
             group_range(&er->gr, last, last + 1);

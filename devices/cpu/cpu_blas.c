@@ -412,14 +412,14 @@ static void gemm_blocks(void *ctx, int64_t begin, int64_t end);
  * columns, plain or transposed operands (a weight grad [512, 128] x [128, 784]: 1.42x), and
  * only deeper products of wide C favoured columns (by up to 1.15x). Measured on 2 threads,
  * devices/cpu/README.md "BLAS". A row block of C is also what the jit's matmul epilogue needs. */
-bool td_blas_split_rows(int64_t m, int64_t n, int64_t k)
+static bool split_rows(int64_t m, int64_t n, int64_t k)
 {
     return m >= n || k <= 256;
 }
 
 td_blas_cut td_blas_gemm_cut(int64_t m, int64_t n, int64_t k)
 {
-    td_blas_cut c = {td_blas_split_rows(m, n, k), 0, 1};
+    td_blas_cut c = {split_rows(m, n, k), 0, 1};
     int64_t len = c.by_rows ? m : n;
     c.block = len;
     if ((double)m * (double)n * (double)k <= TD_BLAS_GEMM_SINGLE_THREAD_MNK || len < 1)

@@ -37,8 +37,6 @@ void td_blas_dgemv(bool trans, int64_t m, int64_t n, double alpha, const double 
  * product with more multiply-adds (m*n*k) than this over tide's threads; smaller ones run on the
  * calling thread, so callers may run several side by side inside td_parallel_for. */
 #define TD_BLAS_GEMM_SINGLE_THREAD_MNK 262144
-/* Whether a product split over threads is cut into blocks of C's rows (true) or columns. */
-bool td_blas_split_rows(int64_t m, int64_t n, int64_t k);
 /* The same for gemv (m*n), split into blocks of y. */
 #define TD_BLAS_GEMV_SINGLE_THREAD_MN 9216
 

@@ -99,6 +99,10 @@ typedef struct tile_pair {
     int ops[3];         /* slots passed to the kernel: op1's two operands, then op2's other */
     int cfirst;         /* that other operand is op2's first */
     td_ew_arith2_fn fn; /* the kernel */
+    /* a member in no pair may read a single value in place (single_value): the kernel (NULL
+     * when not), the value's slot, and whether it is the kernel's first operand */
+    td_ew_binary_fn one;
+    int one_slot, one_afirst;
 } tile_pair;
 
 /* Whether member k can start a pair with the next member the tile loop runs; fills *p. */
@@ -142,9 +146,33 @@ static bool fused_pair(const jit_compiled *c, const jit_group *g, int k, tile_pa
     return true;
 }
 
+/* Member k (in no pair) as a single-value kernel, filling p->one: a FULL float
+ * add/sub/mul/div with exactly one operand a SCALAR or ROW value (x - max, e / sum, x * 2)
+ * reads that value in place instead of a splat buffer the row would fill and the kernel read
+ * back (softmax's two per row: 32 KB of a 4096-wide row's 80 KB of scratch). Same bits as the
+ * binary kernel. */
+static void single_value(const jit_compiled *c, const jit_group *g, int k, tile_pair *p)
+{
+    const jit_slot *ms = &g->slots[g->members[k]];
+    const jit_node *nd = &c->nodes[ms->node];
+    int dt = nd->dtype;
+    if (ms->vkind != JV_FULL || nd->op < TIDE_OP_ADD || nd->op > TIDE_OP_DIV || nd->nin != 2 ||
+        (dt != TIDE_FLOAT32 && dt != TIDE_FLOAT64) || c->nodes[nd->in[0]].dtype != dt ||
+        c->nodes[nd->in[1]].dtype != dt)
+        return;
+    int s0 = jit_slot_of(g, nd->in[0]), s1 = jit_slot_of(g, nd->in[1]);
+    bool full0 = g->slots[s0].vkind == JV_FULL, full1 = g->slots[s1].vkind == JV_FULL;
+    if (full0 == full1)
+        return;
+    p->one_afirst = !full0;
+    p->one_slot = full0 ? s1 : s0;
+    p->one = ew_table()->scalar[dt == TIDE_FLOAT64][nd->op - TIDE_OP_ADD][p->one_afirst];
+}
+
 /* The group's pairs, taken in program order: pairs[k].second >= 0 where member k starts one.
  * A member computed as a pair's second is stored, so it starts none (a third op would need a
- * kernel of its own). NULL when out of memory. */
+ * kernel of its own). A member in no pair may be a single-value kernel (pairs[k].one). Planned
+ * once per group; render and compile_group read it. NULL when out of memory. */
 static tile_pair *plan_pairs(const jit_compiled *c, const jit_group *g)
 {
     tile_pair *pairs = td_malloc(sizeof *pairs * (size_t)(g->nmembers ? g->nmembers : 1));
@@ -153,39 +181,15 @@ static tile_pair *plan_pairs(const jit_compiled *c, const jit_group *g)
     int busy = -1; /* the member last taken as a second */
     for (int k = 0; k < g->nmembers; k++) {
         pairs[k].second = -1;
-        if (k != busy && fused_pair(c, g, k, &pairs[k]))
+        pairs[k].one = NULL;
+        if (k == busy)
+            continue;
+        if (fused_pair(c, g, k, &pairs[k]))
             busy = pairs[k].second;
+        else
+            single_value(c, g, k, &pairs[k]);
     }
     return pairs;
-}
-
-/* The table's single-value kernel for member k, or NULL: a FULL float add/sub/mul/div (not in
- * an arith2 pair) with exactly one operand a SCALAR or ROW value (x - max, e / sum, x * 2) reads
- * that value in place (*q: its slot; *afirst: it is the first operand) instead of a splat buffer
- * the row would fill and the kernel read back (softmax's two per row: 32 KB of a 4096-wide row's
- * 80 KB of scratch). Same bits as the binary kernel. */
-static td_ew_binary_fn scalar_kernel(const jit_compiled *c, const jit_group *g,
-                                     const tile_pair *pairs, int k, int *q, int *afirst)
-{
-    const jit_slot *ms = &g->slots[g->members[k]];
-    if (ms->vkind != JV_FULL || pairs[k].second >= 0)
-        return NULL;
-    for (int j = 0; j < k; j++)
-        if (pairs[j].second == k)
-            return NULL;
-    const jit_node *nd = &c->nodes[ms->node];
-    int dt = nd->dtype;
-    if (nd->op < TIDE_OP_ADD || nd->op > TIDE_OP_DIV || nd->nin != 2 ||
-        (dt != TIDE_FLOAT32 && dt != TIDE_FLOAT64) || c->nodes[nd->in[0]].dtype != dt ||
-        c->nodes[nd->in[1]].dtype != dt)
-        return NULL;
-    int s0 = jit_slot_of(g, nd->in[0]), s1 = jit_slot_of(g, nd->in[1]);
-    bool full0 = g->slots[s0].vkind == JV_FULL, full1 = g->slots[s1].vkind == JV_FULL;
-    if (full0 == full1)
-        return NULL;
-    *afirst = !full0;
-    *q = full0 ? s1 : s0;
-    return ew_table()->scalar[dt == TIDE_FLOAT64][nd->op - TIDE_OP_ADD][*afirst];
 }
 
 /* Whether some kernel of the generated code reads slot q's splat buffer: a FULL member reading
@@ -194,8 +198,7 @@ static bool splat_read(const jit_compiled *c, const jit_group *g, const tile_pai
 {
     for (int k = 0; k < g->nmembers; k++) {
         const jit_slot *ms = &g->slots[g->members[k]];
-        int sq, af;
-        if (ms->vkind != JV_FULL || scalar_kernel(c, g, pairs, k, &sq, &af))
+        if (ms->vkind != JV_FULL || pairs[k].one)
             continue;
         const jit_node *nd = &c->nodes[ms->node];
         for (int j = 0; j < nd->nin; j++)
@@ -558,7 +561,7 @@ static void operand(td_sbuf *b, const jit_group *g, const jit_slot *ms, int q, i
 }
 
 /* Member s's kernel call; in_place: the slot of a single value the kernel reads in place (a
- * scalar_kernel), else -1. */
+ * single-value kernel, tile_pair.one), else -1. */
 static void emit_compute(td_sbuf *b, const jit_compiled *c, const jit_group *g, int s,
                          const char *n, int in_place)
 {
@@ -635,18 +638,17 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
              "extern void jf(void);\n"
              "extern void *memcpy(void *d, const void *s, unsigned long n);\n");
     for (int k = 0; k < g->nmembers; k++) {
-        int s = g->members[k], q, afirst;
+        int s = g->members[k];
         const jit_node *nd = &c->nodes[g->slots[s].node];
         if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
             continue;
         int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
-        bool one = scalar_kernel(c, g, pairs, k, &q, &afirst) != NULL;
         td_emit(&b, "extern void k%d(I n, void *o%s); /* %s %s%s */\n", s,
              nd->op == TIDE_OP_WHERE ? ", const void *c, const void *a, const void *b"
              : tide_op_is_unary((tide_op)nd->op) ? ", const void *a"
                                                    : ", const void *a, const void *b",
              tide_op_name((tide_op)nd->op), tide_dtype_name((tide_dtype)kdt),
-             !one ? "" : afirst ? ", a one value" : ", b one value");
+             !pairs[k].one ? "" : pairs[k].one_afirst ? ", a one value" : ", b one value");
     }
     for (int k = 0; k < g->nmembers; k++)
         if (pairs[k].second >= 0) {
@@ -752,11 +754,9 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
                     tide_op_name((tide_op)c->nodes[ms->node].op));
             first = -1;
         } else {
-            int q = -1, afirst;
             td_emit(&b, "    ");
-            if (!scalar_kernel(c, g, pairs, k, &q, &afirst))
-                q = -1;
-            emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1", q);
+            emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1",
+                         pairs[k].one ? pairs[k].one_slot : -1);
         }
         if (ms->output && ms->stream >= 0)
             td_emit(&b, "        if (big) jw((char *)A[%d] + s0 * %d, p%d, n * %d);\n", ms->arg,
@@ -813,11 +813,11 @@ static void compile_group(const jit_compiled *c, jit_group *g, int index, const 
             const jit_node *nd = &c->nodes[g->slots[sl].node];
             if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
                 continue;
-            int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype, q, afirst;
-            td_ew_binary_fn one = scalar_kernel(c, g, pairs, k, &q, &afirst);
+            int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
             char name[32];
             snprintf(name, sizeof name, "k%d", sl);
-            tcc_add_symbol(s, name, one ? (const void *)one : td_jit_tile_kernel(nd->op, kdt));
+            tcc_add_symbol(s, name, pairs[k].one ? (const void *)pairs[k].one
+                                                 : td_jit_tile_kernel(nd->op, kdt));
         }
         for (int k = 0; k < g->nmembers; k++)
             if (pairs[k].second >= 0) {

@@ -188,13 +188,13 @@ static bool batch_folds_into_rows(const mm_job *j)
  * packing B than threads win). */
 static int64_t batch_task_rows(int64_t nbatch, int64_t m, int64_t n, int64_t k)
 {
-    bool vector = m == 1 || n == 1;
-    int64_t limit = vector ? TD_BLAS_GEMV_SINGLE_THREAD_MN : TD_BLAS_GEMM_SINGLE_THREAD_MNK;
-    int64_t per_row = n * k;
     if (nbatch < 2 || td_num_threads() < 2)
         return 0;
     if (nbatch >= BATCH_TASKS_PER_THREAD * td_num_threads())
         return m;
+    bool vector = m == 1 || n == 1;
+    int64_t limit = vector ? TD_BLAS_GEMV_SINGLE_THREAD_MN : TD_BLAS_GEMM_SINGLE_THREAD_MNK;
+    int64_t per_row = n * k;
     int64_t rows = m * per_row <= limit ? m : limit / per_row;
     return rows < m && rows < 16 ? 0 : rows;
 }
