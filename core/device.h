@@ -14,13 +14,12 @@
 #include "primitive.h"
 #include "tide.h"
 
-typedef enum tide_device_kind { TIDE_DEVICE_CPU = 0, TIDE_DEVICE_VULKAN = 1 } tide_device_kind;
-
 typedef struct tide_device tide_device;
 
 struct tide_device {
     const char *name;
-    tide_device_kind kind;
+    /* Buffers are host pointers (td_tensor_data then reads them without a call). */
+    bool host_buffers;
     /* A buffer of nbytes (64-byte aligned where that means anything), or NULL when out of
      * memory. The handle is opaque to everyone but the device. */
     void *(*alloc)(tide_device *dev, size_t nbytes);
@@ -53,6 +52,39 @@ struct tide_device {
 
 /* The CPU device; always present. */
 tide_device *tide_cpu_device(void);
+
+/* ---- the registry (core/device_registry.c) ---------------------------------------------------
+ * A folder under devices/ provides one kind of device. The build lists the folders
+ * (TIDE_DEVICES in CMakeLists.txt) and generates td_register_devices(), which calls each
+ * folder's td_register_device_<name>() once, before the first lookup; that function calls
+ * td_device_register. Devices are named "<kind>" (its device 0) or "<kind>:<index>". */
+typedef struct td_device_provider {
+    const char *name; /* the kind: "cpu", "vulkan", ... */
+    /* How many devices of this kind are present, without opening any (0 when none). */
+    int (*count)(void);
+    /* Opens device index (0 <= index < count()). Called at most once per index: the registry
+     * keeps the result for the life of the process. NULL with the reason written into why. */
+    tide_device *(*open)(int index, char *why, size_t n);
+    /* What device index is (its name and type, such as "integrated gpu"), without opening it;
+     * NULL when the kind has nothing to tell. 0 or -1. */
+    int (*describe)(int index, char *name, size_t n, const char **type);
+    /* The index the bare kind name means (NULL: 0), such as the GPU an environment variable
+     * or a ranking picks. */
+    int (*default_index)(void);
+} td_device_provider;
+
+/* Adds a kind of device (p must stay valid). Called from td_register_device_<name>(). */
+void td_device_register(const td_device_provider *p);
+/* The device called name ("cpu", "vulkan" (the kind's default), "vulkan:1"), opened at first use. NULL with an error
+ * naming op and saying why (an unknown name lists the kinds). */
+tide_device *td_device_find(const char *op, const char *name);
+/* The same without setting the error: NULL, and why says it. */
+tide_device *td_device_lookup(const char *name, char *why, size_t n);
+/* Kinds registered, and kind i's provider (NULL past the end). */
+int td_device_kind_count(void);
+const td_device_provider *td_device_kind(int i);
+/* The devices opened so far, in order of opening (NULL past the end); for sync and stats. */
+tide_device *td_device_opened(int i);
 
 /* The Vulkan device (devices/vulkan), opened at first use; NULL when there is none, with the
  * reason (no loader, no driver, no device...) written into why. Never fails the CPU. */

@@ -112,7 +112,7 @@ void *td_tensor_data(const tide_tensor *t)
     if (!t->storage)
         return NULL;
     tide_device *dev = t->storage->device;
-    char *base = dev->kind == TIDE_DEVICE_CPU ? t->storage->buffer
+    char *base = dev->host_buffers ? t->storage->buffer
                                                : dev->host_ptr(dev, t->storage->buffer);
     return base ? base + t->offset * (int64_t)td_dtype_sizes[t->dtype] : NULL;
 }

@@ -1290,18 +1290,12 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
     if (!c->nodes || !c->alias || !c->consts || !c->outputs)
         goto oom;
     memcpy(c->nodes, nodes, sizeof *c->nodes * (size_t)n);
-    c->device = tide_cpu_device();
+    c->device = tide_cpu_device(); /* a segment's ops are on one device (trace.c) */
     for (int i = 0; i < n; i++) {
         c->nodes[i].stub = NULL;
         c->alias[i] = i;
-        if (nodes[i].kind != JN_EXTERN && nodes[i].dev == TIDE_DEVICE_VULKAN) {
-            char why[256];
-            c->device = td_vulkan_device(why, sizeof why); /* already open: it made the ops */
-            if (!c->device) {
-                td_error("jit: %s", why);
-                goto fail;
-            }
-        }
+        if (nodes[i].kind != JN_EXTERN)
+            c->device = nodes[i].device;
     }
     c->noutputs = noutputs;
     memcpy(c->outputs, outputs, sizeof(int) * (size_t)noutputs);

@@ -28,7 +28,6 @@ typedef struct jit_node {
     uint8_t dtype;
     uint8_t ndim;
     uint8_t flags; /* EXTERN: the tensor's flags (wrapped number, requires grad) */
-    uint8_t dev;   /* the device kind (tide_device_kind) of its tensor */
     int op;
     int nin;
     int in[JIT_MAX_IN];
@@ -40,6 +39,7 @@ typedef struct jit_node {
     int64_t strides[TIDE_MAX_DIMS]; /* VIEW and EXTERN: the layout */
     int64_t offset;                 /* VIEW: relative to the root's offset */
     tide_attrs attrs;
+    struct tide_device *device; /* where its tensor is */
     tide_tensor *stub; /* trace time: the tensor standing for this node (a reference) */
 } jit_node;
 

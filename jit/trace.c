@@ -230,7 +230,7 @@ static int node_of(jit_trace *tr, const tide_tensor *t)
     nd->dtype = t->dtype;
     nd->ndim = t->ndim;
     nd->flags = t->flags & (TD_WRAPPED_NUMBER | TD_REQUIRES_GRAD);
-    nd->dev = (uint8_t)t->device->kind;
+    nd->device = t->device;
     nd->ext = tr->next;
     nd->storage_class = tr->next;
     for (int k = 0; k < tr->next; k++)
@@ -373,7 +373,7 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
         if (!nd)
             return NULL;
         nd->kind = JN_INPLACE;
-        nd->dev = (uint8_t)meta->device->kind;
+        nd->device = meta->device;
         nd->op = op;
         nd->dtype = dst->dtype;
         nd->ndim = dst->ndim;
@@ -405,7 +405,7 @@ static tide_tensor *trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_
         return NULL;
     int id = tr->n - 1;
     nd->op = op;
-    nd->dev = (uint8_t)meta->device->kind;
+    nd->device = meta->device;
     nd->dtype = (uint8_t)meta->dtype;
     nd->ndim = (uint8_t)meta->ndim;
     memcpy(nd->shape, meta->shape, sizeof(int64_t) * meta->ndim);
@@ -468,7 +468,7 @@ typedef struct key_buf {
 } key_buf;
 
 /* More than the entries key_node writes for one node. */
-#define KEY_NODE_MAX (8 + JIT_MAX_IN + 3 * TIDE_MAX_DIMS + 2 * TIDE_MAX_DIMS)
+#define KEY_NODE_MAX (9 + JIT_MAX_IN + 3 * TIDE_MAX_DIMS + 2 * TIDE_MAX_DIMS)
 
 /* Room for KEY_NODE_MAX more entries; false (the buffer dropped) when memory ran out. */
 static bool key_reserve(key_buf *k)
@@ -490,8 +490,8 @@ static inline void kput(key_buf *k, int64_t x) { k->v[k->n++] = x; }
 static void key_node(key_buf *k, const jit_node *nd)
 {
     kput(k, nd->kind | (int64_t)nd->op << 8 | (int64_t)nd->dtype << 24 |
-                (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48 |
-                (int64_t)nd->dev << 56);
+                (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48);
+    kput(k, (int64_t)(intptr_t)nd->device);
     for (int i = 0; i < nd->nin; i++)
         kput(k, nd->in[i]);
     kput(k, nd->root);

@@ -15,7 +15,7 @@ static tide_device *device_of(const char *op, tide_tensor *const *ts, const char
     int first = -1;
     for (int i = 0; i < n; i++) {
         if ((ts[i]->flags & TD_WRAPPED_NUMBER) ||
-            (ts[i]->ndim == 0 && ts[i]->device->kind == TIDE_DEVICE_CPU))
+            (ts[i]->ndim == 0 && ts[i]->device == tide_cpu_device()))
             continue;
         if (first < 0) {
             first = i;

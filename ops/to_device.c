@@ -8,30 +8,11 @@
 
 #include "dispatch.h"
 
-static tide_device *find_device(const char *op, const char *name)
-{
-    if (!name) {
-        td_error("%s: device name is NULL", op);
-        return NULL;
-    }
-    if (strcmp(name, "cpu") == 0)
-        return tide_cpu_device();
-    if (strcmp(name, "vulkan") == 0) {
-        char why[512];
-        tide_device *d = td_vulkan_device(why, sizeof why);
-        if (!d)
-            td_error("%s: the Vulkan device is not available: %s", op, why);
-        return d;
-    }
-    td_error("%s: unknown device \"%s\" (devices: cpu, vulkan)", op, name);
-    return NULL;
-}
-
 tide_tensor *tide_to(const tide_tensor *t, const char *device)
 {
     if (td_check_tensor("to", "tensor", t) < 0)
         return NULL;
-    tide_device *dev = find_device("to", device);
+    tide_device *dev = td_device_find("to", device);
     if (!dev)
         return NULL;
     if (t->device == dev)
@@ -68,9 +49,9 @@ int tide_sync(void)
     tide_device *cpu = tide_cpu_device();
     if (cpu->synchronize(cpu) < 0)
         return -1;
-    if (td_vulkan_opened()) {
-        tide_device *vk = td_vulkan_device(NULL, 0);
-        if (vk && vk->synchronize(vk) < 0)
+    for (int i = 0; td_device_opened(i); i++) {
+        tide_device *d = td_device_opened(i);
+        if (d != cpu && d->synchronize(d) < 0)
             return -1;
     }
     return 0;

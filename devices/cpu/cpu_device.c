@@ -111,7 +111,7 @@ static int cpu_synchronize(tide_device *dev)
 
 static tide_device cpu_device = {
     .name = "cpu",
-    .kind = TIDE_DEVICE_CPU,
+    .host_buffers = true,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .write = cpu_write,
@@ -122,3 +122,16 @@ static tide_device cpu_device = {
 };
 
 tide_device *tide_cpu_device(void) { return &cpu_device; }
+
+static int cpu_count(void) { return 1; }
+
+static tide_device *cpu_open(int index, char *why, size_t n)
+{
+    (void)index, (void)why, (void)n;
+    return &cpu_device;
+}
+
+static const td_device_provider cpu_provider = {.name = "cpu", .count = cpu_count, .open = cpu_open};
+
+void td_register_device_cpu(void);
+void td_register_device_cpu(void) { td_device_register(&cpu_provider); }

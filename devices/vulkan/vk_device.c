@@ -1076,7 +1076,6 @@ static int vk_synchronize(tide_device *dev)
 
 tide_device td_vk_device_struct = {
     .name = "vulkan",
-    .kind = TIDE_DEVICE_VULKAN,
     .alloc = vk_alloc,
     .free = vk_free,
     .write = vk_write,
@@ -1123,3 +1122,35 @@ void td_vulkan_stats(uint64_t *submits, uint64_t *dispatches, uint64_t *fallback
 }
 
 bool td_vulkan_opened(void) { return td_vk_state != NULL; }
+
+/* ---- the registry --------------------------------------------------------------------------- */
+
+static int vk_default_index(void)
+{
+    pthread_once(&init_once, init);
+    return dev_chosen;
+}
+
+static tide_device *vk_open(int index, char *why, size_t n)
+{
+    if (index != vk_default_index()) {
+        snprintf(why, n, "only the selected Vulkan device (vulkan:%d; TIDE_VULKAN_DEVICE picks it) "
+                 "can be opened", dev_chosen);
+        return NULL;
+    }
+    return td_vulkan_device(why, n);
+}
+
+static int vk_describe(int index, char *name, size_t n, const char **type)
+{
+    return td_vulkan_device_info(index, name, n, type, NULL);
+}
+
+static const td_device_provider vk_provider = {.name = "vulkan",
+                                               .count = td_vulkan_device_count,
+                                               .open = vk_open,
+                                               .describe = vk_describe,
+                                               .default_index = vk_default_index};
+
+void td_register_device_vulkan(void);
+void td_register_device_vulkan(void) { td_device_register(&vk_provider); }

@@ -85,7 +85,7 @@ typedef struct vk_shader {
     size_t size; /* bytes */
 } vk_shader;
 
-/* Generated at build time from the shaders folder (vk_shader_table.c, shaders.cmake). */
+/* Generated at build time from the shaders folder (vk_shader_table.c, device.cmake). */
 extern const vk_shader td_vk_shaders[];
 extern const int td_vk_num_shaders;
 

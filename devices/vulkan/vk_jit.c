@@ -377,7 +377,7 @@ static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, cha
         if (sl->member && !sl->output && sl->into < 0)
             continue;
         const jit_node *x = &c->nodes[node];
-        if (!sl->member && x->dev != TIDE_DEVICE_VULKAN) { /* a host scalar: a parameter */
+        if (!sl->member && x->device != c->device) { /* a host scalar: a parameter */
             if (x->ndim != 0 || k->nscal == JS_MAX || !value_dtype_ok(x->dtype))
                 return decline(k, "a host operand that is not a scalar");
             k->scal_slot[k->nscal++] = s;
