@@ -16,7 +16,6 @@
 #include "jit.h"
 
 #define FOLD_MAX_NUMEL 4096    /* constants are folded when this small */
-#define GROUP_MAX_MEMBERS 48
 #define ROW_MAX 32768          /* longest row a fused reduction keeps in scratch */
 #define TILE 1024 /* elements per tile of an elementwise group: its buffers stay in L1 */
 
@@ -75,8 +74,6 @@ void jit_compiled_free(jit_compiled *c)
     for (int g = 0; g < c->ngroups; g++) {
         if (c->device && c->device->jit_free)
             c->device->jit_free(c->device, &c->groups[g]);
-        else
-            td_cpu_codegen_free(&c->groups[g]);
         free(c->groups[g].slots);
         free(c->groups[g].members);
         free(c->groups[g].source);
@@ -102,18 +99,12 @@ void jit_compiled_free(jit_compiled *c)
 static tide_tensor *fold(jit_compiled *c, int i)
 {
     const jit_node *nd = &c->nodes[i];
-    tide_device *dev = tide_cpu_device();
-    tide_tensor *out = td_tensor_new("jit fold", dev, nd->ndim, nd->shape, (tide_dtype)nd->dtype);
-    if (!out)
-        return NULL;
+    td_meta meta = {nd->ndim, {0}, (tide_dtype)nd->dtype, c->device};
+    memcpy(meta.shape, nd->shape, sizeof(int64_t) * nd->ndim);
     tide_tensor *in[JIT_MAX_IN];
     for (int k = 0; k < nd->nin; k++)
         in[k] = c->consts[nd->in[k]];
-    if (numel_of(nd) > 0 && dev->run(dev, (tide_op)nd->op, out, in, nd->nin, &nd->attrs) < 0) {
-        tide_release(out);
-        return NULL;
-    }
-    return out;
+    return td_run_eager((tide_op)nd->op, &meta, in, nd->nin, &nd->attrs);
 }
 
 /* Whether every element of constant t equals v. */
@@ -275,7 +266,7 @@ static int run_passes(jit_compiled *c, char *live, char *is_output, char *writte
         bool protected_node = is_output[i] || written[i];
         /* constant folding: creation ops and pure ops of constants, when small */
         if (nd->kind == JN_OP && !protected_node && numel_of(nd) <= FOLD_MAX_NUMEL &&
-            nd->op != TIDE_OP_RANDOM && c->device == tide_cpu_device()) {
+            nd->op != TIDE_OP_RANDOM && c->device->host_buffers) { /* read on the host */
             bool all_const = nd->op == TIDE_OP_FILL || nd->op == TIDE_OP_IOTA;
             if (!all_const && (jit_op_fusible(nd->op) || is_reduce(nd->op)) && nd->nin > 0) {
                 all_const = true;
@@ -408,11 +399,11 @@ typedef struct grouper {
     int row_mode, nred;
     int64_t rowlen;
     int nmem;
-    int mem[GROUP_MAX_MEMBERS];
-    int vk[GROUP_MAX_MEMBERS];
+    int mem[JIT_GROUP_MAX_MEMBERS];
+    int vk[JIT_GROUP_MAX_MEMBERS];
     /* fused writes: a COPY of member wb_member[k] into wb_dst[k], done by the group */
     int nwb;
-    int wb_member[GROUP_MAX_MEMBERS], wb_dst[GROUP_MAX_MEMBERS];
+    int wb_member[JIT_GROUP_MAX_MEMBERS], wb_dst[JIT_GROUP_MAX_MEMBERS];
 } grouper;
 
 static int push_step(jit_compiled *c, int kind, int node, int group)
@@ -445,20 +436,18 @@ static int join_kind(grouper *gp, int i)
 {
     const jit_compiled *c = gp->c;
     const jit_node *nd = &c->nodes[i];
-    if (gp->nmem >= GROUP_MAX_MEMBERS)
+    if (gp->nmem >= JIT_GROUP_MAX_MEMBERS)
         return -1;
     if (nd->kind != JN_OP)
         return -1;
     bool red = is_reduce(nd->op);
     if (!red && !jit_op_fusible(nd->op))
         return -1;
-    if (!red && nd->op != TIDE_OP_CAST) {
+    if (nd->op != TIDE_OP_CAST && c->device->jit_member) {
         int kdt = nd->op == TIDE_OP_WHERE ? c->nodes[nd->in[1]].dtype : c->nodes[nd->in[0]].dtype;
-        if (!td_jit_tile_kernel(nd->op, kdt))
+        if (!c->device->jit_member(c->device, nd->op, kdt))
             return -1;
     }
-    if (red && !td_jit_tile_kernel(nd->op, c->nodes[nd->in[0]].dtype))
-        return -1;
     if (red) {
         const jit_node *x = &c->nodes[nd->in[0]];
         int k = nd->attrs.nints;
@@ -560,25 +549,6 @@ static int add_slot(jit_group *g, int node, int vkind, int member)
     return g->nslots++;
 }
 
-/* Whether the plan's groups become C for libtcc (the CPU), not a device's own code (Vulkan's
- * shaders, which load their operands up front and choose their own tiling). */
-static bool cpu_groups(const jit_compiled *c) { return !c->device->jit_compile; }
-
-/* Ops whose CPU kernels are bound by arithmetic, not memory: a group with one runs in tiles of
- * half the size. Measured on the chain tanh(x*a+b)*sigmoid(x)+c over 16M floats: tiles of 512
- * 8% faster than 1024 (256: 3%, 2048: 20% slower), while (x*a+b)*x-c, bound by memory, ran 12%
- * slower in tiles of 512 (the per-tile prefetch and streaming calls). */
-static bool heavy_op(int op)
-{
-    switch (op) {
-    case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH:
-    case TIDE_OP_SIGMOID: case TIDE_OP_POW:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Ops whose result a group can take as the product it is the epilogue of (fuse_epilogues):
  * matmul alone. A conv cut into blocks of images computes its GEMMs over other column extents
  * than the device's eager call (images batched per GEMM, shares per thread), which rounds
@@ -592,7 +562,7 @@ static bool reads_product(const grouper *gp)
 {
     const jit_compiled *c = gp->c;
     const jit_node *nd = &c->nodes[gp->mem[0]];
-    if (!cpu_groups(c) || gp->vk[0] != JV_FULL)
+    if (!c->device->jit_epilogue_rows || gp->vk[0] != JV_FULL)
         return false;
     for (int k = 0; k < nd->nin; k++) {
         const jit_node *p = &c->nodes[nd->in[k]];
@@ -642,9 +612,6 @@ static int close_group(grouper *gp)
     } else { /* tiles no longer than the domain: splats and scratch stay small */
         /* a power of two, so domains of nearby sizes (batch 128 and 96) share generated code */
         int64_t tile = TILE;
-        for (int k = 0; k < gp->nmem && tile == TILE && cpu_groups(c); k++)
-            if (heavy_op(c->nodes[gp->mem[k]].op))
-                tile = TILE / 2;
         g->rowlen = 1;
         while (g->rowlen < g->numel && g->rowlen < tile)
             g->rowlen *= 2;
@@ -716,87 +683,18 @@ static int close_group(grouper *gp)
         if (!sl->member || sl->output || sl->into >= 0)
             sl->arg = g->nargs++;
     }
-    /* scratch buffers */
-    int64_t off = 0;
-#define TAKE(bytes) (off += ((bytes) + 63) / 64 * 64, off - ((bytes) + 63) / 64 * 64)
+    /* inputs read in place: contiguous with the domain's shape (every layout is in the key) */
     for (int s = 0; s < g->nslots; s++) {
         jit_slot *sl = &g->slots[s];
         const jit_node *nd = &c->nodes[sl->node];
         if (!sl->member && sl->vkind == JV_FULL) {
-            /* every layout is part of the key, so contiguity is known here */
             int64_t cs[TIDE_MAX_DIMS];
             td_contiguous_strides(nd->ndim, nd->shape, cs);
             sl->direct = same_shape(nd->ndim, nd->shape, g->ndim, g->domain) &&
                          memcmp(cs, nd->strides, sizeof(int64_t) * nd->ndim) == 0;
         }
-        int64_t elems = sl->vkind == JV_FULL ? g->rowlen : 1;
-        if (sl->member && sl->vkind == JV_FULL && !sl->output)
-            continue; /* full-size member buffers are shared by liveness, below */
-        if (sl->member && (!sl->output || sl->vkind == JV_SCALAR)) /* scalars: stored after */
-            sl->scratch = TAKE(elems * sl->es);
-        else if (!sl->member && !sl->direct)
-            sl->scratch = TAKE(elems * sl->es);
-        if (sl->member && sl->output && sl->vkind == JV_FULL)
-            sl->stream = TAKE(elems * sl->es); /* used when the output is large (codegen) */
     }
-    /* full-size member buffers: a buffer is free again once the last member reading it has run,
-     * so a chain keeps two or three tiles in L1 however long it is (a member never writes the
-     * buffer of one of its own operands: kernels take restrict pointers) */
-    {
-        int nb = 0;
-        int64_t buf_off[GROUP_MAX_MEMBERS];
-        int buf_es[GROUP_MAX_MEMBERS], buf_free_after[GROUP_MAX_MEMBERS];
-        for (int k = 0; k < g->nmembers; k++) {
-            jit_slot *ms = &g->slots[g->members[k]];
-            if (ms->vkind != JV_FULL || ms->output)
-                continue;
-            /* the last member reading it, directly or through clones that alias it */
-            int last = k;
-            int readers[GROUP_MAX_MEMBERS + 1], nr = 0;
-            readers[nr++] = ms->node;
-            for (int j = k + 1; j < g->nmembers; j++) {
-                const jit_slot *us = &g->slots[g->members[j]];
-                const jit_node *u = &c->nodes[us->node];
-                for (int q = 0; q < u->nin; q++)
-                    for (int r = 0; r < nr; r++)
-                        if (u->in[q] == readers[r]) {
-                            last = j;
-                            if (u->op == TIDE_OP_CAST && u->dtype == c->nodes[u->in[0]].dtype &&
-                                !us->output && nr <= GROUP_MAX_MEMBERS)
-                                readers[nr++] = us->node; /* a clone is its operand */
-                            r = nr;
-                        }
-            }
-            int pick = -1;
-            for (int b = 0; b < nb && pick < 0; b++)
-                if (buf_free_after[b] < k && buf_es[b] == ms->es)
-                    pick = b;
-            if (pick < 0) {
-                pick = nb++;
-                buf_off[pick] = TAKE(g->rowlen * ms->es);
-                buf_es[pick] = ms->es;
-            }
-            ms->scratch = buf_off[pick];
-            buf_free_after[pick] = last;
-        }
-    }
-    /* splat buffers for scalar and row values read by full members */
-    for (int k = 0; k < g->nmembers; k++) {
-        const jit_slot *ms = &g->slots[g->members[k]];
-        if (ms->vkind != JV_FULL)
-            continue;
-        const jit_node *nd = &c->nodes[ms->node];
-        for (int j = 0; j < nd->nin; j++)
-            for (int s = 0; s < g->nslots; s++) {
-                jit_slot *sl = &g->slots[s];
-                if (sl->node == nd->in[j] && sl->vkind != JV_FULL && sl->splat < 0)
-                    sl->splat = TAKE(g->rowlen * sl->es);
-            }
-    }
-#undef TAKE
-    g->scratch_bytes = off;
-    if (cpu_groups(c) ? td_cpu_codegen_group(c, g, gi) < 0
-                      : c->device->jit_compile(c->device, c, g, gi) < 0)
+    if (c->device->jit_compile(c->device, &c->view, g, gi) < 0)
         return -1;
     if (push_step(c, JS_GROUP, -1, gi) < 0)
         return -1;
@@ -930,10 +828,10 @@ static int schedule(jit_compiled *c, const char *live, const char *is_output, co
             continue;
         if (nd->kind == JN_INPLACE) {
             if (fuse_writeback(&gp, i)) {
-                /* on the CPU the group goes on after the write (an optimizer's update of a
-                 * parameter and its momentum: one pass); a device's generated code may load
-                 * its operands up front, so its group ends at the write */
-                if (!cpu_groups(c) && close_group(&gp) < 0)
+                /* the group may go on after the write (an optimizer's update of a parameter
+                 * and its momentum: one pass) where the device's code reads each operand where
+                 * it uses it; code that loads its operands up front ends the group here */
+                if (!c->device->jit_group_after_write && close_group(&gp) < 0)
                     goto done;
                 continue;
             }
@@ -983,29 +881,20 @@ void jit_product_layout(const jit_node *p, int64_t *nbatch, int64_t *units, int6
     *unit_elems = p->shape[p->ndim - 1];
 }
 
-/* Rows per block of a fused matmul: rows per BLAS call as the device cuts it eagerly
- * (td_cpu_matmul_call_rows; exec.c asks again at each run, since it follows the thread count,
- * and runs a tile straddling two blocks once both are done), 0 when the device would cut it
- * by columns. */
-static int64_t epilogue_block_units(const jit_compiled *c, const jit_node *p)
+/* Rows per block of a fused matmul, as the device says (0: it takes no epilogue there). */
+static int64_t epilogue_block_units(const jit_compiled *c, int pi)
 {
-    int64_t nbatch, units, ue;
-    jit_product_layout(p, &nbatch, &units, &ue);
-    const jit_node *a = &c->nodes[p->in[0]];
-    int64_t k = a->shape[a->ndim - 1];
-    /* the batch may fold into one tall product at run time: both cuts must be by rows */
-    if (nbatch > 1 && td_cpu_matmul_call_rows(1, nbatch * units, ue, k) <= 0)
-        return 0;
-    return td_cpu_matmul_call_rows(nbatch, units, ue, k);
+    tide_device *dev = c->device;
+    return dev->jit_epilogue_rows ? dev->jit_epilogue_rows(dev, &c->view, pi) : 0;
 }
 
 /* Whether group g can run as the epilogue of product node pi: a float matmul (any batch) on
  * the CPU whose result is the group's domain, read by the group in place (so a tile reads only
- * its own block), and which the device cuts into blocks of rows. */
+ * its own block), and which the device cuts into blocks of rows (it says which dtypes). */
 static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int pi)
 {
     const jit_node *p = &c->nodes[pi];
-    if (!cpu_groups(c) || p->kind != JN_OP || (p->dtype != TIDE_FLOAT32 && p->dtype != TIDE_FLOAT64))
+    if (p->kind != JN_OP)
         return false;
     if (!product_op(p->op) || p->nin != 2 || !same_shape(p->ndim, p->shape, g->ndim, g->domain) ||
         g->numel < 1)
@@ -1026,7 +915,7 @@ static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int pi)
                 return false;
         }
     }
-    return epilogue_block_units(c, p) > 0;
+    return epilogue_block_units(c, pi) > 0;
 }
 
 /* Whether step st reads node pi (directly or through a view of it). */
@@ -1097,7 +986,7 @@ static void fuse_epilogues(jit_compiled *c, const char *written)
         if (!ok)
             continue;
         g->producer = pi;
-        g->block_units = epilogue_block_units(c, &c->nodes[pi]);
+        g->block_units = epilogue_block_units(c, pi);
         memmove(&c->steps[p], &c->steps[p + 1], sizeof *c->steps * (size_t)(out - 1 - p));
         out--;
     }
@@ -1297,6 +1186,7 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
         if (nodes[i].kind != JN_EXTERN)
             c->device = nodes[i].device;
     }
+    c->view = (jit_plan){hash, n, c->nodes, c->device};
     c->noutputs = noutputs;
     memcpy(c->outputs, outputs, sizeof(int) * (size_t)noutputs);
     for (int i = 0; i < noutputs; i++)

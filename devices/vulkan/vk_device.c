@@ -1133,7 +1133,7 @@ static int vk_default_index(void)
 
 static tide_device *vk_open(int index, char *why, size_t n)
 {
-    if (index != vk_default_index()) {
+    if (dev_chosen >= 0 && index != vk_default_index()) {
         snprintf(why, n, "only the selected Vulkan device (vulkan:%d; TIDE_VULKAN_DEVICE picks it) "
                  "can be opened", dev_chosen);
         return NULL;

@@ -25,7 +25,7 @@
 #include <glslang/Public/resource_limits_c.h>
 
 #include "../../core/strbuf.h"
-#include "../../jit/jit.h"
+#include "../../jit/group.h"
 #include "vk_internal.h"
 
 extern const char td_vk_common_glsl[]; /* generated: vk_opcodes.h + common.glsl */
@@ -65,7 +65,7 @@ typedef struct jit_params {
 
 /* The layout a node's tensor has when the group runs (exec.c): outside tensors and views their
  * own, results contiguous. */
-static void layout_of(const jit_compiled *c, int node, int *nd, int64_t *shape, int64_t *st)
+static void layout_of(const jit_plan *c, int node, int *nd, int64_t *shape, int64_t *st)
 {
     const jit_node *x = &c->nodes[node];
     *nd = x->ndim;
@@ -142,7 +142,7 @@ static int decline(vk_jit_code *k, const char *fmt, ...)
 }
 
 /* The member's value expression: 1 rendered, 0 declined. */
-static int emit_member(td_sbuf *b, vk_jit_code *k, const jit_compiled *c, const jit_group *g, int s)
+static int emit_member(td_sbuf *b, vk_jit_code *k, const jit_plan *c, const jit_group *g, int s)
 {
     const jit_node *nd = &c->nodes[g->slots[s].node];
     int op = nd->op, dt = nd->dtype;
@@ -210,7 +210,7 @@ static int emit_member(td_sbuf *b, vk_jit_code *k, const jit_compiled *c, const 
 
 /* The load of input slot s into v<s> (4 lanes at indices <lane>0..3; host scalars from the
  * parameters). */
-static void emit_load(td_sbuf *b, const jit_compiled *c, const jit_group *g, const vk_jit_code *k,
+static void emit_load(td_sbuf *b, const jit_plan *c, const jit_group *g, const vk_jit_code *k,
                       int s, const int *bind_of, const bool *direct, const char *lane)
 {
     (void)g;
@@ -255,7 +255,7 @@ static bool is_reduce_op(int op)
  * elementwise members before it recomputed from the inputs, 4 elements per invocation), a
  * workgroup tree reduction in shared memory, and its value uniform afterwards; row members are
  * computed once between passes; a last pass stores the elementwise results. 1, 0 declined. */
-static int emit_rows(td_sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_code *k,
+static int emit_rows(td_sbuf *b, const jit_plan *c, const jit_group *g, vk_jit_code *k,
                      const int *bind_of)
 {
     long long rowlen = (long long)g->rowlen;
@@ -358,7 +358,7 @@ static int emit_rows(td_sbuf *b, const jit_compiled *c, const jit_group *g, vk_j
 }
 
 /* Renders group g; 1 rendered (text in *out), 0 declined (k->why), -1 error. */
-static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, char **out)
+static int render(const jit_plan *c, const jit_group *g, vk_jit_code *k, char **out)
 {
     *out = NULL;
     if (g->row_mode && (g->rowlen > 32768 || g->rowlen < 1))
@@ -743,7 +743,7 @@ static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
 int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index)
 {
     (void)dev;
-    const jit_compiled *c = plan;
+    const jit_plan *c = plan;
     jit_group *g = group;
     vk_state *s = td_vk_state;
     if (!s)
@@ -791,7 +791,7 @@ void td_vk_jit_free(tide_device *dev, void *group)
 
 /* The members one by one through the eager shaders: values outside the group's slots are
  * temporaries on the device. */
-static int run_members(tide_device *dev, const jit_compiled *c, const jit_group *g,
+static int run_members(tide_device *dev, const jit_plan *c, const jit_group *g,
                        tide_tensor *const *t)
 {
     tide_tensor *vbuf[64];
@@ -856,7 +856,7 @@ static bool same_layout(const tide_tensor *t, int nd, const int64_t *shape, cons
 
 int td_vk_jit_run(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t)
 {
-    const jit_compiled *c = plan;
+    const jit_plan *c = plan;
     const jit_group *g = group;
     vk_jit_code *k = g->code;
     vk_state *s = td_vk_state;
