@@ -7,6 +7,7 @@
 #define TIDE_JIT_H
 
 #include <pthread.h>
+#include <string.h>
 
 #include "../core/tensor.h"
 #include "group.h"
@@ -49,6 +50,24 @@ typedef struct jit_compiled {
     int refs; /* the cache, graphs, segments running it */
     struct jit_compiled *next; /* in the cache bucket */
 } jit_compiled;
+
+/* The steps of jit_compile (compile.c), each 0 or -1 with the error set: the passes
+ * (passes.c; live receives the live nodes), grouping into steps and groups (fusion.c), fusing
+ * groups with the products they follow (fusion.c), and the memory plan (memplan.c). */
+int jit_run_passes(jit_compiled *c, char *live, char *is_output, char *written);
+int jit_schedule(jit_compiled *c, const char *live, const char *is_output, const char *written);
+void jit_fuse_epilogues(jit_compiled *c, const char *written);
+int jit_plan_memory(jit_compiled *c, const char *is_output);
+
+static inline bool jit_is_reduce(int op)
+{
+    return op == TIDE_OP_SUM || op == TIDE_OP_PROD || op == TIDE_OP_MAX || op == TIDE_OP_MIN;
+}
+static inline int64_t jit_numel(const jit_node *nd) { return td_numel(nd->ndim, nd->shape); }
+static inline bool jit_same_shape(int na, const int64_t *a, int nb, const int64_t *b)
+{
+    return na == nb && memcmp(a, b, sizeof(int64_t) * (size_t)na) == 0;
+}
 
 /* Builds the plan for nodes[0..n) with the given outputs (passes, fusion, memory plan, code
  * generation). NULL with the error set. */
