@@ -1,0 +1,99 @@
+/*
+ * trace.h — what the files of the recorder share (jit/README.md): the trace of one thread, the
+ * compile cache, segments and graph breaks, graphs for C, and sessions.
+ *   trace.c    the recorder: the dispatcher's trace hook, nodes and stubs, graph breaks
+ *   cache.c    keys, the compile cache, statistics
+ *   segment.c  ending a segment: compile (or find) and run it, give stubs their storage
+ *   graph.c    the C capture API (tide_jit_begin/end, tide_graph_run)
+ *   session.c  trace sessions (tide_jit_trace_*), each thread's spare trace
+ */
+#ifndef TIDE_JIT_TRACE_H
+#define TIDE_JIT_TRACE_H
+
+#include "jit.h"
+
+/* A trace's buffers, grown as needed: a thread keeps them from session to session (its spare
+ * trace), so a new session clears everything else and keeps these. */
+typedef struct trace_buffers {
+    jit_node *nodes;
+    int cap;
+    tide_tensor **ext; /* references */
+    int extcap;
+    int *ext_node; /* extern index -> its node */
+    /* open-addressing map: outside tensor pointer -> extern node (cleared after each segment) */
+    const tide_tensor **map_key;
+    int *map_val;
+    int map_cap;
+    const tide_storage **wstor; /* storages of outside tensors written in this segment */
+    int wstorcap;
+    int64_t *key; /* the cache key being built */
+    size_t key_cap;
+} trace_buffers;
+
+typedef struct jit_trace {
+    trace_buffers b;
+    int n;         /* nodes */
+    int next;      /* externs */
+    int map_used;
+    int nwrites;
+    int nwstor;
+    int ninputs;       /* capture mode: the declared inputs are externs 0..ninputs-1 */
+    bool capture;      /* C capture (tide_jit_begin): a graph break is an error */
+    tide_jit_stats *stats;
+    const char *(*where)(void *);
+    void *where_ctx;
+    void (*on_break)(void *);
+    void *on_break_ctx;
+    td_hooks saved;
+    int flushing;
+    tide_device *dev; /* the device of the pending segment's ops (a segment is on one) */
+} jit_trace;
+
+
+/* The calling thread's trace, NULL when it does not trace. */
+extern _Thread_local jit_trace *jit_current;
+#define SEGMENT_MAX_NODES 4096
+
+typedef struct tide_graph {
+    jit_compiled *plan;
+    int nnodes;
+    jit_node *nodes;      /* runtime attributes */
+    int ninputs;
+    int nexterns;
+    tide_tensor **captured; /* externs ninputs.. (references) */
+    int noutputs;
+    /* per output: the node whose value it is (a root), and the view of it handed out */
+    int *out_root;        /* -1: the output is extern out_ext */
+    int *out_ext;
+    jit_node *out_view;   /* layout (shape/strides/offset relative to the root) */
+    int *plan_index;      /* out i -> index in plan->outputs */
+} tide_graph;
+
+/* recorder (trace.c) */
+void jit_map_clear(jit_trace *tr);
+int jit_map_find(const jit_trace *tr, const tide_tensor *t);
+int jit_stub_node(const jit_trace *tr, const tide_tensor *t);
+int jit_node_of(jit_trace *tr, const tide_tensor *t);
+tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_tensor *dst,
+                            tide_tensor *const *in, int nin, const tide_attrs *attrs,
+                            const tide_tensor *out_view);
+int jit_materialize_hook(void *ctx, const tide_tensor *t);
+/* cache (cache.c) */
+void jit_plan_release(jit_compiled *c);
+void jit_stats_add(jit_trace *tr, int compiles, int hits, int misses, int breaks, int fallbacks,
+                   double ms);
+jit_compiled *jit_lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n, int nexterns,
+                                    const int *outs, int nouts);
+/* segments (segment.c): ends the segment (forced: the capture's outputs; graph: receives the
+ * capture's graph); resets the trace for the next one */
+int jit_flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_graph **graph);
+void jit_reset_segment(jit_trace *tr);
+/* sessions (session.c): begins one on this thread (capture: C capture mode), ends it; frees a
+ * trace; drops this thread's spare trace (not while tracing) */
+int jit_session_begin(bool capture, tide_jit_stats *stats, const char *(*where)(void *),
+                      void *where_ctx);
+void jit_session_free(jit_trace *tr);
+void jit_trace_destroy(void *p);
+void jit_drop_spare(void);
+
+#endif /* TIDE_JIT_TRACE_H */
