@@ -147,6 +147,15 @@ static tide_tensor *from_data_as(const void *buf, int nd, const int64_t *shape, 
     return placed;
 }
 
+/* tide.tensor's result in box; a failure names "tensor" before the op inside that failed
+ * (from_data, to: an unknown device). */
+static int tensor_created(lua_State *L, lt_box *b, tide_tensor *t, const lt_options *o)
+{
+    if (!t)
+        return luaL_error(L, "tensor: %s", tide_last_error());
+    return lt_fill_created(L, b, t, o);
+}
+
 static int f_tensor(lua_State *L)
 {
     lt_options o;
@@ -167,7 +176,7 @@ static int f_tensor(lua_State *L)
             double v = type == LUA_TBOOLEAN ? lua_toboolean(L, 1) : lua_tonumber(L, 1);
             t = from_data_as(&v, 0, NULL, TIDE_FLOAT64, dtype, o.device);
         }
-        return lt_fill_created(L, b, t, &o);
+        return tensor_created(L, b, t, &o);
     }
     if ((src = lt_totensor(L, 1))) {
         lt_box *b = lt_newbox(L);
@@ -178,7 +187,7 @@ static int f_tensor(lua_State *L)
             tide_release(t);
             t = moved;
         }
-        return lt_fill_created(L, b, t, &o);
+        return tensor_created(L, b, t, &o);
     }
     if (type != LUA_TTABLE)
         return luaL_error(L, "tensor: expected a (nested) table of numbers, a number or a tensor, "
@@ -205,7 +214,7 @@ static int f_tensor(lua_State *L)
     nest_fill(L, &n, 0, as_int, buf, &pos);
     lua_pop(L, 1);
     lt_box *b = lt_newbox(L);
-    return lt_fill_created(L, b, from_data_as(buf, n.ndim, n.shape,
+    return tensor_created(L, b, from_data_as(buf, n.ndim, n.shape,
                                               as_int ? TIDE_INT64 : TIDE_FLOAT64, dtype, o.device),
                            &o);
 }
@@ -260,7 +269,7 @@ static tide_tensor *full_of(lua_State *L, int arg, const char *device, int nd,
                            const int64_t *shape, tide_dtype dtype)
 {
     if (lua_isinteger(L, arg) && dtype == TIDE_INT64) {
-        tide_tensor *t = tide_empty_on(device, nd, shape, dtype);
+        tide_tensor *t = tide_full_on(device, nd, shape, 0, dtype); /* errors name "full" */
         if (!t)
             return NULL;
         tide_tensor *v = tide_integer((int64_t)lua_tointeger(L, arg));

@@ -140,6 +140,24 @@ H.test("to is recorded: the gradient comes back to the CPU", function()
   H.values(v.grad, { 2, -2 }, 0) -- d(v^2)/dv = 2v, exact
 end)
 
+H.test("to under the jit: runs at a break, recorded by autograd", function()
+  local f = tide.jit(function(x)
+    local y = (x * 3):to("vulkan"):mul(2):to("cpu"):sum()
+    y:backward()
+    return y
+  end)
+  for i = 1, 3 do
+    local x = tide.tensor({ 1.0, 2.0, 4.0 }, { requires_grad = true })
+    local y = f(x)
+    H.eq(y.device, "cpu")
+    H.eq(y:item(), 42, "call " .. i) -- 6 * 7, exact
+    H.eq(x.grad.device, "cpu")
+    H.values(x.grad, { 6, 6, 6 }, 0, "call " .. i)
+  end
+  -- each call: the CPU segment before the first to ends there, the Vulkan one before the second
+  H.ok(f:stats().breaks >= 2, "to ends the pending segment: " .. f:stats().breaks)
+end)
+
 -- The Fashion-MNIST MLP (smaller: 784-64-32-10, batch 16) with dropout, on Vulkan.
 local function mlp_step(make_opt)
   tide.manual_seed(0)
