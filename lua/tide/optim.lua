@@ -257,13 +257,13 @@ function Optimizer:load_state_dict(sd, metadata)
     local copy = {}
     for k, v in pairs(st) do
       if tide.is_tensor(v) and v:dim() == 0 then
-        v = v:clone() -- a count (Adam's step): keeps its dtype
+        v = v:to(p.device):clone() -- a count (Adam's step): keeps its dtype, on p's device
       elseif tide.is_tensor(v) then
         if v:numel() ~= p:numel() then
           error(("load_state_dict: state '%s' of parameter %d has %d elements, the parameter %d")
             :format(k, i, v:numel(), p:numel()), 2)
         end
-        v = v:to(p.dtype):reshape(p:size()):clone()
+        v = v:to({ dtype = p.dtype, device = p.device }):reshape(p:size()):clone()
       end
       copy[k] = v
     end
