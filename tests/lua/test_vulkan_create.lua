@@ -156,6 +156,14 @@ H.test("to under the jit: runs at a break, recorded by autograd", function()
   end
   -- each call: the CPU segment before the first to ends there, the Vulkan one before the second
   H.ok(f:stats().breaks >= 2, "to ends the pending segment: " .. f:stats().breaks)
+  -- a transposed view of a traced result, moved both ways
+  local g = tide.jit(function(a) return (a * 2):t():to("vulkan"):to("cpu"):t():to("vulkan") end)
+  local a = tide.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }, { dtype = "float32" })
+  for i = 1, 2 do
+    local r = g(a)
+    H.eq(r.device, "vulkan")
+    H.values(r, { { 2, 4, 6 }, { 8, 10, 12 } }, 0, "call " .. i)
+  end
 end)
 
 -- The Fashion-MNIST MLP (smaller: 784-64-32-10, batch 16) with dropout, on Vulkan.
