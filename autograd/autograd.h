@@ -21,6 +21,7 @@ typedef struct ag_input {
     tide_tensor *saved;   /* the input itself when the formula needs it, else NULL */
     uint32_t version;     /* the saved storage's version when saved */
     bool transposed;      /* its last two dims were a contiguous matrix's transpose */
+    tide_device *device;  /* where it lived: TO sends its gradient back there */
     uint8_t dtype, ndim;
     int64_t shape[TIDE_MAX_DIMS];
 } ag_input;

@@ -116,6 +116,7 @@ static int record_node(tide_op op, tide_tensor *out, tide_tensor *const *in, int
         tide_tensor *x = in[i];
         a->transposed = ag_stored_transposed(x);
         a->dtype = x->dtype;
+        a->device = x->device;
         a->ndim = x->ndim;
         memcpy(a->shape, x->shape, sizeof(int64_t) * x->ndim);
         if (requires_grad(x)) {
@@ -446,12 +447,8 @@ int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_g
             return td_error("backward: a gradient can be created implicitly only for a tensor of "
                             "one element, but the tensor is %s; pass grad_root of that shape",
                             s1);
-        g = tide_ones(root->ndim, root->shape, (tide_dtype)root->dtype);
-        if (g && g->device != root->device) {
-            tide_tensor *moved = tide_to(g, tide_device_name(root));
-            tide_release(g);
-            g = moved;
-        }
+        g = td_full_on(root->device, "backward", root->ndim, root->shape, 1,
+                       (tide_dtype)root->dtype);
     } else {
         if (grad_root->ndim != root->ndim ||
             memcmp(grad_root->shape, root->shape, sizeof(int64_t) * root->ndim) != 0) {

@@ -55,14 +55,19 @@ static void end_scope(scope *s)
 
 static tide_tensor *number(scope *S, double v) { return K(tide_number(v)); }
 
-/* Zeros of the given shape and dtype on like's device (creation makes CPU tensors). */
+/* Zeros of the given shape and dtype on like's device. */
 static tide_tensor *zeros_on(scope *S, int ndim, const int64_t *shape, tide_dtype dtype,
                              const tide_tensor *like)
 {
-    tide_tensor *z = K(tide_zeros(ndim, shape, dtype));
-    if (z && like && z->device != like->device)
-        z = K(tide_to(z, tide_device_name(like)));
-    return z;
+    return K(td_full_on(like ? like->device : tide_cpu_device(), "backward", ndim, shape, 0,
+                        dtype));
+}
+
+/* g moved to the device the input of a TO lived on (a TO of its own, so a gradient of the
+ * gradient flows back too). */
+static tide_tensor *to_input_device(scope *S, tide_tensor *g, const ag_input *a)
+{
+    return K(td_to_device(g, a->device));
 }
 
 /* Zeros of an input's shape and dtype, on g's device. */
@@ -346,6 +351,9 @@ static int movement_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor
     case TIDE_OP_CAST:
         gi[0] = give(S, K(tide_cast(g, (tide_dtype)n->in[0].dtype)));
         return 0;
+    case TIDE_OP_TO:
+        gi[0] = give(S, to_input_device(S, g, &n->in[0]));
+        return 0;
     case TIDE_OP_COPY: { /* copy_ broadcast the source to the destination and converted it */
         tide_tensor *r = sum_to_input(S, g, &n->in[0]);
         gi[0] = give(S, r ? K(tide_cast(r, (tide_dtype)n->in[0].dtype)) : NULL);
@@ -548,7 +556,7 @@ int ag_backward_formula(const ag_node *n, tide_tensor *g, tide_tensor **gi)
              op == TIDE_OP_SLICE || op == TIDE_OP_SELECT)
         rc = view_grad(S, n, g, gi);
     else if (op == TIDE_OP_CAST || op == TIDE_OP_COPY || op == TIDE_OP_CAT || op == TIDE_OP_PAD || op == TIDE_OP_FLIP ||
-             op == TIDE_OP_WHERE)
+             op == TIDE_OP_WHERE || op == TIDE_OP_TO)
         rc = movement_grad(S, n, g, gi);
     else if (op == TIDE_OP_GATHER || op == TIDE_OP_SCATTER_ADD || op == TIDE_OP_INDEX_SELECT)
         rc = index_grad(S, n, g, gi);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/dispatch.h"
 #include "autograd.h"
 
 /* Fixed weights in [0.5, 1.5) with both signs, different per element. */
@@ -33,7 +34,7 @@ static tide_tensor *weighted_sum(tide_tensor *out)
     }
     for (int64_t i = 0; i < numel; i++)
         w[i] = weight(i);
-    tide_tensor *wt = tide_from_data(w, out->ndim, out->shape, TIDE_FLOAT64);
+    tide_tensor *wt = td_from_data_on(out->device, w, out->ndim, out->shape, TIDE_FLOAT64);
     free(w);
     tide_tensor *o64 = wt ? tide_cast(out, TIDE_FLOAT64) : NULL;
     tide_tensor *prod = o64 ? tide_mul(o64, wt) : NULL;

@@ -60,6 +60,14 @@ TIDE_API tide_tensor *tide_retain(tide_tensor *t); /* returns t; NULL-safe */
 TIDE_API void tide_release(tide_tensor *t);        /* NULL-safe */
 
 /* ---- creation ----------------------------------------------------------------------------- */
+/* Every creation and random op makes its tensor on a device and fills it there with that
+ * device's kernel. The plain forms use the calling thread's default device ("cpu" until
+ * tide_set_default_device changes it); each has a form ending in _on whose first argument
+ * names the device ("cpu", "vulkan", "vulkan:1"; NULL: the thread's default). An unknown
+ * device is an error naming the op and the device. Wrapped numbers and tide_scalar stay 0-dim
+ * CPU tensors (they go with any device). */
+TIDE_API int tide_set_default_device(const char *device); /* 0, or -1 for an unknown device */
+TIDE_API const char *tide_get_default_device(void);
 TIDE_API tide_tensor *tide_empty(int ndim, const int64_t *shape, tide_dtype dtype);
 TIDE_API tide_tensor *tide_zeros(int ndim, const int64_t *shape, tide_dtype dtype);
 TIDE_API tide_tensor *tide_ones(int ndim, const int64_t *shape, tide_dtype dtype);
@@ -75,6 +83,22 @@ TIDE_API tide_tensor *tide_number(double value);
 TIDE_API tide_tensor *tide_integer(int64_t value);
 /* Copies ndim/shape row-major elements of dtype from data. */
 TIDE_API tide_tensor *tide_from_data(const void *data, int ndim, const int64_t *shape, tide_dtype dtype);
+/* The _on forms (see above): device first, then the plain form's arguments. */
+TIDE_API tide_tensor *tide_empty_on(const char *device, int ndim, const int64_t *shape,
+                                    tide_dtype dtype);
+TIDE_API tide_tensor *tide_zeros_on(const char *device, int ndim, const int64_t *shape,
+                                    tide_dtype dtype);
+TIDE_API tide_tensor *tide_ones_on(const char *device, int ndim, const int64_t *shape,
+                                   tide_dtype dtype);
+TIDE_API tide_tensor *tide_full_on(const char *device, int ndim, const int64_t *shape,
+                                   double value, tide_dtype dtype);
+TIDE_API tide_tensor *tide_arange_on(const char *device, double start, double end, double step,
+                                     tide_dtype dtype);
+TIDE_API tide_tensor *tide_linspace_on(const char *device, double start, double end,
+                                       int64_t steps, tide_dtype dtype);
+TIDE_API tide_tensor *tide_eye_on(const char *device, int64_t n, int64_t m, tide_dtype dtype);
+TIDE_API tide_tensor *tide_from_data_on(const char *device, const void *data, int ndim,
+                                        const int64_t *shape, tide_dtype dtype);
 
 /* Wraps a caller's buffer without copying. strides are in elements (NULL: row-major contiguous)
  * and must keep every element inside the buffer of nbytes. release(data, ctx) is called when the
@@ -251,6 +275,14 @@ TIDE_API tide_tensor *tide_randint(int64_t low, int64_t high, int ndim, const in
 /* 1 with probability p (a tensor of probabilities), else 0; p's shape and dtype. */
 TIDE_API tide_tensor *tide_bernoulli(const tide_tensor *p);
 TIDE_API tide_tensor *tide_randperm(int64_t n, tide_dtype dtype);
+TIDE_API tide_tensor *tide_rand_on(const char *device, int ndim, const int64_t *shape,
+                                   tide_dtype dtype);
+TIDE_API tide_tensor *tide_randn_on(const char *device, int ndim, const int64_t *shape,
+                                    tide_dtype dtype);
+TIDE_API tide_tensor *tide_randint_on(const char *device, int64_t low, int64_t high, int ndim,
+                                      const int64_t *shape, tide_dtype dtype);
+/* The permutation is shuffled on the host and written through the device's write. */
+TIDE_API tide_tensor *tide_randperm_on(const char *device, int64_t n, tide_dtype dtype);
 TIDE_API int tide_uniform_(tide_tensor *t, double low, double high);
 TIDE_API int tide_normal_(tide_tensor *t, double mean, double std);
 
@@ -420,7 +452,9 @@ TIDE_API void tide_jit_cache_clear(void);
  * (wrapped numbers and 0-dim CPU tensors go with any device). Vulkan ops are queued and run at
  * the next synchronization point: a read to the host (tide_to_buffer, tide_item, printing,
  * tide_to "cpu") or tide_sync. */
-/* A copy of t on device ("cpu" or "vulkan"); a new reference to t when it is already there. */
+/* A copy of t on device ("cpu", "vulkan", "vulkan:1"); a new reference to t when it is already
+ * there. A dispatched op (TO): autograd records it (the gradient goes back to t's device) and
+ * the jit runs it at a graph break. */
 TIDE_API tide_tensor *tide_to(const tide_tensor *t, const char *device);
 /* Waits until every queued kernel and copy of every device has finished. 0 or -1. */
 TIDE_API int tide_sync(void);

@@ -220,7 +220,7 @@ tide_tensor *tide_load_idx(const char *path)
     data = read_data(&ctx, gz, nbytes, s);
     if (!data)
         goto done;
-    t = tide_empty(ndim, shape, idx_types[type].dtype);
+    t = tide_empty_on("cpu", ndim, shape, idx_types[type].dtype);
     if (!t) {
         td_io_error(&ctx, "%s", tide_last_error());
         goto done;

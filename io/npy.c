@@ -319,7 +319,7 @@ tide_tensor *tide_load_npy(const char *path)
                     (unsigned long long)(avail - nbytes), (unsigned long long)nbytes, s, h.descr);
         goto done;
     }
-    t = tide_empty(h.ndim, h.shape, (tide_dtype)dt);
+    t = tide_empty_on("cpu", h.ndim, h.shape, (tide_dtype)dt);
     if (!t) {
         td_io_error(&ctx, "%s", tide_last_error());
         goto done;

@@ -457,7 +457,7 @@ static tide_tensor_dict *read_tensors(st_header *h, FILE *f, st_entry **sorted)
         st_entry *e = sorted[i];
         char q[80], what[120];
         qname(q, sizeof q, e->name);
-        tide_tensor *t = tide_empty(e->ndim, e->shape, st_dtypes[e->dt].dtype);
+        tide_tensor *t = tide_empty_on("cpu", e->ndim, e->shape, st_dtypes[e->dt].dtype);
         if (!t) {
             td_io_error(h->ctx, "tensor '%s': %s", q, tide_last_error());
             tide_tensor_dict_free(d);

@@ -196,8 +196,7 @@ static tide_tensor *new_stub(const td_meta *meta)
  * (tide_graph_run replays on the CPU). */
 static bool traceable(const jit_trace *tr, tide_op op, const td_meta *meta, int nin)
 {
-    (void)op;
-    return nin <= JIT_MAX_IN && meta->device->jit_run &&
+    return op != TIDE_OP_TO && nin <= JIT_MAX_IN && meta->device->jit_run &&
            (!tr->capture || meta->device == tide_cpu_device());
 }
 
@@ -236,6 +235,17 @@ tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_ten
                                const tide_tensor *out_view)
 {
     jit_trace *tr = ctx;
+    if (op == TIDE_OP_TO && !tr->capture) {
+        /* a copy between devices is not traced: what is pending runs (a break), then the copy */
+        if (tr->n > 0) {
+            if (flush(tr, NULL, 0, NULL) < 0)
+                return NULL;
+            td_log("jit", "break: to %s runs eagerly%s%s", meta->device->name,
+                   *jit_where() ? " at " : "", jit_where());
+            stats_add(tr, 0, 0, 0, 1, 0, 0);
+        }
+        return run_eager(op, meta, dst, in, nin, attrs, out_view);
+    }
     /* with no segment pending and Vulkan in use, a scalar op runs at once too: it is most
      * likely a wrapped number cast for a Vulkan op (a CPU segment of it would only break) */
     if (!tr->capture && (tr->n > 0 ? tr->dev && meta->device != tr->dev : td_vulkan_opened()) &&

@@ -422,12 +422,14 @@ void lt_checkoptions(lua_State *L, int arg, const char *op, lt_options *o)
         o->dtype = (int)lt_checkdtype(L, -1, op, TIDE_FLOAT32);
     lua_pop(L, 1);
     if (lua_getfield(L, arg, "device") != LUA_TNIL) {
+        /* the op checks the name when it makes the tensor (an unknown one names op and it) */
         const char *dev = lua_tostring(L, -1);
         if (!dev || lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "%s: device must be a string such as \"cpu\"", op);
-        if (strcmp(dev, "cpu") != 0 && strcmp(dev, "vulkan") != 0)
-            luaL_error(L, "%s: unknown device \"%s\" (devices: cpu, vulkan)", op, dev);
-        o->device = strcmp(dev, "cpu") == 0 ? "cpu" : "vulkan";
+        if (strlen(dev) >= sizeof o->device_name)
+            luaL_error(L, "%s: device name \"%s\" is too long", op, dev);
+        snprintf(o->device_name, sizeof o->device_name, "%s", dev);
+        o->device = o->device_name;
     }
     lua_pop(L, 1);
     int type = lua_getfield(L, arg, "requires_grad");
@@ -439,11 +441,6 @@ void lt_checkoptions(lua_State *L, int arg, const char *op, lt_options *o)
 
 int lt_fill_created(lua_State *L, lt_box *box, tide_tensor *t, const lt_options *o)
 {
-    if (t && o->device && strcmp(o->device, "cpu") != 0) { /* made on the CPU, then moved */
-        tide_tensor *moved = tide_to(t, o->device);
-        tide_release(t);
-        t = moved;
-    }
     lt_fill(L, box, t, false);
     if (o->requires_grad && tide_requires_grad_(box->t, true) < 0)
         return lt_raise(L, NULL);

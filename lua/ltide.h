@@ -131,7 +131,8 @@ tide_dtype lt_checkdtype(lua_State *L, int arg, const char *op, tide_dtype fallb
 typedef struct lt_options {
     int dtype; /* -1 when not given */
     bool requires_grad;
-    const char *device; /* "cpu" or "vulkan"; NULL when not given */
+    const char *device; /* the device's name (in device_name); NULL when not given */
+    char device_name[64];
 } lt_options;
 void lt_checkoptions(lua_State *L, int arg, const char *op, lt_options *o);
 /* A new tensor in box honouring requires_grad; raises on failure (the box owns t either way). */

@@ -5,6 +5,8 @@
  *
  * Sizes come as integers or one table, with an optional options table last:
  * tide.zeros(2, 3), tide.zeros({2, 3}, {dtype = "int64"}), tide.zeros(2, 3, {dtype = "int64"}).
+ * {device = name} makes the tensor on that device (else the thread's default device, see
+ * tide.set_default_device); *_like follow their argument's device and dtype.
  */
 #include <math.h>
 #include <string.h>
@@ -129,13 +131,29 @@ static void nest_fill(lua_State *L, const nest *n, int depth, bool as_int, void 
     }
 }
 
+/* The host values in buf (src dtype) as dtype on device (NULL: the default): converted on the
+ * host, then written through the device's write. */
 static tide_tensor *from_data_as(const void *buf, int nd, const int64_t *shape, tide_dtype src,
-                                 tide_dtype dtype)
+                                 tide_dtype dtype, const char *device)
 {
-    tide_tensor *t0 = tide_from_data(buf, nd, shape, src);
+    tide_tensor *t0 = tide_from_data_on("cpu", buf, nd, shape, src);
     tide_tensor *t = t0 ? tide_cast(t0, dtype) : NULL;
     tide_release(t0);
-    return t;
+    const char *target = device ? device : tide_get_default_device();
+    if (!t || strcmp(target, tide_device_name(t)) == 0)
+        return t;
+    tide_tensor *placed = tide_from_data_on(target, tide_data_ptr(t), nd, shape, dtype);
+    tide_release(t);
+    return placed;
+}
+
+/* tide.tensor's result in box; a failure names "tensor" before the op inside that failed
+ * (from_data, to: an unknown device). */
+static int tensor_created(lua_State *L, lt_box *b, tide_tensor *t, const lt_options *o)
+{
+    if (!t)
+        return luaL_error(L, "tensor: %s", tide_last_error());
+    return lt_fill_created(L, b, t, o);
 }
 
 static int f_tensor(lua_State *L)
@@ -153,18 +171,23 @@ static int f_tensor(lua_State *L)
         tide_tensor *t;
         if (lua_isinteger(L, 1)) {
             int64_t v = (int64_t)lua_tointeger(L, 1);
-            t = from_data_as(&v, 0, NULL, TIDE_INT64, dtype);
+            t = from_data_as(&v, 0, NULL, TIDE_INT64, dtype, o.device);
         } else {
             double v = type == LUA_TBOOLEAN ? lua_toboolean(L, 1) : lua_tonumber(L, 1);
-            t = from_data_as(&v, 0, NULL, TIDE_FLOAT64, dtype);
+            t = from_data_as(&v, 0, NULL, TIDE_FLOAT64, dtype, o.device);
         }
-        return lt_fill_created(L, b, t, &o);
+        return tensor_created(L, b, t, &o);
     }
     if ((src = lt_totensor(L, 1))) {
         lt_box *b = lt_newbox(L);
         tide_tensor *t = o.dtype >= 0 && o.dtype != (int)tide_get_dtype(src)
                              ? tide_cast(src, (tide_dtype)o.dtype) : tide_clone(src);
-        return lt_fill_created(L, b, t, &o);
+        if (t && o.device) { /* a copy of a tensor onto a device is a move */
+            tide_tensor *moved = tide_to(t, o.device);
+            tide_release(t);
+            t = moved;
+        }
+        return tensor_created(L, b, t, &o);
     }
     if (type != LUA_TTABLE)
         return luaL_error(L, "tensor: expected a (nested) table of numbers, a number or a tensor, "
@@ -191,20 +214,21 @@ static int f_tensor(lua_State *L)
     nest_fill(L, &n, 0, as_int, buf, &pos);
     lua_pop(L, 1);
     lt_box *b = lt_newbox(L);
-    return lt_fill_created(L, b, from_data_as(buf, n.ndim, n.shape,
-                                              as_int ? TIDE_INT64 : TIDE_FLOAT64, dtype), &o);
+    return tensor_created(L, b, from_data_as(buf, n.ndim, n.shape,
+                                              as_int ? TIDE_INT64 : TIDE_FLOAT64, dtype, o.device),
+                           &o);
 }
 
 /* ---- zeros, ones, empty, rand, randn --------------------------------------------------------- */
 
-typedef tide_tensor *(*shape_fn)(int, const int64_t *, tide_dtype);
+typedef tide_tensor *(*shape_fn)(const char *, int, const int64_t *, tide_dtype);
 
 static const struct {
     const char *name;
     shape_fn fn;
 } shape_makers[] = {
-    {"zeros", tide_zeros}, {"ones", tide_ones}, {"empty", tide_empty},
-    {"rand", tide_rand},   {"randn", tide_randn},
+    {"zeros", tide_zeros_on}, {"ones", tide_ones_on}, {"empty", tide_empty_on},
+    {"rand", tide_rand_on},   {"randn", tide_randn_on},
 };
 
 static int f_shaped(lua_State *L)
@@ -215,10 +239,16 @@ static int f_shaped(lua_State *L)
     int nd = sizes_and_options(L, 1, shape_makers[i].name, shape, &o);
     lt_box *b = lt_newbox(L);
     tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : TIDE_FLOAT32;
-    return lt_fill_created(L, b, shape_makers[i].fn(nd, shape, dtype), &o);
+    return lt_fill_created(L, b, shape_makers[i].fn(o.device, nd, shape, dtype), &o);
 }
 
-/* zeros_like(x [, opts]) ...: the shape and (unless given) the dtype of x. */
+/* The device of a *_like result: the option, else x's. */
+static const char *like_device(const lt_options *o, tide_tensor *x)
+{
+    return o->device ? o->device : tide_device_name(x);
+}
+
+/* zeros_like(x [, opts]) ...: the shape and (unless given) the dtype and device of x. */
 static int f_shaped_like(lua_State *L)
 {
     int i = (int)lua_tointeger(L, lua_upvalueindex(2));
@@ -230,14 +260,16 @@ static int f_shaped_like(lua_State *L)
     lua_settop(L, 2);
     lt_box *b = lt_newbox(L);
     tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : tide_get_dtype(x);
-    return lt_fill_created(L, b, shape_makers[i].fn(tide_ndim(x), tide_shape(x), dtype), &o);
+    return lt_fill_created(
+        L, b, shape_makers[i].fn(like_device(&o, x), tide_ndim(x), tide_shape(x), dtype), &o);
 }
 
 /* A tensor of shape filled with the Lua value at arg (exact for 64-bit integers). */
-static tide_tensor *full_of(lua_State *L, int arg, int nd, const int64_t *shape, tide_dtype dtype)
+static tide_tensor *full_of(lua_State *L, int arg, const char *device, int nd,
+                           const int64_t *shape, tide_dtype dtype)
 {
     if (lua_isinteger(L, arg) && dtype == TIDE_INT64) {
-        tide_tensor *t = tide_empty(nd, shape, dtype);
+        tide_tensor *t = tide_full_on(device, nd, shape, 0, dtype); /* errors name "full" */
         if (!t)
             return NULL;
         tide_tensor *v = tide_integer((int64_t)lua_tointeger(L, arg));
@@ -250,7 +282,7 @@ static tide_tensor *full_of(lua_State *L, int arg, int nd, const int64_t *shape,
         return t;
     }
     double v = lua_type(L, arg) == LUA_TBOOLEAN ? lua_toboolean(L, arg) : lua_tonumber(L, arg);
-    return tide_full(nd, shape, v, dtype);
+    return tide_full_on(device, nd, shape, v, dtype);
 }
 
 static tide_dtype value_dtype(lua_State *L, int arg)
@@ -289,7 +321,7 @@ static int f_full(lua_State *L)
     check_value(L, varg, "full");
     tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : value_dtype(L, varg);
     lt_box *b = lt_newbox(L);
-    return lt_fill_created(L, b, full_of(L, varg, nd, shape, dtype), &o);
+    return lt_fill_created(L, b, full_of(L, varg, o.device, nd, shape, dtype), &o);
 }
 
 static int f_full_like(lua_State *L)
@@ -301,7 +333,8 @@ static int f_full_like(lua_State *L)
     lua_settop(L, 3);
     tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : tide_get_dtype(x);
     lt_box *b = lt_newbox(L);
-    return lt_fill_created(L, b, full_of(L, 2, tide_ndim(x), tide_shape(x), dtype), &o);
+    return lt_fill_created(
+        L, b, full_of(L, 2, like_device(&o, x), tide_ndim(x), tide_shape(x), dtype), &o);
 }
 
 /* ---- ranges --------------------------------------------------------------------------------- */
@@ -339,7 +372,7 @@ static int f_arange(lua_State *L)
     lt_checkoptions(L, opt, "arange", &o);
     tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : ints ? TIDE_INT64 : TIDE_FLOAT32;
     lt_box *b = lt_newbox(L);
-    return lt_fill_created(L, b, tide_arange(start, end, step, dtype), &o);
+    return lt_fill_created(L, b, tide_arange_on(o.device, start, end, step, dtype), &o);
 }
 
 static int f_linspace(lua_State *L)
@@ -352,7 +385,7 @@ static int f_linspace(lua_State *L)
     lua_settop(L, 4);
     lt_box *b = lt_newbox(L);
     tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : TIDE_FLOAT32;
-    return lt_fill_created(L, b, tide_linspace(start, end, steps, dtype), &o);
+    return lt_fill_created(L, b, tide_linspace_on(o.device, start, end, steps, dtype), &o);
 }
 
 /* eye(n [, m] [, opts]) */
@@ -370,7 +403,7 @@ static int f_eye(lua_State *L)
     lua_settop(L, 3);
     lt_box *b = lt_newbox(L);
     tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : TIDE_FLOAT32;
-    return lt_fill_created(L, b, tide_eye(n, m, dtype), &o);
+    return lt_fill_created(L, b, tide_eye_on(o.device, n, m, dtype), &o);
 }
 
 /* ---- random numbers ------------------------------------------------------------------------- */
@@ -424,7 +457,7 @@ static int f_randint(lua_State *L)
     lua_settop(L, size_arg + 1);
     tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : TIDE_INT64;
     lt_box *b = lt_newbox(L);
-    return lt_fill_created(L, b, tide_randint(low, high, nd, shape, dtype), &o);
+    return lt_fill_created(L, b, tide_randint_on(o.device, low, high, nd, shape, dtype), &o);
 }
 
 /* randperm(n): a permutation of 1..n (1-based, as positions are in Lua). */
@@ -436,7 +469,7 @@ static int f_randperm(lua_State *L)
     lua_settop(L, 2);
     tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : TIDE_INT64;
     lt_box *b = lt_newbox(L);
-    tide_tensor *p = tide_randperm(n, dtype);
+    tide_tensor *p = tide_randperm_on(o.device, n, dtype);
     tide_tensor *one = p ? tide_integer(1) : NULL;
     tide_tensor *r = one ? tide_add(p, one) : NULL;
     tide_release(one);

@@ -1,7 +1,8 @@
 /*
  * ltide_device.c — devices from Lua: tide.sync(), tide.vulkan.available(),
- * tide.vulkan.devices(). Moving tensors is x:to("vulkan") / x:to("cpu") (ltide_tensor.c) and the
- * creation functions' {device=} option (ltide.c).
+ * tide.vulkan.devices(), tide.set_default_device/get_default_device (where creation ops make
+ * tensors). Moving tensors is x:to("vulkan") / x:to("cpu") (ltide_tensor.c); creation takes a
+ * {device=} option (ltide_create.c).
  */
 #include "ltide.h"
 
@@ -52,12 +53,32 @@ static int l_devices(lua_State *L)
     return 1;
 }
 
+/* tide.set_default_device(name): where creation ops make tensors in this thread. */
+static int l_set_default_device(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    if (tide_set_default_device(name) < 0)
+        return lt_raise(L, NULL);
+    return 0;
+}
+
+/* tide.get_default_device() -> "cpu", "vulkan", ... */
+static int l_get_default_device(lua_State *L)
+{
+    lua_pushstring(L, tide_get_default_device());
+    return 1;
+}
+
 void lt_open_device(lua_State *L, int mt, int methods, int module)
 {
     (void)mt;
     (void)methods;
     lua_pushcfunction(L, l_sync);
     lua_setfield(L, module, "sync");
+    lua_pushcfunction(L, l_set_default_device);
+    lua_setfield(L, module, "set_default_device");
+    lua_pushcfunction(L, l_get_default_device);
+    lua_setfield(L, module, "get_default_device");
     lua_createtable(L, 0, 2);
     lua_pushcfunction(L, l_available);
     lua_setfield(L, -2, "available");

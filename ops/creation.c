@@ -1,57 +1,116 @@
 /*
  * creation.c — tensors made from nothing or from the caller's memory: empty, zeros, ones, full,
- * arange, linspace, eye, scalars and wrapped numbers, from_data; and reading a tensor back.
- * New tensors live on the CPU, the default device.
+ * arange, linspace, eye, scalars and wrapped numbers, from_data; the thread's default device;
+ * and reading a tensor back. A tensor is made on its device and filled there by the device's
+ * kernel (FILL, IOTA) through the dispatcher; from_data writes through the device's write.
  */
 #include <math.h>
 #include <string.h>
 
 #include "dispatch.h"
 
-static tide_tensor *filled(const char *op, int ndim, const int64_t *shape, double value,
-                           tide_dtype dtype)
+/* NULL: the CPU. Per thread, as grad mode and tracing are. */
+static _Thread_local tide_device *default_device;
+
+tide_device *td_default_device(void)
 {
-    if (td_check_shape(op, ndim, shape, dtype) < 0)
+    return default_device ? default_device : tide_cpu_device();
+}
+
+tide_device *td_creation_device(const char *op, const char *name)
+{
+    return name ? td_device_find(op, name) : td_default_device();
+}
+
+int tide_set_default_device(const char *device)
+{
+    tide_device *dev = td_device_find("set_default_device", device);
+    if (!dev)
+        return -1;
+    default_device = dev;
+    return 0;
+}
+
+const char *tide_get_default_device(void) { return td_default_device()->name; }
+
+tide_tensor *td_full_on(tide_device *dev, const char *op, int ndim, const int64_t *shape,
+                        double value, tide_dtype dtype)
+{
+    if (!dev || td_check_shape(op, ndim, shape, dtype) < 0)
         return NULL;
-    td_meta meta = {ndim, {0}, dtype, tide_cpu_device()};
+    td_meta meta = {ndim, {0}, dtype, dev};
     if (ndim > 0)
         memcpy(meta.shape, shape, sizeof(int64_t) * (size_t)ndim);
     tide_attrs attrs = {.values = {value}};
     return td_dispatch(TIDE_OP_FILL, &meta, NULL, 0, &attrs);
 }
 
-tide_tensor *tide_empty(int ndim, const int64_t *shape, tide_dtype dtype)
+static tide_tensor *filled(const char *op, const char *device, int ndim, const int64_t *shape,
+                           double value, tide_dtype dtype)
+{
+    return td_full_on(td_creation_device(op, device), op, ndim, shape, value, dtype);
+}
+
+tide_tensor *tide_empty_on(const char *device, int ndim, const int64_t *shape, tide_dtype dtype)
 {
     /* Not a traced op: tracing treats it as the allocation of a later op's output. */
-    return td_tensor_new("empty", tide_cpu_device(), ndim, shape, dtype);
+    tide_device *dev = td_creation_device("empty", device);
+    return dev ? td_tensor_new("empty", dev, ndim, shape, dtype) : NULL;
+}
+
+tide_tensor *tide_zeros_on(const char *device, int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    return filled("zeros", device, ndim, shape, 0, dtype);
+}
+
+tide_tensor *tide_ones_on(const char *device, int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    return filled("ones", device, ndim, shape, 1, dtype);
+}
+
+tide_tensor *tide_full_on(const char *device, int ndim, const int64_t *shape, double value,
+                          tide_dtype dtype)
+{
+    return filled("full", device, ndim, shape, value, dtype);
+}
+
+tide_tensor *tide_empty(int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    return tide_empty_on(NULL, ndim, shape, dtype);
 }
 
 tide_tensor *tide_zeros(int ndim, const int64_t *shape, tide_dtype dtype)
 {
-    return filled("zeros", ndim, shape, 0, dtype);
+    return tide_zeros_on(NULL, ndim, shape, dtype);
 }
 
 tide_tensor *tide_ones(int ndim, const int64_t *shape, tide_dtype dtype)
 {
-    return filled("ones", ndim, shape, 1, dtype);
+    return tide_ones_on(NULL, ndim, shape, dtype);
 }
 
 tide_tensor *tide_full(int ndim, const int64_t *shape, double value, tide_dtype dtype)
 {
-    return filled("full", ndim, shape, value, dtype);
+    return tide_full_on(NULL, ndim, shape, value, dtype);
 }
 
-tide_tensor *tide_scalar(double value, tide_dtype dtype) { return filled("scalar", 0, NULL, value, dtype); }
-
-static tide_tensor *iota(const char *op, int64_t n, tide_dtype dtype, const tide_attrs *attrs)
+/* A 0-dim CPU tensor, whatever the default device: it goes with any device. */
+tide_tensor *tide_scalar(double value, tide_dtype dtype)
 {
-    if (td_check_shape(op, 1, &n, dtype) < 0)
+    return td_full_on(tide_cpu_device(), "scalar", 0, NULL, value, dtype);
+}
+
+static tide_tensor *iota(tide_device *dev, const char *op, int64_t n, tide_dtype dtype,
+                         const tide_attrs *attrs)
+{
+    if (!dev || td_check_shape(op, 1, &n, dtype) < 0)
         return NULL;
-    td_meta meta = {1, {n}, dtype, tide_cpu_device()};
+    td_meta meta = {1, {n}, dtype, dev};
     return td_dispatch(TIDE_OP_IOTA, &meta, NULL, 0, attrs);
 }
 
-tide_tensor *tide_arange(double start, double end, double step, tide_dtype dtype)
+tide_tensor *td_arange_on(tide_device *dev, double start, double end, double step,
+                          tide_dtype dtype)
 {
     if (!isfinite(start) || !isfinite(end) || !isfinite(step)) {
         td_error("arange: start %g, end %g and step %g must be finite", start, end, step);
@@ -71,11 +130,27 @@ tide_tensor *tide_arange(double start, double end, double step, tide_dtype dtype
         return NULL;
     }
     tide_attrs attrs = {.values = {start, step, end}};
-    return iota("arange", (int64_t)count, dtype, &attrs);
+    return iota(dev, "arange", (int64_t)count, dtype, &attrs);
 }
 
-tide_tensor *tide_linspace(double start, double end, int64_t steps, tide_dtype dtype)
+tide_tensor *tide_arange_on(const char *device, double start, double end, double step,
+                            tide_dtype dtype)
 {
+    tide_device *dev = td_creation_device("arange", device);
+    return dev ? td_arange_on(dev, start, end, step, dtype) : NULL;
+}
+
+tide_tensor *tide_arange(double start, double end, double step, tide_dtype dtype)
+{
+    return tide_arange_on(NULL, start, end, step, dtype);
+}
+
+tide_tensor *tide_linspace_on(const char *device, double start, double end, int64_t steps,
+                              tide_dtype dtype)
+{
+    tide_device *dev = td_creation_device("linspace", device);
+    if (!dev)
+        return NULL;
     if (steps < 0) {
         td_error("linspace: steps must be non-negative, got %lld", (long long)steps);
         return NULL;
@@ -88,13 +163,18 @@ tide_tensor *tide_linspace(double start, double end, int64_t steps, tide_dtype d
     /* Symmetric: the second half counts back from end so the last value is exactly end; one
      * step is just start, as PyTorch. */
     tide_attrs attrs = {.nints = 1, .ints = {steps > 1}, .values = {start, step, end}};
-    return iota("linspace", steps, dtype, &attrs);
+    return iota(dev, "linspace", steps, dtype, &attrs);
 }
 
-tide_tensor *tide_eye(int64_t n, int64_t m, tide_dtype dtype)
+tide_tensor *tide_linspace(double start, double end, int64_t steps, tide_dtype dtype)
+{
+    return tide_linspace_on(NULL, start, end, steps, dtype);
+}
+
+tide_tensor *tide_eye_on(const char *device, int64_t n, int64_t m, tide_dtype dtype)
 {
     int64_t shape[2] = {n, m};
-    tide_tensor *t = filled("eye", 2, shape, 0, dtype);
+    tide_tensor *t = filled("eye", device, 2, shape, 0, dtype);
     if (!t || n == 0 || m == 0)
         return t;
     /* The diagonal is a 1-D view with stride m + 1. */
@@ -109,9 +189,11 @@ tide_tensor *tide_eye(int64_t n, int64_t m, tide_dtype dtype)
     return t;
 }
 
+tide_tensor *tide_eye(int64_t n, int64_t m, tide_dtype dtype) { return tide_eye_on(NULL, n, m, dtype); }
+
 static tide_tensor *wrapped(const void *value, tide_dtype dtype)
 {
-    tide_tensor *t = tide_from_data(value, 0, NULL, dtype);
+    tide_tensor *t = tide_from_data_on("cpu", value, 0, NULL, dtype);
     if (t)
         t->flags |= TD_WRAPPED_NUMBER;
     return t;
@@ -122,6 +204,19 @@ tide_tensor *tide_integer(int64_t value) { return wrapped(&value, TIDE_INT64); }
 
 tide_tensor *tide_from_data(const void *data, int ndim, const int64_t *shape, tide_dtype dtype)
 {
+    return tide_from_data_on(NULL, data, ndim, shape, dtype);
+}
+
+tide_tensor *tide_from_data_on(const char *device, const void *data, int ndim,
+                               const int64_t *shape, tide_dtype dtype)
+{
+    tide_device *dev = td_creation_device("from_data", device);
+    return dev ? td_from_data_on(dev, data, ndim, shape, dtype) : NULL;
+}
+
+tide_tensor *td_from_data_on(tide_device *dev, const void *data, int ndim, const int64_t *shape,
+                             tide_dtype dtype)
+{
     if (td_check_shape("from_data", ndim, shape, dtype) < 0)
         return NULL;
     size_t nbytes = (size_t)td_numel(ndim, shape) * td_dtype_sizes[dtype];
@@ -129,7 +224,6 @@ tide_tensor *tide_from_data(const void *data, int ndim, const int64_t *shape, ti
         td_error("from_data: data is NULL");
         return NULL;
     }
-    tide_device *dev = tide_cpu_device();
     tide_tensor *t = td_tensor_new("from_data", dev, ndim, shape, dtype);
     if (t && nbytes && dev->write(dev, t->storage->buffer, 0, data, nbytes) < 0) {
         tide_release(t);

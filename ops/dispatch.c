@@ -26,8 +26,12 @@ tide_tensor *td_run_eager(tide_op op, const td_meta *meta, tide_tensor *const *i
 {
     tide_tensor *out =
         td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape, meta->dtype);
-    if (out && td_numel(meta->ndim, meta->shape) > 0 &&
-        meta->device->run(meta->device, op, out, in, nin, attrs) < 0) {
+    if (!out || td_numel(meta->ndim, meta->shape) == 0)
+        return out;
+    /* TO is the one primitive no device runs: it moves bytes between two of them. */
+    int rc = op == TIDE_OP_TO ? td_copy_between_devices(out, in[0])
+                              : meta->device->run(meta->device, op, out, in, nin, attrs);
+    if (rc < 0) {
         tide_release(out);
         return NULL;
     }

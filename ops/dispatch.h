@@ -56,14 +56,31 @@ tide_tensor *td_dispatch_view(tide_op op, const tide_tensor *x, int ndim, const 
 int td_dispatch_inplace(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
                         const tide_attrs *attrs);
 
-/* The eager path of td_dispatch alone: runs op on meta->device into a fresh tensor, with no
- * tracer and no autograd record (the jit's graph breaks and constant folding). NULL or a new
- * reference. */
+/* The eager path of td_dispatch alone: runs op on meta->device into a fresh tensor (TO: copied
+ * between the devices), with no tracer and no autograd record (the jit's graph breaks and
+ * constant folding). NULL or a new reference. */
 tide_tensor *td_run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
                           const tide_attrs *attrs);
 /* The same for an in-place op into dst (its storage version advances). 0 or -1. */
 int td_run_eager_into(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
                       const tide_attrs *attrs);
+/* TO's body: src's elements into out (contiguous, on another device) through the two devices'
+ * read/write, bouncing through host memory when neither is host memory (to_device.c). */
+int td_copy_between_devices(tide_tensor *out, const tide_tensor *src);
+/* tide_to with the device itself: the TO primitive (a new reference to t when already there). */
+tide_tensor *td_to_device(const tide_tensor *t, tide_device *dev);
+
+/* Creation (creation.c): the calling thread's default device (the CPU unless set); the device
+ * named name for op (NULL: the default), or NULL with an error naming op and the device. */
+tide_device *td_default_device(void);
+tide_device *td_creation_device(const char *op, const char *name);
+/* full and arange on a given device, for ops that make a tensor on their operand's device. */
+tide_tensor *td_full_on(tide_device *dev, const char *op, int ndim, const int64_t *shape,
+                        double value, tide_dtype dtype);
+tide_tensor *td_arange_on(tide_device *dev, double start, double end, double step,
+                          tide_dtype dtype);
+tide_tensor *td_from_data_on(tide_device *dev, const void *data, int ndim, const int64_t *shape,
+                             tide_dtype dtype);
 
 /* Gives the tracer a chance to compute t before its data is read (see materialize). 0 or -1. */
 int td_materialize(const tide_tensor *t);

@@ -232,9 +232,8 @@ tide_tensor *tide_one_hot(const tide_tensor *indices, int64_t num_classes)
     if (td_check_shape(op, indices->ndim + 1, shape, TIDE_INT64) < 0)
         return NULL;
     nn_scope s = {0};
-    tide_tensor *classes = nn_keep(&s, tide_arange(0, (double)num_classes, 1, TIDE_INT64));
-    if (classes && classes->device != indices->device) /* arange makes it on the CPU */
-        classes = nn_keep(&s, tide_to(classes, indices->device->name));
+    tide_tensor *classes =
+        nn_keep(&s, td_arange_on(indices->device, 0, (double)num_classes, 1, TIDE_INT64));
     tide_tensor *col = nn_keep(&s, tide_unsqueeze(indices, -1));
     tide_tensor *hit = nn_keep(&s, classes && col ? tide_eq(col, classes) : NULL);
     tide_tensor *out = nn_keep(&s, hit ? tide_cast(hit, TIDE_INT64) : NULL);

@@ -226,7 +226,7 @@ int tide_copy_(tide_tensor *dst, const tide_tensor *src)
                         td_shape_str(s1, sizeof s1, dst->ndim, dst->shape));
     /* A source that shares memory with the destination is read in full before any write. */
     tide_tensor *from = tide_shares_storage(dst, src) ? tide_clone(src)
-                        : src->device != dst->device  ? tide_to(src, dst->device->name)
+                        : src->device != dst->device  ? td_to_device(src, dst->device)
                                                       : tide_retain((tide_tensor *)src);
     if (!from)
         return -1;

@@ -54,14 +54,12 @@ tide_tensor *tide_dropout(const tide_tensor *x, double p, bool training)
         out = nn_keep(&s, tide_mul_scalar(x, 0));
         return nn_finish(&s, op, out);
     }
-    tide_tensor *keep_p = nn_keep(&s, tide_full(tide_ndim(x), tide_shape(x), 1 - p,
-                                                tide_get_dtype(x)));
+    tide_tensor *keep_p = nn_keep(&s, td_full_on(x->device, op, x->ndim, x->shape, 1 - p,
+                                                 (tide_dtype)x->dtype));
     tide_tensor *mask = nn_keep(&s, tide_bernoulli(keep_p));
     nn_drop(&s, keep_p);
     tide_tensor *scale = nn_keep(&s, tide_div_scalar(mask, 1 - p));
     nn_drop(&s, mask);
-    if (strcmp(tide_device_name(x), "cpu") != 0) /* the random mask is made on the CPU */
-        scale = nn_keep(&s, tide_to(scale, tide_device_name(x)));
     out = nn_keep(&s, tide_mul(x, scale));
     return nn_finish(&s, op, out);
 }

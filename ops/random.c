@@ -1,8 +1,9 @@
 /*
- * random.c — random tensors: rand, randn, randint (the RANDOM primitive, so a tracer sees
- * them), bernoulli (lt of rand against p), randperm (a Fisher-Yates shuffle on the host from the
- * same Philox stream), the in-place uniform_/normal_ (a RANDOM result copied in), and the
- * generator's seed and state (kept by core/rng.c).
+ * random.c — random tensors: rand, randn, randint (the RANDOM primitive, on the device that
+ * makes the tensor, so a tracer sees them), bernoulli (lt of rand against p, on p's device),
+ * randperm (a Fisher-Yates shuffle on the host from the same Philox stream, written to the
+ * device), the in-place uniform_/normal_ (a RANDOM result on the tensor's device copied in), and
+ * the generator's seed and state (kept by core/rng.c).
  *
  * Every call reserves its elements from the global (seed, offset) under a lock, so results
  * depend only on the seed and the order of calls — never on the thread count.
@@ -38,14 +39,14 @@ void tide_set_rng_state(const uint64_t state[2])
 }
 
 /* A RANDOM op of the given shape and dtype drawing the next numel elements of the stream. */
-static tide_tensor *random_op(const char *op, int ndim, const int64_t *shape, tide_dtype dtype,
-                              int dist, double a, double b)
+static tide_tensor *random_op(tide_device *dev, const char *op, int ndim, const int64_t *shape,
+                              tide_dtype dtype, int dist, double a, double b)
 {
-    if (td_check_shape(op, ndim, shape, dtype) < 0)
+    if (!dev || td_check_shape(op, ndim, shape, dtype) < 0)
         return NULL;
     uint64_t seed, offset;
     td_rng_reserve((uint64_t)td_numel(ndim, shape), &seed, &offset);
-    td_meta meta = {ndim, {0}, dtype, tide_cpu_device()};
+    td_meta meta = {ndim, {0}, dtype, dev};
     if (ndim > 0)
         memcpy(meta.shape, shape, sizeof(int64_t) * (size_t)ndim);
     tide_attrs attrs = {.nints = 3,
@@ -64,18 +65,30 @@ static int check_floating(const char *op, tide_dtype dtype)
     return 0;
 }
 
+tide_tensor *tide_rand_on(const char *device, int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    tide_device *dev = td_creation_device("rand", device);
+    if (!dev || check_floating("rand", dtype) < 0)
+        return NULL;
+    return random_op(dev, "rand", ndim, shape, dtype, DIST_UNIFORM, 0, 1);
+}
+
+tide_tensor *tide_randn_on(const char *device, int ndim, const int64_t *shape, tide_dtype dtype)
+{
+    tide_device *dev = td_creation_device("randn", device);
+    if (!dev || check_floating("randn", dtype) < 0)
+        return NULL;
+    return random_op(dev, "randn", ndim, shape, dtype, DIST_NORMAL, 0, 1);
+}
+
 tide_tensor *tide_rand(int ndim, const int64_t *shape, tide_dtype dtype)
 {
-    if (check_floating("rand", dtype) < 0)
-        return NULL;
-    return random_op("rand", ndim, shape, dtype, DIST_UNIFORM, 0, 1);
+    return tide_rand_on(NULL, ndim, shape, dtype);
 }
 
 tide_tensor *tide_randn(int ndim, const int64_t *shape, tide_dtype dtype)
 {
-    if (check_floating("randn", dtype) < 0)
-        return NULL;
-    return random_op("randn", ndim, shape, dtype, DIST_NORMAL, 0, 1);
+    return tide_randn_on(NULL, ndim, shape, dtype);
 }
 
 /* The integers a dtype holds exactly, as [lo, hi): int64 is bounded by the double that carries
@@ -94,6 +107,15 @@ static void exact_range(tide_dtype dtype, double *lo, double *hi)
 tide_tensor *tide_randint(int64_t low, int64_t high, int ndim, const int64_t *shape,
                           tide_dtype dtype)
 {
+    return tide_randint_on(NULL, low, high, ndim, shape, dtype);
+}
+
+tide_tensor *tide_randint_on(const char *device, int64_t low, int64_t high, int ndim,
+                             const int64_t *shape, tide_dtype dtype)
+{
+    tide_device *dev = td_creation_device("randint", device);
+    if (!dev)
+        return NULL;
     if (!td_dtype_valid(dtype)) {
         td_error("randint: invalid dtype %d", (int)dtype);
         return NULL;
@@ -114,7 +136,8 @@ tide_tensor *tide_randint(int64_t low, int64_t high, int ndim, const int64_t *sh
                  dtype == TIDE_INT64 ? " (low and high travel as doubles: at most 2^53)" : "");
         return NULL;
     }
-    return random_op("randint", ndim, shape, dtype, DIST_INTEGER, (double)low, (double)high);
+    return random_op(dev, "randint", ndim, shape, dtype, DIST_INTEGER, (double)low,
+                     (double)high);
 }
 
 tide_tensor *tide_bernoulli(const tide_tensor *p)
@@ -128,7 +151,8 @@ tide_tensor *tide_bernoulli(const tide_tensor *p)
     }
     /* p outside [0, 1] is not checked (that would read p back to the host): p <= 0 and NaN
      * give 0, p >= 1 gives 1, as rand < p says. */
-    tide_tensor *u = tide_rand(p->ndim, p->shape, (tide_dtype)p->dtype);
+    tide_tensor *u = random_op(p->device, "bernoulli", p->ndim, p->shape, (tide_dtype)p->dtype,
+                               DIST_UNIFORM, 0, 1);
     tide_tensor *mask = u ? tide_lt(u, p) : NULL;
     tide_release(u);
     tide_tensor *out = mask ? tide_cast(mask, (tide_dtype)p->dtype) : NULL;
@@ -161,8 +185,26 @@ static uint64_t draw_below(stream_reader *r, uint64_t p, uint64_t range)
     return td_philox_below64(r->m[p & 3], r->s[p & 3], range);
 }
 
-tide_tensor *tide_randperm(int64_t n, tide_dtype dtype)
+tide_tensor *tide_randperm(int64_t n, tide_dtype dtype) { return tide_randperm_on(NULL, n, dtype); }
+
+/* The permutation in a CPU tensor of dtype, or written through dev's write when dev is not the
+ * CPU. */
+static tide_tensor *placed(tide_device *dev, tide_tensor *perm, tide_dtype dtype)
 {
+    tide_tensor *cast = perm && dtype != TIDE_INT64 ? tide_cast(perm, dtype) : tide_retain(perm);
+    tide_release(perm);
+    if (!cast || dev == tide_cpu_device())
+        return cast;
+    tide_tensor *out = td_from_data_on(dev, td_tensor_data(cast), cast->ndim, cast->shape, dtype);
+    tide_release(cast);
+    return out;
+}
+
+tide_tensor *tide_randperm_on(const char *device, int64_t n, tide_dtype dtype)
+{
+    tide_device *dev = td_creation_device("randperm", device);
+    if (!dev)
+        return NULL;
     if (!td_dtype_valid(dtype)) {
         td_error("randperm: invalid dtype %d", (int)dtype);
         return NULL;
@@ -201,11 +243,7 @@ tide_tensor *tide_randperm(int64_t n, tide_dtype dtype)
         perm[i] = perm[j];
         perm[j] = t;
     }
-    if (dtype == TIDE_INT64)
-        return out;
-    tide_tensor *cast = tide_cast(out, dtype);
-    tide_release(out);
-    return cast;
+    return placed(dev, out, dtype);
 }
 
 /* Checks of the in-place fills: a floating destination and finite parameters. */
@@ -229,7 +267,8 @@ static int check_in_range(const char *op, const tide_tensor *t, double v, const 
 
 static int fill_random(const char *op, tide_tensor *t, int dist, double a, double b)
 {
-    tide_tensor *r = random_op(op, t->ndim, t->shape, (tide_dtype)t->dtype, dist, a, b);
+    tide_tensor *r = random_op(t->device, op, t->ndim, t->shape, (tide_dtype)t->dtype, dist, a,
+                               b);
     if (!r)
         return -1;
     int rc = tide_copy_(t, r);

@@ -137,7 +137,7 @@ static tide_tensor *argreduce(tide_op op, const tide_tensor *x, int dim, bool ke
         return shaped;
     }
     if (x->ndim == 0) /* the position of the only element */
-        return tide_full(0, NULL, 0, TIDE_INT64);
+        return td_full_on(x->device, name, 0, NULL, 0, TIDE_INT64);
     td_meta meta = {x->ndim, {0}, TIDE_INT64, x->device};
     for (int i = 0; i < x->ndim; i++)
         meta.shape[i] = i == d ? 1 : x->shape[i];

@@ -257,13 +257,13 @@ function Optimizer:load_state_dict(sd, metadata)
     local copy = {}
     for k, v in pairs(st) do
       if tide.is_tensor(v) and v:dim() == 0 then
-        v = v:clone() -- a count (Adam's step): keeps its dtype
+        v = v:to(p.device):clone() -- a count (Adam's step): keeps its dtype, on p's device
       elseif tide.is_tensor(v) then
         if v:numel() ~= p:numel() then
           error(("load_state_dict: state '%s' of parameter %d has %d elements, the parameter %d")
             :format(k, i, v:numel(), p:numel()), 2)
         end
-        v = v:to(p.dtype):reshape(p:size()):clone()
+        v = v:to({ dtype = p.dtype, device = p.device }):reshape(p:size()):clone()
       end
       copy[k] = v
     end
@@ -341,13 +341,14 @@ local function adam_update(decoupled)
     local beta1, beta2 = g.betas[1], g.betas[2]
     if st.step == nil then
       -- the step count is a 0-dim float64 tensor counted in place (as PyTorch's), so the bias
-      -- corrections below are tensor ops a traced step recomputes rather than constants
-      st.step = tide.zeros({}, { dtype = "float64" })
+      -- corrections below are tensor ops a traced step recomputes rather than constants; it
+      -- lives on p's device, so a traced step on a GPU has no CPU op in it (a graph break)
+      st.step = tide.zeros({}, { dtype = "float64", device = p.device })
       st.exp_avg = tide.zeros_like(p)
       st.exp_avg_sq = tide.zeros_like(p)
       if g.amsgrad then st.max_exp_avg_sq = tide.zeros_like(p) end
     elseif type(st.step) == "number" then
-      st.step = tide.tensor(st.step + 0.0, { dtype = "float64" })
+      st.step = tide.tensor(st.step + 0.0, { dtype = "float64", device = p.device })
     end
     local step = st.step
     step:copy_(step + 1)
