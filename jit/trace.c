@@ -231,18 +231,18 @@ static bool side_op(const jit_trace *tr, const td_meta *meta, const tide_tensor 
 }
 
 tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_tensor *dst,
-                               tide_tensor *const *in, int nin, const tide_attrs *attrs,
+                            tide_tensor *const *in, int nin, const tide_attrs *attrs,
                                const tide_tensor *out_view)
 {
     jit_trace *tr = ctx;
     if (op == TIDE_OP_TO && !tr->capture) {
         /* a copy between devices is not traced: what is pending runs (a break), then the copy */
         if (tr->n > 0) {
-            if (flush(tr, NULL, 0, NULL) < 0)
+            if (jit_flush(tr, NULL, 0, NULL) < 0)
                 return NULL;
             td_log("jit", "break: to %s runs eagerly%s%s", meta->device->name,
                    *jit_where() ? " at " : "", jit_where());
-            stats_add(tr, 0, 0, 0, 1, 0, 0);
+            jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
         }
         return run_eager(op, meta, dst, in, nin, attrs, out_view);
     }
