@@ -407,11 +407,18 @@ static bool smooth_unary(tide_op op)
 
 static int build_unary(tide_op op, int v, tcase *c)
 {
-    tide_dtype dt = all_dtypes[digit(&v, float_only_unary(op) ? 2 : op == TIDE_OP_LOGICAL_NOT ? 6 : 5)];
-    int layout = digit(&v, NLAYOUTS + 1); /* NLAYOUTS: a 0-dim operand */
+    int ndt = float_only_unary(op) ? 2 : op == TIDE_OP_LOGICAL_NOT ? 6 : 5;
+    tide_dtype dt = all_dtypes[digit(&v, ndt)];
+    int layout = digit(&v, NLAYOUTS + 1), large = digit(&v, 2); /* NLAYOUTS: 0-dim */
     if (v)
         return -1;
-    operand x = layout == NLAYOUTS ? mk(dt, CONTIG, 0, NULL) : mk(dt, layout, 2, SHAPE(3, 5));
+    if (large && (layout == NLAYOUTS || layout == BCAST))
+        return 0;
+    /* large: 70000 elements, past the CPU's threading threshold and into its tiled path for
+     * transposed operands */
+    operand x = layout == NLAYOUTS ? mk(dt, CONTIG, 0, NULL)
+                : large            ? mk(dt, layout, 2, SHAPE(200, 350))
+                                   : mk(dt, layout, 2, SHAPE(3, 5));
     if (op == TIDE_OP_LOG || op == TIDE_OP_SQRT || op == TIDE_OP_RSQRT)
         x.lo = 0.1, x.hi = 4;
     x.special = !smooth_unary(op);
@@ -419,7 +426,7 @@ static int build_unary(tide_op op, int v, tcase *c)
     c->in[0] = x;
     set_out(c, op == TIDE_OP_LOGICAL_NOT ? TIDE_BOOL : dt, x.nd, x.shape);
     c->tol = TOL_ULPS;
-    describe(c, dt, layout, "");
+    describe(c, dt, layout, large ? "[200,350]" : "");
     return 1;
 }
 
@@ -457,15 +464,18 @@ static void binary_domains(tide_op op, operand *a, operand *b)
 static int build_binary(tide_op op, int v, tcase *c)
 {
     tide_dtype dt = all_dtypes[digit(&v, binary_dtype_count(op))];
-    int layout = digit(&v, NLAYOUTS), form = digit(&v, 4);
+    int layout = digit(&v, NLAYOUTS), form = digit(&v, 5);
     if (v)
         return -1;
-    if (form == 3 && layout != CONTIG)
+    if ((form == 3 && layout != CONTIG) || (form == 4 && layout != CONTIG && layout != TRANSPOSED))
         return 0;
     static const char *const forms[] = {"same shape", "[2,3,4] with [3,1]", "with a 0-dim",
-                                        "both 0-dim"};
+                                        "both 0-dim", "[200,350], the other transposed"};
     operand a = mk(dt, layout, 2, SHAPE(3, 5)), b = mk(dt, layout + 2, 2, SHAPE(3, 5));
-    if (form == 1) {
+    if (form == 4) { /* past the CPU's threading threshold; a transposed operand is tiled */
+        a = mk(dt, layout, 2, SHAPE(200, 350));
+        b = mk(dt, layout + 1, 2, SHAPE(200, 350));
+    } else if (form == 1) {
         a = mk(dt, CONTIG, 3, SHAPE(2, 3, 4));
         b = mk(dt, layout, 2, SHAPE(3, 1));
     } else if (form >= 2) {
@@ -486,18 +496,22 @@ static int build_binary(tide_op op, int v, tcase *c)
 static int build_reduce(tide_op op, int v, tcase *c)
 {
     tide_dtype dt = all_dtypes[digit(&v, 6)];
-    int layout = digit(&v, NLAYOUTS), form = digit(&v, 5);
+    int layout = digit(&v, NLAYOUTS), form = digit(&v, 7);
     if (v)
         return -1;
     bool sum_like = op == TIDE_OP_SUM || op == TIDE_OP_PROD;
-    if ((form >= 3 && layout != CONTIG) || (form == 3 && !sum_like))
+    if ((form >= 3 && form <= 4 && layout != CONTIG) || (form == 3 && !sum_like))
         return 0; /* max/min of nothing is an error in ops/, never a kernel's input */
-    static const int64_t dims[3][3] = {{1}, {0, 2}, {0, 1, 2}};
-    static const int ndims[5] = {1, 2, 3, 1, 0};
+    if (form >= 5 && (op == TIDE_OP_PROD || layout == BCAST || layout == NEGATIVE))
+        return 0; /* large: a product of 70000 values says nothing more */
+    static const int64_t dims[7][3] = {{1}, {0, 2}, {0, 1, 2}, {0}, {0}, {1}, {0}};
+    static const int ndims[7] = {1, 2, 3, 1, 0, 1, 1};
     static const char *const forms[] = {"dim 1", "dims 0, 2", "all dims", "empty dim 0",
-                                        "0-dim"};
+                                        "0-dim", "large, dim 1", "large, dim 0"};
+    /* large: 70400 elements, past the CPU's blocks of 2048 and its threading threshold */
     operand x = form == 3   ? mk(dt, layout, 2, SHAPE(0, 3))
                 : form == 4 ? mk(dt, layout, 0, NULL)
+                : form >= 5 ? mk(dt, layout, 2, SHAPE(64, 1100))
                             : mk(dt, layout, 3, SHAPE(3, 4, 5));
     if (op == TIDE_OP_PROD)
         x.lo = is_float(dt) ? -2 : x.lo, x.hi = is_float(dt) ? 2 : x.hi;
@@ -505,7 +519,7 @@ static int build_reduce(tide_op op, int v, tcase *c)
     int64_t shape[TIDE_MAX_DIMS], terms = 1;
     memcpy(shape, x.shape, sizeof shape);
     for (int k = 0; k < ndims[form]; k++) {
-        c->attrs.ints[k] = form == 3 ? 0 : dims[form][k];
+        c->attrs.ints[k] = dims[form][k];
         terms *= shape[c->attrs.ints[k]];
         shape[c->attrs.ints[k]] = 1;
     }
@@ -763,11 +777,15 @@ static int build_index_select(int v, tcase *c)
 static int build_matmul(int v, tcase *c)
 {
     tide_dtype dt = all_dtypes[digit(&v, 5)];
-    int layout = digit(&v, NLAYOUTS), form = digit(&v, 3);
+    int layout = digit(&v, NLAYOUTS), form = digit(&v, 4);
     if (v)
         return -1;
     c->nin = 2;
-    if (form == 0) {
+    if (form == 3) { /* large enough for BLAS's blocking and the CPU's threads */
+        c->in[0] = mk(dt, layout, 2, SHAPE(67, 130));
+        c->in[1] = mk(dt, layout + 1, 2, SHAPE(130, 45));
+        set_out(c, dt, 2, SHAPE(67, 45));
+    } else if (form == 0) {
         c->in[0] = mk(dt, layout, 2, SHAPE(3, 4));
         c->in[1] = mk(dt, layout + 1, 2, SHAPE(4, 5));
         set_out(c, dt, 2, SHAPE(3, 5));
@@ -783,8 +801,9 @@ static int build_matmul(int v, tcase *c)
     for (int i = 0; i < 2 && !is_float(dt); i++)
         c->in[i].lo = dt == TIDE_UINT8 ? 0 : -5, c->in[i].hi = dt == TIDE_UINT8 ? 20 : 5;
     c->tol = TOL_SUMMED;
-    c->terms = form == 2 ? 0 : 4;
-    describe(c, dt, layout, form == 1 ? "batched, broadcast" : form ? "K = 0" : "");
+    c->terms = form == 2 ? 0 : form == 3 ? 130 : 4;
+    static const char *const forms[] = {"", "batched, broadcast", "K = 0", "[67,130] @ [130,45]"};
+    describe(c, dt, layout, forms[form]);
     return 1;
 }
 
@@ -1068,8 +1087,13 @@ static void test_jit(void)
                   tide_last_error());
         tide_tensor *t = tide_tanh(xr), *u = t ? tide_mul(t, xr) : NULL;
         tide_tensor *r = u ? tide_sum(u, (const int[]){1}, 1, false) : NULL;
-        if (pass == 1)
+        if (pass == 1) {
             CHECK(tide_jit_trace_end() == 0, "trace end: %s", tide_last_error());
+            CHECK(stats.compiles == 0, "the jit compiled %lld groups of ref ops",
+                  (long long)stats.compiles);
+            printf("trace of 3 ops on ref: %lld compiles, %lld graph breaks\n",
+                   (long long)stats.compiles, (long long)stats.breaks);
+        }
         CHECK(r != NULL, "jit pass %d on ref: %s", pass, tide_last_error());
         tide_release(t), tide_release(u);
         if (pass == 0)

@@ -17,7 +17,10 @@
 
 /* ---- elements (ref_element.c) ------------------------------------------------------------- */
 
-static inline bool ref_is_float(int dtype) { return dtype == TIDE_FLOAT32 || dtype == TIDE_FLOAT64; }
+static inline bool ref_is_float(int dtype)
+{
+    return dtype == TIDE_FLOAT32 || dtype == TIDE_FLOAT64;
+}
 
 /* Address of the element at storage offset off (in elements) of t's storage. */
 void *ref_at(const tide_tensor *t, int64_t off);
