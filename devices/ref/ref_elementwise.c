@@ -1,0 +1,184 @@
+/*
+ * ref_elementwise.c — unary, binary and where: one output element at a time, each operand
+ * read through its own strides as if broadcast to out's shape.
+ *
+ * Float ops compute in double from the exact operand values and round once to the output
+ * dtype, transcendentals through libm's double functions. For +, -, *, /, sqrt of float32
+ * operands that is the correctly rounded float32 result (double has more than 2*24+2 bits), so
+ * those agree bitwise with any IEEE device. Integer arithmetic wraps (through uint64_t), as
+ * everywhere in tide. Which dtypes each op takes is the CPU's (devices/cpu/cpu_kernels.h).
+ */
+#include <math.h>
+
+#include "ref_internal.h"
+
+static double unary_float(tide_op op, double v)
+{
+    switch (op) {
+    case TIDE_OP_NEG: return -v;
+    case TIDE_OP_ABS: return fabs(v);
+    case TIDE_OP_EXP: return exp(v);
+    case TIDE_OP_LOG: return log(v);
+    case TIDE_OP_SQRT: return sqrt(v);
+    case TIDE_OP_RSQRT: return 1.0 / sqrt(v);
+    case TIDE_OP_SIN: return sin(v);
+    case TIDE_OP_COS: return cos(v);
+    case TIDE_OP_TANH: return tanh(v);
+    /* exp(-|v|) never overflows; v < 0 takes e/(1+e); a NaN stays NaN */
+    case TIDE_OP_SIGMOID: return (v >= 0 ? 1.0 : exp(-fabs(v))) / (1.0 + exp(-fabs(v)));
+    case TIDE_OP_RELU: return v < 0 ? 0.0 : v; /* NaN and -0 pass through */
+    case TIDE_OP_FLOOR: return floor(v);
+    case TIDE_OP_CEIL: return ceil(v);
+    case TIDE_OP_ROUND: return nearbyint(v); /* ties to even */
+    case TIDE_OP_SIGN: return v > 0 ? 1.0 : v < 0 ? -1.0 : v; /* NaN, +-0 map to themselves */
+    case TIDE_OP_RECIPROCAL: return 1.0 / v;
+    default: return v == 0; /* LOGICAL_NOT */
+    }
+}
+
+/* Integer unary ops (int32, int64, uint8); false when op has no integer meaning. */
+static bool unary_int(tide_op op, int dtype, int64_t v, int64_t *r)
+{
+    bool u8 = dtype == TIDE_UINT8;
+    switch (op) {
+    case TIDE_OP_NEG: *r = (int64_t)(0 - (uint64_t)v); return true;
+    case TIDE_OP_ABS: *r = v < 0 ? (int64_t)(0 - (uint64_t)v) : v; return true;
+    case TIDE_OP_RELU: *r = v > 0 ? v : 0; return true;
+    case TIDE_OP_SIGN: *r = u8 ? v != 0 : (v > 0) - (v < 0); return true;
+    case TIDE_OP_LOGICAL_NOT: *r = v == 0; return true;
+    default: return false;
+    }
+}
+
+int ref_unary(tide_op op, tide_tensor *out, const tide_tensor *x)
+{
+    bool fl = ref_is_float(x->dtype);
+    if (x->dtype == TIDE_BOOL && op != TIDE_OP_LOGICAL_NOT)
+        return ref_no_kernel(op, x->dtype);
+    int64_t r, idx[TIDE_MAX_DIMS];
+    if (!fl && !unary_int(op, x->dtype, 0, &r))
+        return ref_no_kernel(op, x->dtype);
+    int64_t n = ref_numel(out);
+    for (int64_t i = 0; i < n; i++) {
+        ref_unflatten(out->ndim, out->shape, i, idx);
+        int64_t xo = ref_offset_bcast(x, out->ndim, idx), oo = ref_offset(out, idx);
+        if (fl && op == TIDE_OP_LOGICAL_NOT)
+            ref_set_i(out, oo, ref_get_f(x, xo) == 0);
+        else if (fl)
+            ref_set_f(out, oo, unary_float(op, ref_get_f(x, xo)));
+        else if (unary_int(op, x->dtype, ref_get_i(x, xo), &r))
+            ref_set_i(out, oo, r);
+    }
+    return 0;
+}
+
+/* ---- binary ------------------------------------------------------------------------------ */
+
+static bool is_comparison(tide_op op) { return op >= TIDE_OP_EQ && op <= TIDE_OP_GE; }
+
+/* A comparison or logical op of two values of one type (bool compares as truth values). */
+#define COMPARE(op, a, b)                                                                          \
+    ((op) == TIDE_OP_EQ   ? (a) == (b)                                                             \
+     : (op) == TIDE_OP_NE ? (a) != (b)                                                             \
+     : (op) == TIDE_OP_LT ? (a) < (b)                                                              \
+     : (op) == TIDE_OP_LE ? (a) <= (b)                                                             \
+     : (op) == TIDE_OP_GT ? (a) > (b)                                                              \
+     : (op) == TIDE_OP_GE ? (a) >= (b)                                                             \
+     : (op) == TIDE_OP_LOGICAL_AND ? ((a) != 0) & ((b) != 0)                                      \
+                                   : ((a) != 0) | ((b) != 0))
+
+static double binary_float(tide_op op, double a, double b)
+{
+    switch (op) {
+    case TIDE_OP_ADD: return a + b;
+    case TIDE_OP_SUB: return a - b;
+    case TIDE_OP_MUL: return a * b;
+    case TIDE_OP_DIV: return a / b;
+    case TIDE_OP_POW: return pow(a, b);
+    /* NaN on either side wins */
+    case TIDE_OP_MAXIMUM: return (a > b || a != a) ? a : b;
+    default: return (a < b || a != a) ? a : b; /* MINIMUM */
+    }
+}
+
+/* a^e in wrapping arithmetic, by repeated squaring; a negative exponent truncates 1/a^|e|
+ * toward zero (0 unless a is 1 or -1). */
+static int64_t int_pow(int64_t a, int64_t e)
+{
+    if (e < 0)
+        return a == 1 ? 1 : a == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, base = (uint64_t)a;
+    for (uint64_t k = (uint64_t)e; k; k >>= 1) {
+        if (k & 1)
+            r *= base;
+        base *= base;
+    }
+    return (int64_t)r;
+}
+
+/* Integer arithmetic (bool: add and maximum are or, mul and minimum are and); false when op
+ * has no kernel for the dtype (integer division goes through a float cast in ops/). */
+static bool binary_int(tide_op op, int dtype, int64_t a, int64_t b, int64_t *r)
+{
+    bool is_bool = dtype == TIDE_BOOL;
+    switch (op) {
+    case TIDE_OP_ADD: *r = is_bool ? (a | b) : (int64_t)((uint64_t)a + (uint64_t)b); return true;
+    case TIDE_OP_SUB: *r = (int64_t)((uint64_t)a - (uint64_t)b); return !is_bool;
+    case TIDE_OP_MUL: *r = is_bool ? (a & b) : (int64_t)((uint64_t)a * (uint64_t)b); return true;
+    case TIDE_OP_POW: *r = int_pow(a, b); return !is_bool;
+    case TIDE_OP_MAXIMUM: *r = a > b ? a : b; return true;
+    case TIDE_OP_MINIMUM: *r = a < b ? a : b; return true;
+    default: return false; /* DIV */
+    }
+}
+
+static int binary_at(tide_op op, tide_tensor *out, int64_t oo, const tide_tensor *a, int64_t ao,
+                     const tide_tensor *b, int64_t bo)
+{
+    if (is_comparison(op) || op == TIDE_OP_LOGICAL_AND || op == TIDE_OP_LOGICAL_OR) {
+        if (ref_is_float(a->dtype))
+            ref_set_i(out, oo, COMPARE(op, ref_get_f(a, ao), ref_get_f(b, bo)));
+        else
+            ref_set_i(out, oo, COMPARE(op, ref_get_i(a, ao), ref_get_i(b, bo)));
+        return 0;
+    }
+    if (ref_is_float(a->dtype)) {
+        ref_set_f(out, oo, binary_float(op, ref_get_f(a, ao), ref_get_f(b, bo)));
+        return 0;
+    }
+    int64_t r;
+    if (!binary_int(op, a->dtype, ref_get_i(a, ao), ref_get_i(b, bo), &r))
+        return ref_no_kernel(op, a->dtype);
+    ref_set_i(out, oo, r);
+    return 0;
+}
+
+int ref_binary(tide_op op, tide_tensor *out, const tide_tensor *a, const tide_tensor *b)
+{
+    int64_t r, idx[TIDE_MAX_DIMS];
+    bool logic = is_comparison(op) || op == TIDE_OP_LOGICAL_AND || op == TIDE_OP_LOGICAL_OR;
+    if (!logic && !ref_is_float(a->dtype) && !binary_int(op, a->dtype, 1, 1, &r))
+        return ref_no_kernel(op, a->dtype); /* checked before anything is written */
+    int64_t n = ref_numel(out);
+    for (int64_t i = 0; i < n; i++) {
+        ref_unflatten(out->ndim, out->shape, i, idx);
+        if (binary_at(op, out, ref_offset(out, idx), a, ref_offset_bcast(a, out->ndim, idx), b,
+                      ref_offset_bcast(b, out->ndim, idx)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int ref_where(tide_tensor *out, const tide_tensor *cond, const tide_tensor *a,
+              const tide_tensor *b)
+{
+    int64_t idx[TIDE_MAX_DIMS];
+    int64_t n = ref_numel(out);
+    for (int64_t i = 0; i < n; i++) {
+        ref_unflatten(out->ndim, out->shape, i, idx);
+        bool c = ref_get_i(cond, ref_offset_bcast(cond, out->ndim, idx)) != 0;
+        const tide_tensor *pick = c ? a : b;
+        ref_convert(out, ref_offset(out, idx), pick, ref_offset_bcast(pick, out->ndim, idx));
+    }
+    return 0;
+}

@@ -1,0 +1,42 @@
+/*
+ * ref_matmul.c — matmul as its definition: out[b..., i, j] = sum over k of a[b..., i, k] *
+ * b[b..., k, j], batch dims broadcast (a size-1 batch dim of an operand repeats). Float
+ * products and sums in double, rounded once; integers wrap in 64 bits and are truncated to the
+ * dtype (the same bits as wrapping in the dtype's width).
+ */
+#include "ref_internal.h"
+
+int ref_matmul(tide_tensor *out, const tide_tensor *a, const tide_tensor *b)
+{
+    int nd = out->ndim;
+    int64_t K = a->shape[nd - 1], n = ref_numel(out);
+    int64_t idx[TIDE_MAX_DIMS], ia[TIDE_MAX_DIMS], ib[TIDE_MAX_DIMS];
+    bool fl = ref_is_float(out->dtype);
+    if (!fl && (out->dtype == TIDE_BOOL))
+        return ref_no_kernel(TIDE_OP_MATMUL, out->dtype);
+    for (int64_t o = 0; o < n; o++) {
+        ref_unflatten(nd, out->shape, o, idx);
+        for (int d = 0; d < nd - 2; d++) { /* ref_offset reads size-1 dims as broadcast */
+            ia[d] = idx[d];
+            ib[d] = idx[d];
+        }
+        ia[nd - 2] = idx[nd - 2];
+        ib[nd - 1] = idx[nd - 1];
+        double sf = 0;
+        uint64_t si = 0;
+        for (int64_t k = 0; k < K; k++) {
+            ia[nd - 1] = k;
+            ib[nd - 2] = k;
+            int64_t ao = ref_offset(a, ia), bo = ref_offset(b, ib);
+            if (fl)
+                sf += ref_get_f(a, ao) * ref_get_f(b, bo);
+            else
+                si += (uint64_t)ref_get_i(a, ao) * (uint64_t)ref_get_i(b, bo);
+        }
+        if (fl)
+            ref_set_f(out, ref_offset(out, idx), sf);
+        else
+            ref_set_i(out, ref_offset(out, idx), (int64_t)si);
+    }
+    return 0;
+}
