@@ -63,7 +63,8 @@ typedef struct td_device_provider {
     /* How many devices of this kind are present, without opening any (0 when none). */
     int (*count)(void);
     /* Opens device index (0 <= index < count()). Called at most once per index: the registry
-     * keeps the result for the life of the process. NULL with the reason written into why. */
+     * keeps the result for the life of the process. NULL with the reason written into why.
+     * Also called when count() is 0, to say why there is no device of the kind. */
     tide_device *(*open)(int index, char *why, size_t n);
     /* What device index is (its name and type, such as "integrated gpu"), without opening it;
      * NULL when the kind has nothing to tell. 0 or -1. */
@@ -85,16 +86,5 @@ int td_device_kind_count(void);
 const td_device_provider *td_device_kind(int i);
 /* The devices opened so far, in order of opening (NULL past the end); for sync and stats. */
 tide_device *td_device_opened(int i);
-
-/* The Vulkan device (devices/vulkan), opened at first use; NULL when there is none, with the
- * reason (no loader, no driver, no device...) written into why. Never fails the CPU. */
-tide_device *td_vulkan_device(char *why, size_t n);
-/* Vulkan devices seen (0 when none), and what each one is; selected: the one tide uses. */
-int td_vulkan_device_count(void);
-int td_vulkan_device_info(int i, char *name, size_t n, const char **type, bool *selected);
-/* Whether the Vulkan device has been opened (without opening it). */
-bool td_vulkan_opened(void);
-/* Counters since start: command-buffer submissions, shader dispatches, CPU fallbacks. */
-void td_vulkan_stats(uint64_t *submits, uint64_t *dispatches, uint64_t *fallbacks);
 
 #endif /* TIDE_DEVICE_H */

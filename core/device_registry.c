@@ -96,12 +96,14 @@ static tide_device *open_locked(int k, int index, char *why, size_t n)
         if (opened[i].kind == k && opened[i].index == index)
             return opened[i].dev;
     int count = kinds[k]->count();
+    if (count == 0) { /* the provider says why */
+        snprintf(why, n, "there is no %s device", kinds[k]->name);
+        kinds[k]->open(index, why, n);
+        return NULL;
+    }
     if (index >= count) {
-        if (count == 0)
-            snprintf(why, n, "there is no %s device", kinds[k]->name);
-        else
-            snprintf(why, n, "there %s %d %s device%s (indices 0..%d)", count == 1 ? "is" : "are",
-                     count, kinds[k]->name, count == 1 ? "" : "s", count - 1);
+        snprintf(why, n, "there %s %d %s device%s (indices 0..%d)", count == 1 ? "is" : "are",
+                 count, kinds[k]->name, count == 1 ? "" : "s", count - 1);
         return NULL;
     }
     if (nopened == MAX_OPENED) {
@@ -142,4 +144,42 @@ tide_device *td_device_find(const char *op, const char *name)
     if (!d)
         td_error("%s: device \"%s\": %s", op, name ? name : "(null)", why);
     return d;
+}
+
+int tide_device_check(const char *name, char *why, size_t n)
+{
+    return td_device_lookup(name, why, n) ? 0 : -1;
+}
+
+/* ---- the public listing ------------------------------------------------------------------------ */
+
+int tide_device_count(void)
+{
+    int total = 0;
+    for (int k = 0; k < td_device_kind_count(); k++)
+        total += kinds[k]->count();
+    return total;
+}
+
+int tide_device_info(int i, char *name, size_t n, char *about, size_t an)
+{
+    int total = tide_device_count(), at = i;
+    for (int k = 0; k < nkinds && at >= 0; k++) {
+        int count = kinds[k]->count();
+        if (at < count) {
+            int def = kinds[k]->default_index ? kinds[k]->default_index() : 0;
+            if (name && n) /* the name tide_to takes and tide_device_name shows */
+                snprintf(name, n, at == def || (def < 0 && at == 0) ? "%s" : "%s:%d",
+                         kinds[k]->name, at);
+            char what[256] = "";
+            const char *type = NULL;
+            if (!kinds[k]->describe || kinds[k]->describe(at, what, sizeof what, &type) < 0)
+                what[0] = 0, type = NULL;
+            if (about && an)
+                snprintf(about, an, type ? "%s (%s)" : "%s", what, type);
+            return 0;
+        }
+        at -= count;
+    }
+    return td_error("device_info: no device %d (there are %d)", i, total);
 }

@@ -406,10 +406,19 @@ TIDE_API void tide_jit_cache_clear(void);
  * (wrapped numbers and 0-dim CPU tensors go with any device). Vulkan ops are queued and run at
  * the next synchronization point: a read to the host (tide_to_buffer, tide_item, printing,
  * tide_to "cpu") or tide_sync. */
-/* A copy of t on device ("cpu" or "vulkan"); a new reference to t when it is already there. */
+/* A copy of t on device ("cpu", "vulkan", "vulkan:1"...); a new reference to t when it is already there. */
 TIDE_API tide_tensor *tide_to(const tide_tensor *t, const char *device);
 /* Waits until every queued kernel and copy of every device has finished. 0 or -1. */
 TIDE_API int tide_sync(void);
+/* The devices present, over every kind the build has (each kind's devices in order), and for
+ * device i the name tide_to takes ("cpu", "vulkan" for the Vulkan default, "vulkan:1"...) and
+ * what it is (may be empty). Nothing is opened. 0 or -1 for a bad index. */
+TIDE_API int tide_device_count(void);
+TIDE_API int tide_device_info(int i, char *name, size_t n, char *about, size_t an);
+/* 0 when name ("cpu", "vulkan", "vulkan:1"...) names a device that can be used (it is opened
+ * then); -1 when not, and why (n bytes, may be NULL) says why, such as "unknown device
+ * (devices: cpu, vulkan)" or why the Vulkan device is not available. Sets no error. */
+TIDE_API int tide_device_check(const char *name, char *why, size_t n);
 /* Whether the Vulkan device can be used. When it cannot, why (n bytes, may be NULL) says why:
  * no loader (libvulkan.so.1), no driver, no device. TIDE_VULKAN_DEVICE=index picks a device;
  * otherwise a discrete GPU is preferred, then an integrated one, then a CPU implementation. */

@@ -1,12 +1,26 @@
 /*
- * to_device.c — moving tensors between devices (tide_to), waiting for queued work (tide_sync)
- * and what the public API tells about the Vulkan device. The copy goes through the devices'
- * read/write: one contiguous transfer.
+ * to_device.c — moving tensors between devices (tide_to) and waiting for queued work
+ * (tide_sync). The copy goes through the devices' read/write: one contiguous transfer, or two
+ * through a host buffer between two devices whose memory is not host memory.
  */
-#include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 
 #include "dispatch.h"
+
+/* Device to device (vulkan to vulkan:1): read into a host buffer, write from it. */
+static int through_host(const tide_tensor *c, tide_tensor *r, size_t nbytes)
+{
+    void *host = td_malloc(nbytes);
+    if (!host)
+        return td_error("to: out of memory for a %zu-byte copy from %s to %s", nbytes,
+                        c->device->name, r->device->name);
+    size_t es = td_dtype_sizes[c->dtype];
+    int rc = c->device->read(c->device, c->storage->buffer, (size_t)c->offset * es, host, nbytes);
+    if (rc == 0)
+        rc = r->device->write(r->device, r->storage->buffer, 0, host, nbytes);
+    free(host);
+    return rc;
+}
 
 tide_tensor *tide_to(const tide_tensor *t, const char *device)
 {
@@ -34,7 +48,7 @@ tide_tensor *tide_to(const tide_tensor *t, const char *device)
             rc = c->device->read(c->device, c->storage->buffer, (size_t)c->offset * es, dst,
                                  nbytes);
         else
-            rc = td_error("to: no path from %s to %s", c->device->name, dev->name);
+            rc = through_host(c, r, nbytes);
     }
     tide_release(c);
     if (rc < 0) {
@@ -54,24 +68,5 @@ int tide_sync(void)
         if (d != cpu && d->synchronize(d) < 0)
             return -1;
     }
-    return 0;
-}
-
-bool tide_vulkan_available(char *why, size_t n)
-{
-    char buf[512];
-    bool ok = td_vulkan_device(buf, sizeof buf) != NULL;
-    if (why && n)
-        snprintf(why, n, "%s", ok ? "" : buf);
-    return ok;
-}
-
-int tide_vulkan_device_count(void) { return td_vulkan_device_count(); }
-
-int tide_vulkan_device_info(int i, char *name, size_t n, const char **kind, bool *selected)
-{
-    if (td_vulkan_device_info(i, name, n, kind, selected) < 0)
-        return td_error("vulkan_device_info: no Vulkan device %d (there are %d)", i,
-                        td_vulkan_device_count());
     return 0;
 }

@@ -13,13 +13,10 @@
  * memory, more than 8 tensors to bind, integer ops the shaders lack) runs its members one by one
  * through the eager shaders (td_vk_run), as it would without the jit: always correct.
  */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <glslang/Include/glslang_c_interface.h>
 #include <glslang/Public/resource_limits_c.h>
@@ -561,102 +558,8 @@ done:
     return words;
 }
 
-/* ---- the caches on disk ------------------------------------------------------------------------ */
-
-/* $TIDE_VULKAN_CACHE_DIR (empty or "0": none), else $XDG_CACHE_HOME/tide, else ~/.cache/tide. */
-static int cache_dir(char *dir, size_t n)
-{
-    const char *e = getenv("TIDE_VULKAN_CACHE_DIR");
-    if (e)
-        return *e && strcmp(e, "0") != 0 && snprintf(dir, n, "%s", e) < (int)n;
-    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (x && *x)
-        return snprintf(dir, n, "%s/tide", x) < (int)n;
-    if (h && *h)
-        return snprintf(dir, n, "%s/.cache/tide", h) < (int)n;
-    return 0;
-}
-
-static void make_dirs(const char *dir)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *q = p + 1; *q; q++)
-        if (*q == '/') {
-            *q = 0;
-            mkdir(p, 0755);
-            *q = '/';
-        }
-    mkdir(p, 0755);
-}
-
-static char *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *data = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n > 0 && n < (1l << 28) && fseek(f, 0, SEEK_SET) == 0 && (data = td_malloc((size_t)n))) {
-            if (fread(data, 1, (size_t)n, f) != (size_t)n) {
-                free(data);
-                data = NULL;
-            } else {
-                *size = (size_t)n;
-            }
-        }
-    }
-    fclose(f);
-    return data;
-}
-
-/* Writes through a temporary file and a rename, so a concurrent reader never sees half. */
-static void write_file(const char *dir, const char *path, const void *data, size_t n)
-{
-    make_dirs(dir);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return;
-    bool ok = fwrite(data, 1, n, f) == n;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0)
-        remove(tmp);
-}
-
-static void cache_path(vk_state *s, char *path, size_t n, const char *dir)
-{
-    snprintf(path, n, "%s/vulkan_pipelines_%04x_%04x.bin", dir, s->props.vendorID,
-             s->props.deviceID);
-}
-
-void td_vk_cache_open(vk_state *s)
-{
-    char dir[4096], path[4200];
-    size_t n = 0;
-    char *data = NULL;
-    if (cache_dir(dir, sizeof dir)) {
-        cache_path(s, path, sizeof path, dir);
-        data = read_file(path, &n);
-    }
-    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                                    .initialDataSize = data ? n : 0,
-                                    .pInitialData = data};
-    /* a file from another driver version is ignored by the driver (its header says which) */
-    if (td_vk.vkCreatePipelineCache(s->device, &ci, NULL, &s->pipe_cache) != VK_SUCCESS) {
-        ci.initialDataSize = 0;
-        ci.pInitialData = NULL;
-        if (td_vk.vkCreatePipelineCache(s->device, &ci, NULL, &s->pipe_cache) != VK_SUCCESS)
-            s->pipe_cache = VK_NULL_HANDLE;
-    }
-    td_log("vulkan", "pipeline cache: %zu bytes from %s", data ? n : 0,
-           data ? path : "nowhere (none yet, or TIDE_VULKAN_CACHE_DIR off)");
-    free(data);
-}
-
-void td_vk_cache_close(vk_state *s)
+/* Destroys the jit's pipelines of s (at the device's teardown). */
+void td_vk_jit_close(vk_state *s)
 {
     for (vk_jit_entry *e = s->jit_code, *next; e; e = next) {
         next = e->next;
@@ -666,22 +569,11 @@ void td_vk_cache_close(vk_state *s)
         free(e);
     }
     s->jit_code = NULL;
-    if (!s->pipe_cache)
-        return;
-    char dir[4096], path[4200];
-    size_t n = 0;
-    if (cache_dir(dir, sizeof dir) &&
-        td_vk.vkGetPipelineCacheData(s->device, s->pipe_cache, &n, NULL) == VK_SUCCESS && n) {
-        void *data = td_malloc(n);
-        if (data && td_vk.vkGetPipelineCacheData(s->device, s->pipe_cache, &n, data) ==
-                        VK_SUCCESS) {
-            cache_path(s, path, sizeof path, dir);
-            write_file(dir, path, data, n);
-        }
-        free(data);
-    }
-    td_vk.vkDestroyPipelineCache(s->device, s->pipe_cache, NULL);
-    s->pipe_cache = VK_NULL_HANDLE;
+}
+
+/* Ends glslang's process-wide state once every device is gone (at exit). */
+void td_vk_jit_shutdown(void)
+{
     if (glslang_up) {
         glslang_finalize_process();
         glslang_up = false;
@@ -698,12 +590,12 @@ static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
             return e->pipe;
     double t0 = jit_now_ms();
     char dir[4096], path[4200];
-    bool disk = cache_dir(dir, sizeof dir);
+    bool disk = td_vk_cache_dir(dir, sizeof dir);
     if (disk)
         snprintf(path, sizeof path, "%s/jit_%016llx.spv", dir, (unsigned long long)h);
     size_t size = 0;
     const char *from = "the disk cache";
-    uint32_t *spv = disk ? (uint32_t *)read_file(path, &size) : NULL;
+    uint32_t *spv = disk ? (uint32_t *)td_vk_cache_read(path, &size) : NULL;
     if (spv && (size % 4 || size < 20 || spv[0] != 0x07230203u)) {
         free(spv);
         spv = NULL;
@@ -714,7 +606,7 @@ static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
         if (!spv)
             return VK_NULL_HANDLE;
         if (disk)
-            write_file(dir, path, spv, size);
+            td_vk_cache_write(dir, path, spv, size);
     }
     double t1 = jit_now_ms();
     VkPipeline pipe = td_vk_make_pipeline(s, spv, size, "jit group");
@@ -742,12 +634,11 @@ static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
 
 int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index)
 {
-    (void)dev;
     const jit_compiled *c = plan;
     jit_group *g = group;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
     if (!s)
-        return td_error("vulkan: the device has been shut down");
+        return td_error("vulkan: %s has been shut down", dev->name);
     vk_jit_code *k = td_calloc(1, sizeof *k);
     if (!k)
         return td_error("jit: out of memory");
@@ -859,9 +750,9 @@ int td_vk_jit_run(tide_device *dev, const void *plan, const void *group, tide_te
     const jit_compiled *c = plan;
     const jit_group *g = group;
     vk_jit_code *k = g->code;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
     if (!s)
-        return td_error("vulkan: the device has been shut down");
+        return td_error("vulkan: %s has been shut down", dev->name);
     if (!k || !k->pipe)
         return run_members(dev, c, g, t);
     if (g->numel == 0)

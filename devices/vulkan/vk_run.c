@@ -20,7 +20,8 @@ static int decline(const char *fmt, const char *arg)
     return 0;
 }
 
-static bool on_vulkan(const tide_tensor *t) { return t->device == &td_vk_device_struct; }
+/* Whether t is on the device of s (else on the CPU: the fallback and uploads read it). */
+static bool on_device(const vk_state *s, const tide_tensor *t) { return t->device->state == s; }
 
 static int vk_dtype(int dt)
 {
@@ -81,7 +82,7 @@ static int bind(vk_state *s, tide_tensor *t, int nd, const int64_t *shape, const
     size_t es = td_dtype_sizes[t->dtype];
     if (hi - lo >= INT32_MAX / 2)
         return decline("an operand spans more than 2^30 elements%s", "");
-    if (!on_vulkan(t)) {
+    if (!on_device(s, t)) {
         const char *data = td_tensor_data(t);
         if (!data)
             return td_error("vulkan: an operand on %s has no host data", t->device->name);
@@ -247,7 +248,7 @@ static int run_eltwise(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *
         (op == VK_OP_EXP || op == VK_OP_LOG || op == VK_OP_SIN || op == VK_OP_COS ||
          op == VK_OP_TANH || op == VK_OP_SIGMOID || op == VK_OP_POW))
         return decline("no float64 shader for %s", tide_op_name(top));
-    if (top == TIDE_OP_COPY && on_vulkan(in[0]) && in[0]->storage == out->storage)
+    if (top == TIDE_OP_COPY && on_device(s, in[0]) && in[0]->storage == out->storage)
         return decline("%s between overlapping views of one buffer", "copy");
     int64_t n = td_numel(out->ndim, out->shape);
     if (n > (int64_t)UINT32_MAX - 4096)
@@ -945,7 +946,7 @@ static int run_index(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *con
 /* A CPU tensor with t's layout over a host copy of the part of t's storage it uses. */
 static tide_tensor *host_view(vk_state *s, tide_tensor *t, bool read)
 {
-    if (!on_vulkan(t))
+    if (!on_device(s, t))
         return tide_retain(t);
     int64_t lo, hi;
     span(t, t->ndim, t->shape, t->strides, &lo, &hi);
@@ -1024,10 +1025,9 @@ static int fallback(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *cons
 int td_vk_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
               const tide_attrs *attrs)
 {
-    (void)dev;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
     if (!s)
-        return td_error("vulkan: the device has been shut down");
+        return td_error("vulkan: %s has been shut down", dev->name);
     pthread_mutex_lock(&s->lock);
     why_not[0] = 0;
     int rc = 0;
