@@ -252,6 +252,51 @@ static bool is_reduce_op(int op)
  * elementwise members before it recomputed from the inputs, 4 elements per invocation), a
  * workgroup tree reduction in shared memory, and its value uniform afterwards; row members are
  * computed once between passes; a last pass stores the elementwise results. 1, 0 declined. */
+/* The binary op code that combines values of reduction op, and its identity (GLSL text). */
+static uint32_t reduce_combine(int op, const char **id)
+{
+    switch (op) {
+    case TIDE_OP_SUM: *id = "0.0"; return td_vk_opcode(TIDE_OP_ADD);
+    case TIDE_OP_PROD: *id = "1.0"; return td_vk_opcode(TIDE_OP_MUL);
+    case TIDE_OP_MAX: *id = "uintBitsToFloat(0xff800000u)"; /* -inf */
+        return td_vk_opcode(TIDE_OP_MAXIMUM);
+    default: *id = "uintBitsToFloat(0x7f800000u)"; /* +inf */
+        return td_vk_opcode(TIDE_OP_MINIMUM);
+    }
+}
+
+/* The end of a pass over a row: for reduction member s (its operand slot q) the accumulator
+ * folded, then combined across the workgroup through shared memory; for the final pass
+ * (s < 0) the stores of the full-row results. */
+static void emit_pass_end(td_sbuf *b, const jit_compiled *c, const jit_group *g,
+                          const vk_jit_code *k, int s, int q, uint32_t code, const char *id)
+{
+    long long rowlen = (long long)g->rowlen;
+    if (s >= 0) {
+        td_emit(b, "    acc = binary_f(%uu, acc, mix(v%d, vec4(%s), greaterThanEqual(ivec4(e) + "
+                "ivec4(0, 1, 2, 3), ivec4(%lld))));\n    }\n", code, q, id, rowlen);
+        td_emit(b, "    red_sh[t] = binary_f(%uu, binary_f(%uu, acc.xxxx, acc.yyyy), "
+                "binary_f(%uu, acc.zzzz, acc.wwww)).x;\n    barrier();\n"
+                "    for (int h = %d; h > 0; h >>= 1) {\n"
+                "        if (t < h) red_sh[t] = binary_f(%uu, vec4(red_sh[t]), "
+                "vec4(red_sh[t + h])).x;\n        barrier();\n    }\n"
+                "    v%d = vec4(red_sh[0]);\n    barrier();\n    }\n",
+             code, code, code, LOCAL / 2, code, s);
+    } else {
+        td_emit(b, "    for (int j = 0; j < 4; j++) {\n        if (e + j >= %lld) break;\n"
+                "        int i = rbase + e + j;\n", rowlen);
+        for (int bi = 0; bi < k->nbind; bi++) {
+            int o = k->bind_slot[bi];
+            if (!g->slots[o].member || g->slots[o].vkind != JV_FULL)
+                continue;
+            td_emit(b, "        b%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n", bi, bi, bi,
+                 c->nodes[g->slots[o].node].dtype == TIDE_FLOAT32 ? "floatBitsToUint"
+                                                                   : "uint", o);
+        }
+        td_emit(b, "    }\n    }\n    }\n");
+    }
+}
+
 static int emit_rows(td_sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_code *k,
                      const int *bind_of)
 {
@@ -290,18 +335,7 @@ static int emit_rows(td_sbuf *b, const jit_compiled *c, const jit_group *g, vk_j
                 g->slots[q].vkind != JV_FULL)
                 return decline(k, "%s of %s", tide_op_name((tide_op)nd->op),
                                tide_dtype_name((tide_dtype)c->nodes[nd->in[0]].dtype));
-            switch (nd->op) {
-            case TIDE_OP_SUM: code = td_vk_opcode(TIDE_OP_ADD); id = "0.0"; break;
-            case TIDE_OP_PROD: code = td_vk_opcode(TIDE_OP_MUL); id = "1.0"; break;
-            case TIDE_OP_MAX:
-                code = td_vk_opcode(TIDE_OP_MAXIMUM);
-                id = "uintBitsToFloat(0xff800000u)"; /* -inf */
-                break;
-            default:
-                code = td_vk_opcode(TIDE_OP_MINIMUM);
-                id = "uintBitsToFloat(0x7f800000u)"; /* +inf */
-                break;
-            }
+            code = reduce_combine(nd->op, &id);
             td_emit(b, "    vec4 v%d;\n    {\n    vec4 acc = vec4(%s);\n", s, id);
         } else {
             td_emit(b, "    {\n");
@@ -318,29 +352,7 @@ static int emit_rows(td_sbuf *b, const jit_compiled *c, const jit_group *g, vk_j
             if (g->slots[f].vkind == JV_FULL && emit_member(b, k, c, g, f) <= 0)
                 return 0;
         }
-        if (s >= 0) {
-            td_emit(b, "    acc = binary_f(%uu, acc, mix(v%d, vec4(%s), greaterThanEqual(ivec4(e) + "
-                    "ivec4(0, 1, 2, 3), ivec4(%lld))));\n    }\n", code, q, id, rowlen);
-            td_emit(b, "    red_sh[t] = binary_f(%uu, binary_f(%uu, acc.xxxx, acc.yyyy), "
-                    "binary_f(%uu, acc.zzzz, acc.wwww)).x;\n    barrier();\n"
-                    "    for (int h = %d; h > 0; h >>= 1) {\n"
-                    "        if (t < h) red_sh[t] = binary_f(%uu, vec4(red_sh[t]), "
-                    "vec4(red_sh[t + h])).x;\n        barrier();\n    }\n"
-                    "    v%d = vec4(red_sh[0]);\n    barrier();\n    }\n",
-                 code, code, code, LOCAL / 2, code, s);
-        } else {
-            td_emit(b, "    for (int j = 0; j < 4; j++) {\n        if (e + j >= %lld) break;\n"
-                    "        int i = rbase + e + j;\n", rowlen);
-            for (int bi = 0; bi < k->nbind; bi++) {
-                int o = k->bind_slot[bi];
-                if (!g->slots[o].member || g->slots[o].vkind != JV_FULL)
-                    continue;
-                td_emit(b, "        b%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n", bi, bi, bi,
-                     c->nodes[g->slots[o].node].dtype == TIDE_FLOAT32 ? "floatBitsToUint"
-                                                                       : "uint", o);
-            }
-            td_emit(b, "    }\n    }\n    }\n");
-        }
+        emit_pass_end(b, c, g, k, s, q, code, id);
     }
     /* row results: one value per row, contiguous */
     for (int bi = 0; bi < k->nbind; bi++) {
@@ -355,18 +367,10 @@ static int emit_rows(td_sbuf *b, const jit_compiled *c, const jit_group *g, vk_j
 }
 
 /* Renders group g; 1 rendered (text in *out), 0 declined (k->why), -1 error. */
-static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, char **out)
+/* The bindings of group g: outside Vulkan tensors read, then the members written; a host
+ * scalar becomes a parameter. bind_of[slot]: its binding, or -1. 1, or 0 (declined). */
+static int plan_bindings(const jit_compiled *c, const jit_group *g, vk_jit_code *k, int *bind_of)
 {
-    *out = NULL;
-    if (g->row_mode && (g->rowlen > 32768 || g->rowlen < 1))
-        return decline(k, "rows of %lld elements", (long long)g->rowlen);
-    if (g->numel > INT32_MAX - 8)
-        return decline(k, "more than 2^31 elements");
-    td_sbuf b = {0};
-    int bind_of[512];
-    if (g->nslots > 512)
-        return decline(k, "too many values");
-    /* bindings: outside Vulkan tensors read, then the members written */
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         bind_of[s] = -1;
@@ -410,87 +414,108 @@ static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, cha
             td_numel(c->nodes[node].ndim, c->nodes[node].shape) != g->numel)
             return decline(k, "a result smaller than the domain");
     }
-    td_emit(&b, "#version 450\n%s\n", td_vk_common_glsl);
-    td_emit(&b, "layout(local_size_x = %d) in;\n", LOCAL);
-    td_emit(&b, "layout(std430, binding = 0) readonly buffer Params { int n; int base[%d]; "
+    return 1;
+}
+
+/* The shader's start: common.glsl, the parameter and data bindings (a uvec4 view as well of
+ * those read or written contiguously: direct[bi]) and each binding's index function. */
+static void emit_header(td_sbuf *b, const jit_compiled *c, const jit_group *g,
+                        const vk_jit_code *k, bool *direct)
+{
+    td_emit(b, "#version 450\n%s\n", td_vk_common_glsl);
+    td_emit(b, "layout(local_size_x = %d) in;\n", LOCAL);
+    td_emit(b, "layout(std430, binding = 0) readonly buffer Params { int n; int base[%d]; "
              "uint sc[%d]; } P;\n", JB_MAX, JS_MAX);
-    bool direct[JB_MAX], any_direct = false;
     for (int bi = 0; bi < k->nbind; bi++) {
         const jit_slot *sl = &g->slots[k->bind_slot[bi]];
         int dt = c->nodes[sl->member && sl->into >= 0 ? sl->into : sl->node].dtype;
         /* 16-byte accesses where contiguous (lavapipe's cost is per access) */
         direct[bi] = !g->row_mode && (dt == TIDE_FLOAT32 || dt == TIDE_INT32) &&
                      is_direct(g, k->nd[bi], k->shape[bi], k->strides[bi]);
-        any_direct = any_direct || direct[bi];
-        td_emit(&b, "layout(std430, binding = %d) %sbuffer B%d { uint b%d[]; };\n", bi + 1,
+        td_emit(b, "layout(std430, binding = %d) %sbuffer B%d { uint b%d[]; };\n", bi + 1,
              sl->member ? "" : "readonly ", bi, bi);
         if (direct[bi])
-            td_emit(&b, "layout(std430, binding = %d) %sbuffer Q%d { uvec4 q%d[]; };\n", bi + 1,
+            td_emit(b, "layout(std430, binding = %d) %sbuffer Q%d { uvec4 q%d[]; };\n", bi + 1,
                  sl->member ? "" : "readonly ", bi, bi);
     }
     for (int bi = 0; bi < k->nbind; bi++) {
-        td_emit(&b, "int ix%d(int i) { return ", bi);
-        emit_index(&b, g, k->nd[bi], k->shape[bi], k->strides[bi]);
-        td_emit(&b, "; }\n");
+        td_emit(b, "int ix%d(int i) { return ", bi);
+        emit_index(b, g, k->nd[bi], k->shape[bi], k->strides[bi]);
+        td_emit(b, "; }\n");
     }
-    if (g->row_mode) {
-        int rc = emit_rows(&b, c, g, k, bind_of);
-        if (rc <= 0) {
-            free(b.s);
-            return rc;
-        }
-        goto finish;
-    }
-    td_emit(&b, "void main()\n{\n"
+}
+
+/* main() of an elementwise group: 4 elements per invocation, loaded, computed, stored (16-byte
+ * accesses for direct bindings when all 4 are there). 1, 0 (declined) or -1. */
+static int emit_elementwise(td_sbuf *b, const jit_compiled *c, const jit_group *g,
+                            vk_jit_code *k, const int *bind_of, const bool *direct)
+{
+    td_emit(b, "void main()\n{\n"
              "    int first = int(group_index() * %du + gl_LocalInvocationID.x) * 4;\n"
              "    if (first >= P.n) return;\n"
              "    int l0 = first, l1 = min(first + 1, P.n - 1), l2 = min(first + 2, P.n - 1),"
              " l3 = min(first + 3, P.n - 1);\n", LOCAL);
     /* whole vec4s: 4 elements left, and every contiguous operand's base a multiple of 4 */
-    td_emit(&b, "    bool fast = first + 3 < P.n");
+    td_emit(b, "    bool fast = first + 3 < P.n");
     for (int bi = 0; bi < k->nbind; bi++)
         if (direct[bi])
-            td_emit(&b, " && (P.base[%d] & 3) == 0", bi);
-    td_emit(&b, ";\n");
-    (void)any_direct;
+            td_emit(b, " && (P.base[%d] & 3) == 0", bi);
+    td_emit(b, ";\n");
     /* loads */
     for (int s = 0; s < g->nslots; s++)
         if (!g->slots[s].member)
-            emit_load(&b, c, g, k, s, bind_of, direct, "l");
+            emit_load(b, c, g, k, s, bind_of, direct, "l");
     /* members, in program order */
     for (int m = 0; m < g->nmembers; m++) {
-        int rc = emit_member(&b, k, c, g, g->members[m]);
-        if (rc <= 0) {
-            free(b.s);
+        int rc = emit_member(b, k, c, g, g->members[m]);
+        if (rc <= 0)
             return rc;
-        }
     }
     /* stores */
-    td_emit(&b, "    if (fast) {\n");
+    td_emit(b, "    if (fast) {\n");
     for (int bi = 0; bi < k->nbind; bi++) {
         int s = k->bind_slot[bi];
         if (!g->slots[s].member || !direct[bi])
             continue;
-        td_emit(&b, "        q%d[(P.base[%d] + first) >> 2] = %s(v%d);\n", bi, bi,
+        td_emit(b, "        q%d[(P.base[%d] + first) >> 2] = %s(v%d);\n", bi, bi,
              c->nodes[g->slots[s].node].dtype == TIDE_FLOAT32 ? "floatBitsToUint" : "uvec4", s);
     }
-    td_emit(&b, "    }\n");
-    td_emit(&b, "    for (int j = 0; j < 4; j++) {\n        int i = first + j;\n"
+    td_emit(b, "    }\n");
+    td_emit(b, "    for (int j = 0; j < 4; j++) {\n        int i = first + j;\n"
              "        if (i >= P.n) break;\n");
     for (int bi = 0; bi < k->nbind; bi++) {
         int s = k->bind_slot[bi];
         if (!g->slots[s].member)
             continue;
         int dt = c->nodes[g->slots[s].node].dtype;
-        td_emit(&b, "        %sb%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n",
+        td_emit(b, "        %sb%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n",
              direct[bi] ? "if (!fast) " : "", bi, bi, bi,
              dt == TIDE_FLOAT32 ? "floatBitsToUint" : "uint", s);
     }
-    td_emit(&b, "    }\n}\n");
-finish:
-    if (b.failed) {
+    td_emit(b, "    }\n}\n");
+    return 1;
+}
+
+static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, char **out)
+{
+    *out = NULL;
+    if (g->row_mode && (g->rowlen > 32768 || g->rowlen < 1))
+        return decline(k, "rows of %lld elements", (long long)g->rowlen);
+    if (g->numel > INT32_MAX - 8)
+        return decline(k, "more than 2^31 elements");
+    int bind_of[512];
+    if (g->nslots > 512)
+        return decline(k, "too many values");
+    if (plan_bindings(c, g, k, bind_of) != 1)
+        return 0;
+    td_sbuf b = {0};
+    bool direct[JB_MAX];
+    emit_header(&b, c, g, k, direct);
+    int rc = g->row_mode ? emit_rows(&b, c, g, k, bind_of)
+                         : emit_elementwise(&b, c, g, k, bind_of, direct);
+    if (rc <= 0 || b.failed) {
         free(b.s);
-        return td_error("jit: out of memory for a Vulkan shader");
+        return rc <= 0 ? rc : td_error("jit: out of memory for a Vulkan shader");
     }
     *out = b.s;
     return 1;
