@@ -57,7 +57,7 @@ tide_device *tide_cpu_device(void);
  * A folder under devices/ provides one kind of device. The build lists the folders
  * (TIDE_DEVICES in CMakeLists.txt) and generates td_register_devices(), which calls each
  * folder's td_register_device_<name>() once, before the first lookup; that function calls
- * td_device_register. Devices are named "<kind>" (its device 0) or "<kind>:<index>". */
+ * td_device_register. Devices are named "<kind>" (its default device) or "<kind>:<index>". */
 typedef struct td_device_provider {
     const char *name; /* the kind: "cpu", "vulkan", ... */
     /* How many devices of this kind are present, without opening any (0 when none). */

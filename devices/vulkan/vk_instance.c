@@ -236,11 +236,12 @@ static int vk_default_index(void)
     return vk.chosen;
 }
 
-/* Also asked with no device present (count 0): it then says why. */
+/* Also asked with no device present (count 0): it then says why. With no default (a bad
+ * TIDE_VULKAN_DEVICE, no compute queue anywhere) no Vulkan device is used. */
 static tide_device *vk_open(int index, char *why, size_t n)
 {
     pthread_once(&instance_once, instance_init);
-    if (index < 0 || index >= vk.count || (index == 0 && vk.chosen < 0 && vk.why[0])) {
+    if (vk.chosen < 0 || index < 0 || index >= vk.count) {
         snprintf(why, n, "the Vulkan device is not available: %s",
                  vk.why[0] ? vk.why : "there is no such Vulkan device");
         return NULL;
