@@ -40,14 +40,19 @@ struct tide_device {
     /* Waits until every queued kernel and copy has finished. */
     int (*synchronize)(tide_device *dev);
     void *state; /* the device's own data */
-    /* The jit's fusion groups on a device that renders them itself (NULL on the CPU, whose
-     * code generator jit/ calls directly). plan is a jit_compiled, group one of its jit_groups
-     * (jit/jit.h). jit_compile prepares group (0, or -1 with the error set; a group it cannot
-     * render still runs: jit_run then runs its members one by one); jit_run runs it, t[s] being
-     * slot s's tensor (inputs, outputs, write-back destinations; NULL for values kept inside). */
+    /* The jit's fusion groups (jit/group.h says the contract; plan is a jit_plan, group a
+     * jit_group). NULL jit_run: the jit runs the device's ops one by one, eagerly, without
+     * tracing them. jit_member: whether a member of op on operands of dtype can be rendered
+     * (NULL: every fusible op). jit_epilogue_rows: rows of product node p's result per block
+     * when a group may follow it block by block as its epilogue, else 0 (NULL: never).
+     * jit_group_after_write: a group may go on after a fused write-back (the device's code
+     * reads each operand where it uses it, not up front). */
+    bool (*jit_member)(tide_device *dev, int op, int dtype);
+    int64_t (*jit_epilogue_rows)(tide_device *dev, const void *plan, int p);
     int (*jit_compile)(tide_device *dev, const void *plan, void *group, int index);
     int (*jit_run)(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t);
     void (*jit_free)(tide_device *dev, void *group);
+    bool jit_group_after_write;
 };
 
 /* The CPU device; always present. */
@@ -64,7 +69,7 @@ typedef struct td_device_provider {
     int (*count)(void);
     /* Opens device index (0 <= index < count()). Called at most once per index: the registry
      * keeps the result for the life of the process. NULL with the reason written into why.
-     * Also called when count() is 0, to say why there is no device of the kind. */
+     * With count() 0 it is called only to say why there is none (it returns NULL). */
     tide_device *(*open)(int index, char *why, size_t n);
     /* What device index is (its name and type, such as "integrated gpu"), without opening it;
      * NULL when the kind has nothing to tell. 0 or -1. */

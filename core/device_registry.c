@@ -96,14 +96,11 @@ static tide_device *open_locked(int k, int index, char *why, size_t n)
         if (opened[i].kind == k && opened[i].index == index)
             return opened[i].dev;
     int count = kinds[k]->count();
-    if (count == 0) { /* the provider says why */
-        snprintf(why, n, "there is no %s device", kinds[k]->name);
-        kinds[k]->open(index, why, n);
-        return NULL;
-    }
+    if (count == 0) /* the kind says why (no driver, no loader...) */
+        return kinds[k]->open(index, why, n);
     if (index >= count) {
-        snprintf(why, n, "there %s %d %s device%s (indices 0..%d)", count == 1 ? "is" : "are",
-                 count, kinds[k]->name, count == 1 ? "" : "s", count - 1);
+            snprintf(why, n, "there %s %d %s device%s (indices 0..%d)", count == 1 ? "is" : "are",
+                     count, kinds[k]->name, count == 1 ? "" : "s", count - 1);
         return NULL;
     }
     if (nopened == MAX_OPENED) {
@@ -142,7 +139,7 @@ tide_device *td_device_find(const char *op, const char *name)
     char why[512];
     tide_device *d = td_device_lookup(name, why, sizeof why);
     if (!d)
-        td_error("%s: device \"%s\": %s", op, name ? name : "(null)", why);
+        td_error("%s: device \"%s\" is not available: %s", op, name ? name : "(null)", why);
     return d;
 }
 

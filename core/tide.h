@@ -397,6 +397,20 @@ TIDE_API bool tide_jit_is_tracing(void);
 /* Counts a fallback to eager (in stats, if given, and in the process's counts). */
 TIDE_API void tide_jit_note_fallback(tide_jit_stats *stats);
 TIDE_API void tide_jit_global_stats(tide_jit_stats *stats);
+/* A traced function's fallback (what tide.jit keeps per function): before each call,
+ * tide_jit_function_admit(f, args, nargs, other, where) returns 1 when the call is to be traced
+ * (a trace session with tide_jit_function_stats(f)) and 0 when it runs eagerly: inside another
+ * trace, or for good once max_signatures (1..64) distinct signatures were met (shapes, dtypes
+ * and requires_grad of the tensor arguments; NULL entries are not tensors, and `other` mixes in
+ * what else the caller's signature holds). The fallback is counted and said once on stderr,
+ * naming where (may be NULL) and the argument and dim that kept changing. */
+typedef struct tide_jit_function tide_jit_function;
+TIDE_API tide_jit_function *tide_jit_function_new(int max_signatures);
+TIDE_API void tide_jit_function_free(tide_jit_function *f); /* NULL-safe */
+TIDE_API int tide_jit_function_admit(tide_jit_function *f, tide_tensor *const *args, int nargs,
+                                     uint64_t other, const char *where);
+TIDE_API tide_jit_stats *tide_jit_function_stats(tide_jit_function *f);
+TIDE_API bool tide_jit_function_is_eager(const tide_jit_function *f);
 /* Frees every compiled graph in the cache (no tide_graph may be alive). */
 TIDE_API void tide_jit_cache_clear(void);
 

@@ -265,14 +265,14 @@ static tide_tensor *new_stub(const td_meta *meta)
 
 static int flush(jit_trace *tr, tide_tensor *const *forced, int nforced, struct tide_graph **graph);
 
-/* Ops the recorder hands to the eager kernels at a break instead of tracing them. A device
- * other than the CPU is traced when it runs fusion groups itself (jit_run: Vulkan), not in C
- * capture mode (tide_graph_run replays on the CPU). */
+/* Ops the recorder hands to the eager kernels at a break instead of tracing them: ops on a
+ * device that runs no fusion groups (no jit_run), and in C capture mode ops off the CPU
+ * (tide_graph_run replays on the CPU). */
 static bool traceable(const jit_trace *tr, tide_op op, const td_meta *meta, int nin)
 {
     (void)op;
-    return nin <= JIT_MAX_IN &&
-           (meta->device == tide_cpu_device() || (!tr->capture && meta->device->jit_run));
+    return nin <= JIT_MAX_IN && meta->device->jit_run &&
+           (!tr->capture || meta->device == tide_cpu_device());
 }
 
 /* Runs an op eagerly with the recorder off. */
@@ -280,25 +280,11 @@ static tide_tensor *run_eager(tide_op op, const td_meta *meta, tide_tensor *dst,
                               tide_tensor *const *in, int nin, const tide_attrs *attrs,
                               const tide_tensor *out_view)
 {
-    td_hooks *h = td_thread_hooks();
-    td_hooks mine = *h;
-    h->trace = NULL;
-    tide_tensor *r = NULL;
-    if (dst) {
-        if (td_dispatch_inplace(op, dst, in, nin, attrs) == 0)
-            r = tide_retain(dst);
-    } else if (out_view) {
-        r = tide_retain((tide_tensor *)out_view);
-    } else {
-        r = td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape, meta->dtype);
-        if (r && td_numel(meta->ndim, meta->shape) > 0 &&
-            meta->device->run(meta->device, op, r, in, nin, attrs) < 0) {
-            tide_release(r);
-            r = NULL;
-        }
-    }
-    *h = mine;
-    return r;
+    if (dst)
+        return td_run_eager_into(op, dst, in, nin, attrs) == 0 ? tide_retain(dst) : NULL;
+    if (out_view)
+        return tide_retain((tide_tensor *)out_view);
+    return td_run_eager(op, meta, in, nin, attrs);
 }
 
 /* An op on another device than the pending segment's that reads nothing of the segment: a

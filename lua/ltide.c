@@ -390,7 +390,7 @@ const char *lt_checkdevice(lua_State *L, const char *op, const char *name, char 
 {
     char why[512];
     if (tide_device_check(name, why, sizeof why) < 0)
-        luaL_error(L, "%s: device \"%s\": %s", op, name, why);
+        luaL_error(L, "%s: device \"%s\" is not available: %s", op, name, why);
     if (strlen(name) >= n)
         luaL_error(L, "%s: device name \"%s\" is too long", op, name);
     memcpy(buf, name, strlen(name) + 1);

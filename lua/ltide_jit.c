@@ -15,18 +15,10 @@
 #include "ltide.h"
 
 #define JIT_MT "tide.jit_function"
-#define MAX_SIGS 64
+#define MAX_ARGS 64 /* tensor arguments the signature looks at (jit/signatures.c) */
 
 typedef struct lt_jit {
-    tide_jit_stats stats;
-    int max_sigs;
-    int nsigs;
-    uint64_t sigs[MAX_SIGS];
-    bool fallen_back;
-    /* the first call's tensor arguments (for the fallback message) */
-    int first_n;
-    int8_t first_ndim[16];
-    int64_t first_shape[16][TIDE_MAX_DIMS];
+    tide_jit_function *fn; /* signatures and the fallback (jit/signatures.c) */
     lua_State *L;
     char where[256];
     int gc_mode; /* the collector's mode when first called (LUA_GCGEN, LUA_GCINC), 0 before */
@@ -63,60 +55,22 @@ static void break_cb(void *ctx)
         lua_gc(j->L, LUA_GCCOLLECT);
 }
 
-static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
-
-/* The signature of the arguments at 2..top; records the first call's shapes. */
-static uint64_t signature(lua_State *L, lt_jit *j, int top, bool record)
+/* Whether the call at 2..top is traced: the tensor arguments, and the Lua types of the others,
+ * go to the function's signatures (it may fall back to eager for good). */
+static bool admit(lua_State *L, lt_jit *j, int top)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    int k = 0;
+    tide_tensor *args[MAX_ARGS];
+    int n = 0;
+    uint64_t other = 0;
     for (int i = 2; i <= top; i++) {
         tide_tensor *t = lt_totensor(L, i);
-        if (!t) {
-            h = mix(h, (uint64_t)lua_type(L, i));
-            continue;
-        }
-        h = mix(h, (uint64_t)tide_get_dtype(t) * 31 + tide_requires_grad(t));
-        int nd = tide_ndim(t);
-        h = mix(h, (uint64_t)nd);
-        for (int d = 0; d < nd; d++)
-            h = mix(h, (uint64_t)tide_size(t, d));
-        if (record && k < 16) {
-            j->first_ndim[k] = (int8_t)nd;
-            for (int d = 0; d < nd; d++)
-                j->first_shape[k][d] = tide_size(t, d);
-        }
-        k++;
+        if (n < MAX_ARGS)
+            args[n++] = t;
+        if (!t || n == MAX_ARGS)
+            other = (other ^ (uint64_t)lua_type(L, i)) * 0x100000001b3ull + (uint64_t)i;
     }
-    if (record)
-        j->first_n = k < 16 ? k : 16;
-    return h;
-}
-
-/* "argument 2, dim 1 (was 128, now 96)" for the first tensor argument that differs. */
-static void describe_change(lua_State *L, lt_jit *j, int top, char *buf, size_t size)
-{
-    snprintf(buf, size, "the argument types changed");
-    int k = 0;
-    for (int i = 2; i <= top && k < j->first_n; i++) {
-        tide_tensor *t = lt_totensor(L, i);
-        if (!t)
-            continue;
-        int nd = tide_ndim(t);
-        if (nd != j->first_ndim[k]) {
-            snprintf(buf, size, "argument %d changed from %d to %d dims", i - 1,
-                     j->first_ndim[k], nd);
-            return;
-        }
-        for (int d = 0; d < nd; d++)
-            if (tide_size(t, d) != j->first_shape[k][d]) {
-                snprintf(buf, size, "argument %d, dim %d kept changing (first %lld, now %lld)",
-                         i - 1, d + 1, (long long)j->first_shape[k][d],
-                         (long long)tide_size(t, d));
-                return;
-            }
-        k++;
-    }
+    j->L = L;
+    return tide_jit_function_admit(j->fn, args, n, other, where_cb(j)) == 1;
 }
 
 /* The collector's mode, asked once per jit function: Lua can only tell it by switching, so an
@@ -139,33 +93,12 @@ static int jit_call(lua_State *L)
     int top = lua_gettop(L);
     lua_getiuservalue(L, 1, 1); /* fn */
     lua_replace(L, 1);          /* fn in place of self: fn, args... */
-    if (!j->fallen_back && !tide_jit_is_tracing()) {
-        uint64_t sig = signature(L, j, top, j->nsigs == 0);
-        bool seen = false;
-        for (int i = 0; i < j->nsigs && !seen; i++)
-            seen = j->sigs[i] == sig;
-        if (!seen) {
-            if (j->nsigs >= j->max_sigs) {
-                char why[200];
-                describe_change(L, j, top, why, sizeof why);
-                j->fallen_back = true;
-                tide_jit_note_fallback(&j->stats);
-                j->L = L;
-                const char *w = where_cb(j);
-                fprintf(stderr, "tide jit: %s%sfunction met %d distinct argument signatures; "
-                        "running it eagerly from now on (%s)\n", w, *w ? ": " : "",
-                        j->nsigs + 1, why);
-            } else if (j->nsigs < MAX_SIGS) {
-                j->sigs[j->nsigs++] = sig;
-            }
-        }
-    }
-    if (j->fallen_back || tide_jit_is_tracing()) { /* eager, or inlined into an outer trace */
+    if (!admit(L, j, top)) { /* eager, or inlined into an outer trace */
+        j->L = NULL;
         lua_call(L, top - 1, LUA_MULTRET);
         return lua_gettop(L);
     }
-    j->L = L;
-    if (tide_jit_trace_begin(&j->stats, where_cb, j) < 0)
+    if (tide_jit_trace_begin(tide_jit_function_stats(j->fn), where_cb, j) < 0)
         return lt_raise(L, NULL);
     tide_jit_trace_on_break(break_cb, j);
     /* Temporaries Lua no longer references must not count as results of the segment: they are
@@ -191,30 +124,44 @@ static int jit_call(lua_State *L)
     return lua_gettop(L);
 }
 
+static void push_stats(lua_State *L, const tide_jit_stats *s)
+{
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, s->compiles);
+    lua_setfield(L, -2, "compiles");
+    lua_pushinteger(L, s->hits);
+    lua_setfield(L, -2, "hits");
+    lua_pushinteger(L, s->misses);
+    lua_setfield(L, -2, "misses");
+    lua_pushinteger(L, s->breaks);
+    lua_setfield(L, -2, "breaks");
+    lua_pushinteger(L, s->fallbacks);
+    lua_setfield(L, -2, "fallbacks");
+    lua_pushnumber(L, s->compile_ms);
+    lua_setfield(L, -2, "compile_ms");
+}
+
 static int jit_stats(lua_State *L)
 {
     lt_jit *j = luaL_checkudata(L, 1, JIT_MT);
-    lua_createtable(L, 0, 6);
-    lua_pushinteger(L, j->stats.compiles);
-    lua_setfield(L, -2, "compiles");
-    lua_pushinteger(L, j->stats.hits);
-    lua_setfield(L, -2, "hits");
-    lua_pushinteger(L, j->stats.misses);
-    lua_setfield(L, -2, "misses");
-    lua_pushinteger(L, j->stats.breaks);
-    lua_setfield(L, -2, "breaks");
-    lua_pushinteger(L, j->stats.fallbacks);
-    lua_setfield(L, -2, "fallbacks");
-    lua_pushnumber(L, j->stats.compile_ms);
-    lua_setfield(L, -2, "compile_ms");
+    push_stats(L, tide_jit_function_stats(j->fn));
     return 1;
+}
+
+static int jit_gc(lua_State *L)
+{
+    lt_jit *j = luaL_checkudata(L, 1, JIT_MT);
+    tide_jit_function_free(j->fn);
+    j->fn = NULL;
+    return 0;
 }
 
 static int jit_tostring(lua_State *L)
 {
     lt_jit *j = luaL_checkudata(L, 1, JIT_MT);
-    lua_pushfstring(L, "tide.jit function (%d compiles, %d hits%s)", (int)j->stats.compiles,
-                    (int)j->stats.hits, j->fallen_back ? ", eager" : "");
+    const tide_jit_stats *st = tide_jit_function_stats(j->fn);
+    lua_pushfstring(L, "tide.jit function (%d compiles, %d hits%s)", (int)st->compiles,
+                    (int)st->hits, tide_jit_function_is_eager(j->fn) ? ", eager" : "");
     return 1;
 }
 
@@ -229,19 +176,17 @@ static int f_jit(lua_State *L)
         lt_checkkeys(L, 2, "jit", allowed);
         if (lt_getoption(L, 2, "max_signatures") != LUA_TNIL) {
             int64_t v = lt_checkint(L, -1, "jit", "max_signatures");
-            if (v < 1 || v > MAX_SIGS)
-                return luaL_error(L, "jit: max_signatures must be in 1..%d, got %d", MAX_SIGS,
-                                  (int)(v > 1000000 ? 1000000 : v < -1000000 ? -1000000 : v));
-            max_sigs = (int)v;
+            max_sigs = (int)(v > 1000000 ? 1000000 : v < -1000000 ? -1000000 : v);
         }
         lua_pop(L, 1);
     }
     lt_jit *j = lua_newuserdatauv(L, sizeof *j, 1);
     memset(j, 0, sizeof *j);
-    j->max_sigs = max_sigs;
+    luaL_setmetatable(L, JIT_MT); /* __gc frees fn, set or not */
+    if (!(j->fn = tide_jit_function_new(max_sigs)))
+        return lt_raise(L, NULL);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
-    luaL_setmetatable(L, JIT_MT);
     return 1;
 }
 
@@ -249,19 +194,7 @@ static int f_jit_stats(lua_State *L)
 {
     tide_jit_stats s;
     tide_jit_global_stats(&s);
-    lua_createtable(L, 0, 6);
-    lua_pushinteger(L, s.compiles);
-    lua_setfield(L, -2, "compiles");
-    lua_pushinteger(L, s.hits);
-    lua_setfield(L, -2, "hits");
-    lua_pushinteger(L, s.misses);
-    lua_setfield(L, -2, "misses");
-    lua_pushinteger(L, s.breaks);
-    lua_setfield(L, -2, "breaks");
-    lua_pushinteger(L, s.fallbacks);
-    lua_setfield(L, -2, "fallbacks");
-    lua_pushnumber(L, s.compile_ms);
-    lua_setfield(L, -2, "compile_ms");
+    push_stats(L, &s);
     return 1;
 }
 
@@ -274,6 +207,8 @@ void lt_open_jit(lua_State *L, int mt, int methods, int module)
         lua_setfield(L, -2, "__call");
         lua_pushcfunction(L, jit_tostring);
         lua_setfield(L, -2, "__tostring");
+        lua_pushcfunction(L, jit_gc);
+        lua_setfield(L, -2, "__gc");
         lua_createtable(L, 0, 1);
         lua_pushcfunction(L, jit_stats);
         lua_setfield(L, -2, "stats");

@@ -21,25 +21,39 @@ static int record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int
     return 0;
 }
 
+tide_tensor *td_run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
+                          const tide_attrs *attrs)
+{
+    tide_tensor *out =
+        td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape, meta->dtype);
+    if (out && td_numel(meta->ndim, meta->shape) > 0 &&
+        meta->device->run(meta->device, op, out, in, nin, attrs) < 0) {
+        tide_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+int td_run_eager_into(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
+                      const tide_attrs *attrs)
+{
+    if (td_numel(dst->ndim, dst->shape) > 0 &&
+        dst->device->run(dst->device, op, dst, in, nin, attrs) < 0)
+        return -1;
+    /* Tensors autograd saved from this storage are now stale (it checks at backward). */
+    if (dst->storage)
+        __atomic_add_fetch(&dst->storage->version, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
 tide_tensor *td_dispatch(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
                          const tide_attrs *attrs)
 {
     td_hooks *h = &thread_hooks;
-    tide_tensor *out;
-    if (h->trace) {
-        out = h->trace(h->trace_ctx, op, meta, NULL, in, nin, attrs, NULL);
-        if (!out)
-            return NULL;
-    } else {
-        out = td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape, meta->dtype);
-        if (!out)
-            return NULL;
-        if (td_numel(meta->ndim, meta->shape) > 0 &&
-            meta->device->run(meta->device, op, out, in, nin, attrs) < 0) {
-            tide_release(out);
-            return NULL;
-        }
-    }
+    tide_tensor *out = h->trace ? h->trace(h->trace_ctx, op, meta, NULL, in, nin, attrs, NULL)
+                                : td_run_eager(op, meta, in, nin, attrs);
+    if (!out)
+        return NULL;
     if (record_grad(op, out, in, nin, attrs) < 0) {
         tide_release(out);
         return NULL;
@@ -93,14 +107,12 @@ int td_dispatch_inplace(tide_op op, tide_tensor *dst, tide_tensor *const *in, in
         if (!r)
             return -1;
         tide_release(r);
-    } else if (td_numel(dst->ndim, dst->shape) > 0 &&
-               dst->device->run(dst->device, op, dst, in, nin, attrs) < 0) {
-        return -1;
+        /* Tensors autograd saved from this storage are now stale (it checks at backward). */
+        if (dst->storage)
+            __atomic_add_fetch(&dst->storage->version, 1, __ATOMIC_RELAXED);
+        return 0;
     }
-    /* Tensors autograd saved from this storage are now stale (it checks at backward). */
-    if (dst->storage)
-        __atomic_add_fetch(&dst->storage->version, 1, __ATOMIC_RELAXED);
-    return 0;
+    return td_run_eager_into(op, dst, in, nin, attrs);
 }
 
 int td_materialize(const tide_tensor *t)

@@ -56,6 +56,15 @@ tide_tensor *td_dispatch_view(tide_op op, const tide_tensor *x, int ndim, const 
 int td_dispatch_inplace(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
                         const tide_attrs *attrs);
 
+/* The eager path of td_dispatch alone: runs op on meta->device into a fresh tensor, with no
+ * tracer and no autograd record (the jit's graph breaks and constant folding). NULL or a new
+ * reference. */
+tide_tensor *td_run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
+                          const tide_attrs *attrs);
+/* The same for an in-place op into dst (its storage version advances). 0 or -1. */
+int td_run_eager_into(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
+                      const tide_attrs *attrs);
+
 /* Gives the tracer a chance to compute t before its data is read (see materialize). 0 or -1. */
 int td_materialize(const tide_tensor *t);
 

@@ -1166,9 +1166,39 @@ static void test_threads(void)
     tide_release(x), tide_release(a), tide_release(b);
 }
 
+/* The per-function fallback (jit/signatures.c): traced until max_signatures distinct
+ * signatures, then eager for good, counted once; a call inside a trace runs inlined (eager). */
+static void test_function_fallback(void)
+{
+    CHECK(tide_jit_function_new(0) == NULL && strstr(tide_last_error(), "max_signatures"),
+          "max_signatures 0: %s", tide_last_error());
+    tide_jit_function *f = tide_jit_function_new(2);
+    int64_t s2 = 2, s3 = 3, s4 = 4;
+    tide_tensor *a = tide_zeros(1, &s2, TIDE_FLOAT32), *b = tide_zeros(1, &s3, TIDE_FLOAT32),
+                *c = tide_zeros(1, &s4, TIDE_FLOAT32);
+    CHECK(f && a && b && c, "%s", tide_last_error());
+    CHECK(tide_jit_function_admit(f, &a, 1, 0, NULL) == 1, "first signature traced");
+    CHECK(tide_jit_function_admit(f, &b, 1, 0, NULL) == 1, "second signature traced");
+    CHECK(tide_jit_function_admit(f, &a, 1, 0, NULL) == 1, "a seen signature traced");
+    CHECK(tide_jit_function_admit(f, &a, 1, 7, NULL) == 0, "a third signature (other) is eager");
+    CHECK(tide_jit_function_is_eager(f), "fallen back");
+    CHECK(tide_jit_function_admit(f, &a, 1, 0, NULL) == 0, "eager for good");
+    CHECK(tide_jit_function_stats(f)->fallbacks == 1, "fallbacks %lld",
+          (long long)tide_jit_function_stats(f)->fallbacks);
+    tide_jit_function *g = tide_jit_function_new(8);
+    CHECK(tide_jit_trace_begin(NULL, NULL, NULL) == 0, "%s", tide_last_error());
+    CHECK(tide_jit_function_admit(g, &c, 1, 0, NULL) == 0, "inside a trace: inlined");
+    CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+    CHECK(tide_jit_function_admit(g, &c, 1, 0, NULL) == 1, "outside: traced");
+    tide_jit_function_free(f);
+    tide_jit_function_free(g);
+    tide_release(a), tide_release(b), tide_release(c);
+}
+
 int main(void)
 {
     ref_seed(7);
+    test_function_fallback();
     test_differential();
     test_all_ops();
     test_reference();

@@ -33,7 +33,7 @@
 
 #include "../../core/log.h"
 #include "../../core/strbuf.h"
-#include "../../jit/jit.h"
+#include "cpu_jit.h"
 #include "cpu_elementwise.h"
 #include "cpu_isa.h"
 #include "cpu_reduce.h"
@@ -106,7 +106,7 @@ typedef struct tile_pair {
 } tile_pair;
 
 /* Whether member k can start a pair with the next member the tile loop runs; fills *p. */
-static bool fused_pair(const jit_compiled *c, const jit_group *g, int k, tile_pair *p)
+static bool fused_pair(const jit_plan *c, const jit_group *g, int k, tile_pair *p)
 {
     /* the next member the tile loop runs (scalar members run once, before it) */
     int next = k + 1;
@@ -151,7 +151,7 @@ static bool fused_pair(const jit_compiled *c, const jit_group *g, int k, tile_pa
  * reads that value in place instead of a splat buffer the row would fill and the kernel read
  * back (softmax's two per row: 32 KB of a 4096-wide row's 80 KB of scratch). Same bits as the
  * binary kernel. */
-static void single_value(const jit_compiled *c, const jit_group *g, int k, tile_pair *p)
+static void single_value(const jit_plan *c, const jit_group *g, int k, tile_pair *p)
 {
     const jit_slot *ms = &g->slots[g->members[k]];
     const jit_node *nd = &c->nodes[ms->node];
@@ -173,7 +173,7 @@ static void single_value(const jit_compiled *c, const jit_group *g, int k, tile_
  * A member computed as a pair's second is stored, so it starts none (a third op would need a
  * kernel of its own). A member in no pair may be a single-value kernel (pairs[k].one). Planned
  * once per group; render and compile_group read it. NULL when out of memory. */
-static tile_pair *plan_pairs(const jit_compiled *c, const jit_group *g)
+static tile_pair *plan_pairs(const jit_plan *c, const jit_group *g)
 {
     tile_pair *pairs = td_malloc(sizeof *pairs * (size_t)(g->nmembers ? g->nmembers : 1));
     if (!pairs)
@@ -194,7 +194,7 @@ static tile_pair *plan_pairs(const jit_compiled *c, const jit_group *g)
 
 /* Whether some kernel of the generated code reads slot q's splat buffer: a FULL member reading
  * it that does not take it as a single value. */
-static bool splat_read(const jit_compiled *c, const jit_group *g, const tile_pair *pairs, int q)
+static bool splat_read(const jit_plan *c, const jit_group *g, const tile_pair *pairs, int q)
 {
     for (int k = 0; k < g->nmembers; k++) {
         const jit_slot *ms = &g->slots[g->members[k]];
@@ -428,7 +428,7 @@ TD_VECTORIZE void td_jit_cast(int64_t n, void *out, int odtype, const void *x, i
 
 /* ---- the interpreter ------------------------------------------------------------------------ */
 
-static void compute(const jit_compiled *c, const jit_group *g, const jit_slot *ms, char **p,
+static void compute(const jit_plan *c, const jit_group *g, const jit_slot *ms, char **p,
                     char *scratch, int64_t n)
 {
     const jit_node *nd = &c->nodes[ms->node];
@@ -457,7 +457,7 @@ static void compute(const jit_compiled *c, const jit_group *g, const jit_slot *m
         ((td_ew_binary_fn)td_jit_tile_kernel(op, x->dtype))(n, out, in[0], in[1]);
 }
 
-int td_cpu_group_interpret(const jit_compiled *c, const jit_group *g, void **args, int64_t r0,
+int td_cpu_group_interpret(const jit_plan *c, const jit_group *g, void **args, int64_t r0,
                            int64_t r1, char *scratch)
 {
     char *pbuf[64];
@@ -562,7 +562,7 @@ static void operand(td_sbuf *b, const jit_group *g, const jit_slot *ms, int q, i
 
 /* Member s's kernel call; in_place: the slot of a single value the kernel reads in place (a
  * single-value kernel, tile_pair.one), else -1. */
-static void emit_compute(td_sbuf *b, const jit_compiled *c, const jit_group *g, int s,
+static void emit_compute(td_sbuf *b, const jit_plan *c, const jit_group *g, int s,
                          const char *n, int in_place)
 {
     const jit_slot *ms = &g->slots[s];
@@ -622,7 +622,7 @@ static bool prefetch_before(const jit_group *g, const jit_slot *ms)
     return g->row_mode ? ms->vkind != JV_SCALAR : ms->vkind == JV_FULL;
 }
 
-static char *render(const jit_compiled *c, const jit_group *g, int index, const tile_pair *pairs)
+static char *render(const jit_plan *c, const jit_group *g, int index, const tile_pair *pairs)
 {
     td_sbuf b = {0};
     (void)index;
@@ -780,7 +780,7 @@ static char *render(const jit_compiled *c, const jit_group *g, int index, const 
 
 /* g->source through libtcc into g->fn, or the shared code of a group with the same text; where
  * libtcc fails, g->fn stays NULL and the interpreter runs the group. */
-static void compile_group(const jit_compiled *c, jit_group *g, int index, const tile_pair *pairs)
+static void compile_group(const jit_plan *c, jit_group *g, int index, const tile_pair *pairs)
 {
     uint64_t h = td_text_hash(g->source);
     pthread_mutex_lock(&tcc_lock);
@@ -863,7 +863,7 @@ static void compile_group(const jit_compiled *c, jit_group *g, int index, const 
     free(err.s);
 }
 
-int td_cpu_codegen_group(const jit_compiled *c, jit_group *g, int index)
+int td_cpu_codegen_group(const jit_plan *c, jit_group *g, int index)
 {
     g->fn = NULL;
     g->code = NULL;

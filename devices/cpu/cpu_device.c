@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu_isa.h"
+#include "cpu_jit.h"
 #include "cpu_kernels.h"
 
 static void *cpu_alloc(tide_device *dev, size_t nbytes)
@@ -119,6 +120,12 @@ static tide_device cpu_device = {
     .host_ptr = cpu_host_ptr,
     .run = cpu_run,
     .synchronize = cpu_synchronize,
+    .jit_member = td_cpu_jit_member,
+    .jit_epilogue_rows = td_cpu_jit_epilogue_rows,
+    .jit_compile = td_cpu_jit_compile,
+    .jit_run = td_cpu_jit_run,
+    .jit_free = td_cpu_jit_free,
+    .jit_group_after_write = true,
 };
 
 tide_device *tide_cpu_device(void) { return &cpu_device; }

@@ -242,8 +242,7 @@ static tide_device *vk_open(int index, char *why, size_t n)
 {
     pthread_once(&instance_once, instance_init);
     if (vk.chosen < 0 || index < 0 || index >= vk.count) {
-        snprintf(why, n, "the Vulkan device is not available: %s",
-                 vk.why[0] ? vk.why : "there is no such Vulkan device");
+        snprintf(why, n, "%s", vk.why[0] ? vk.why : "there is no such Vulkan device");
         return NULL;
     }
     pthread_mutex_lock(&vk.lock);

@@ -22,7 +22,7 @@
 #include <glslang/Public/resource_limits_c.h>
 
 #include "../../core/strbuf.h"
-#include "../../jit/jit.h"
+#include "../../jit/group.h"
 #include "vk_internal.h"
 
 extern const char td_vk_common_glsl[]; /* generated: vk_opcodes.h + common.glsl */
@@ -62,7 +62,7 @@ typedef struct jit_params {
 
 /* The layout a node's tensor has when the group runs (exec.c): outside tensors and views their
  * own, results contiguous. */
-static void layout_of(const jit_compiled *c, int node, int *nd, int64_t *shape, int64_t *st)
+static void layout_of(const jit_plan *c, int node, int *nd, int64_t *shape, int64_t *st)
 {
     const jit_node *x = &c->nodes[node];
     *nd = x->ndim;
@@ -139,7 +139,7 @@ static int decline(vk_jit_code *k, const char *fmt, ...)
 }
 
 /* The member's value expression: 1 rendered, 0 declined. */
-static int emit_member(td_sbuf *b, vk_jit_code *k, const jit_compiled *c, const jit_group *g, int s)
+static int emit_member(td_sbuf *b, vk_jit_code *k, const jit_plan *c, const jit_group *g, int s)
 {
     const jit_node *nd = &c->nodes[g->slots[s].node];
     int op = nd->op, dt = nd->dtype;
@@ -207,7 +207,7 @@ static int emit_member(td_sbuf *b, vk_jit_code *k, const jit_compiled *c, const 
 
 /* The load of input slot s into v<s> (4 lanes at indices <lane>0..3; host scalars from the
  * parameters). */
-static void emit_load(td_sbuf *b, const jit_compiled *c, const jit_group *g, const vk_jit_code *k,
+static void emit_load(td_sbuf *b, const jit_plan *c, const jit_group *g, const vk_jit_code *k,
                       int s, const int *bind_of, const bool *direct, const char *lane)
 {
     (void)g;
@@ -248,10 +248,6 @@ static bool is_reduce_op(int op)
     return op == TIDE_OP_SUM || op == TIDE_OP_PROD || op == TIDE_OP_MAX || op == TIDE_OP_MIN;
 }
 
-/* The body of a row group: a workgroup per row. Each reduction is a pass over the row (the
- * elementwise members before it recomputed from the inputs, 4 elements per invocation), a
- * workgroup tree reduction in shared memory, and its value uniform afterwards; row members are
- * computed once between passes; a last pass stores the elementwise results. 1, 0 declined. */
 /* The binary op code that combines values of reduction op, and its identity (GLSL text). */
 static uint32_t reduce_combine(int op, const char **id)
 {
@@ -268,7 +264,7 @@ static uint32_t reduce_combine(int op, const char **id)
 /* The end of a pass over a row: for reduction member s (its operand slot q) the accumulator
  * folded, then combined across the workgroup through shared memory; for the final pass
  * (s < 0) the stores of the full-row results. */
-static void emit_pass_end(td_sbuf *b, const jit_compiled *c, const jit_group *g,
+static void emit_pass_end(td_sbuf *b, const jit_plan *c, const jit_group *g,
                           const vk_jit_code *k, int s, int q, uint32_t code, const char *id)
 {
     long long rowlen = (long long)g->rowlen;
@@ -297,7 +293,11 @@ static void emit_pass_end(td_sbuf *b, const jit_compiled *c, const jit_group *g,
     }
 }
 
-static int emit_rows(td_sbuf *b, const jit_compiled *c, const jit_group *g, vk_jit_code *k,
+/* The body of a row group: a workgroup per row. Each reduction is a pass over the row (the
+ * elementwise members before it recomputed from the inputs, 4 elements per invocation), a
+ * workgroup tree reduction in shared memory, and its value uniform afterwards; row members are
+ * computed once between passes; a last pass stores the elementwise results. 1, 0 declined. */
+static int emit_rows(td_sbuf *b, const jit_plan *c, const jit_group *g, vk_jit_code *k,
                      const int *bind_of)
 {
     long long rowlen = (long long)g->rowlen;
@@ -366,10 +366,9 @@ static int emit_rows(td_sbuf *b, const jit_compiled *c, const jit_group *g, vk_j
     return 1;
 }
 
-/* Renders group g; 1 rendered (text in *out), 0 declined (k->why), -1 error. */
 /* The bindings of group g: outside Vulkan tensors read, then the members written; a host
  * scalar becomes a parameter. bind_of[slot]: its binding, or -1. 1, or 0 (declined). */
-static int plan_bindings(const jit_compiled *c, const jit_group *g, vk_jit_code *k, int *bind_of)
+static int plan_bindings(const jit_plan *c, const jit_group *g, vk_jit_code *k, int *bind_of)
 {
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
@@ -419,7 +418,7 @@ static int plan_bindings(const jit_compiled *c, const jit_group *g, vk_jit_code 
 
 /* The shader's start: common.glsl, the parameter and data bindings (a uvec4 view as well of
  * those read or written contiguously: direct[bi]) and each binding's index function. */
-static void emit_header(td_sbuf *b, const jit_compiled *c, const jit_group *g,
+static void emit_header(td_sbuf *b, const jit_plan *c, const jit_group *g,
                         const vk_jit_code *k, bool *direct)
 {
     td_emit(b, "#version 450\n%s\n", td_vk_common_glsl);
@@ -447,7 +446,7 @@ static void emit_header(td_sbuf *b, const jit_compiled *c, const jit_group *g,
 
 /* main() of an elementwise group: 4 elements per invocation, loaded, computed, stored (16-byte
  * accesses for direct bindings when all 4 are there). 1, 0 (declined) or -1. */
-static int emit_elementwise(td_sbuf *b, const jit_compiled *c, const jit_group *g,
+static int emit_elementwise(td_sbuf *b, const jit_plan *c, const jit_group *g,
                             vk_jit_code *k, const int *bind_of, const bool *direct)
 {
     td_emit(b, "void main()\n{\n"
@@ -496,7 +495,8 @@ static int emit_elementwise(td_sbuf *b, const jit_compiled *c, const jit_group *
     return 1;
 }
 
-static int render(const jit_compiled *c, const jit_group *g, vk_jit_code *k, char **out)
+/* Renders group g; 1 rendered (text in *out), 0 declined (k->why), -1 error. */
+static int render(const jit_plan *c, const jit_group *g, vk_jit_code *k, char **out)
 {
     *out = NULL;
     if (g->row_mode && (g->rowlen > 32768 || g->rowlen < 1))
@@ -659,7 +659,7 @@ static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
 
 int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index)
 {
-    const jit_compiled *c = plan;
+    const jit_plan *c = plan;
     jit_group *g = group;
     vk_state *s = dev->state;
     if (!s)
@@ -707,7 +707,7 @@ void td_vk_jit_free(tide_device *dev, void *group)
 
 /* The members one by one through the eager shaders: values outside the group's slots are
  * temporaries on the device. */
-static int run_members(tide_device *dev, const jit_compiled *c, const jit_group *g,
+static int run_members(tide_device *dev, const jit_plan *c, const jit_group *g,
                        tide_tensor *const *t)
 {
     tide_tensor *vbuf[64];
@@ -772,7 +772,7 @@ static bool same_layout(const tide_tensor *t, int nd, const int64_t *shape, cons
 
 int td_vk_jit_run(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t)
 {
-    const jit_compiled *c = plan;
+    const jit_plan *c = plan;
     const jit_group *g = group;
     vk_jit_code *k = g->code;
     vk_state *s = dev->state;

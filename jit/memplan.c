@@ -1,0 +1,120 @@
+/*
+ * memplan.c — the memory plan of a compiled segment: intermediates share one arena by
+ * liveness (each gets a byte offset), tensors that leave the graph get their own storage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/log.h"
+#include "../core/strbuf.h"
+#include "jit.h"
+
+/* ---- memory plan --------------------------------------------------------------------------- */
+
+typedef struct buf_req {
+    int node;
+    int64_t bytes, first, last;
+} buf_req;
+
+static int cmp_req(const void *a, const void *b)
+{
+    const buf_req *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : x->node - y->node;
+}
+
+static void note_read(jit_compiled *c, int *last, int node, int step)
+{
+    int r = c->nodes[node].root;
+    if (last[node] < step)
+        last[node] = step;
+    if (last[r] < step)
+        last[r] = step;
+}
+
+int jit_plan_memory(jit_compiled *c, const char *is_output)
+{
+    int n = c->nnodes;
+    int *first = td_malloc(sizeof(int) * (size_t)n);
+    int *last = td_malloc(sizeof(int) * (size_t)n);
+    buf_req *req = td_malloc(sizeof *req * (size_t)(n ? n : 1));
+    c->arena_off = td_malloc(sizeof(int64_t) * (size_t)n);
+    if (!first || !last || !req || !c->arena_off) {
+        free(first);
+        free(last);
+        free(req);
+        return td_error("jit: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        first[i] = -1;
+        last[i] = -1;
+        c->arena_off[i] = -1;
+    }
+    for (int s = 0; s < c->nsteps; s++) {
+        const jit_step *st = &c->steps[s];
+        if (st->kind == JS_GROUP) {
+            const jit_group *g = &c->groups[st->group];
+            if (g->producer >= 0) { /* the fused product: written and its inputs read here */
+                first[g->producer] = s;
+                for (int k = 0; k < c->nodes[g->producer].nin; k++)
+                    note_read(c, last, c->nodes[g->producer].in[k], s);
+            }
+            for (int k = 0; k < g->nslots; k++) {
+                const jit_slot *sl = &g->slots[k];
+                if (sl->member && sl->output)
+                    first[sl->node] = s;
+                else if (!sl->member)
+                    note_read(c, last, sl->node, s);
+                if (sl->into >= 0)
+                    note_read(c, last, sl->into, s);
+            }
+            continue;
+        }
+        const jit_node *nd = &c->nodes[st->node];
+        if (st->kind == JS_KERNEL)
+            first[st->node] = s;
+        for (int k = 0; k < nd->nin; k++)
+            note_read(c, last, nd->in[k], s);
+        if (st->kind == JS_VIEW)
+            note_read(c, last, nd->root, s);
+    }
+    /* a view's readers keep its root alive */
+    for (int i = n - 1; i >= 0; i--)
+        if (c->nodes[i].kind == JN_VIEW && last[c->nodes[i].root] < last[i])
+            last[c->nodes[i].root] = last[i];
+    int nreq = 0;
+    for (int i = 0; i < n; i++) {
+        if (first[i] < 0 || is_output[i] || c->nodes[i].kind != JN_OP)
+            continue;
+        int64_t bytes = jit_numel(&c->nodes[i]) * (int64_t)td_dtype_sizes[c->nodes[i].dtype];
+        req[nreq++] = (buf_req){i, (bytes + 63) / 64 * 64, first[i], last[i] < first[i] ? first[i] : last[i]};
+    }
+    qsort(req, (size_t)nreq, sizeof *req, cmp_req);
+    int64_t top = 0;
+    for (int r = 0; r < nreq; r++) {
+        /* lowest offset that does not overlap a placed buffer alive at the same time */
+        int64_t off = 0;
+        for (bool moved = true; moved;) {
+            moved = false;
+            for (int q = 0; q < r; q++) {
+                const buf_req *p = &req[q];
+                if (p->last < req[r].first || req[r].last < p->first)
+                    continue;
+                int64_t po = c->arena_off[p->node];
+                if (off < po + p->bytes && po < off + req[r].bytes) {
+                    off = po + p->bytes;
+                    moved = true;
+                }
+            }
+        }
+        c->arena_off[req[r].node] = off;
+        if (off + req[r].bytes > top)
+            top = off + req[r].bytes;
+    }
+    c->arena_bytes = top;
+    free(first);
+    free(req);
+    c->release_after = last;
+    return 0;
+}
+
