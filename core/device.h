@@ -62,7 +62,7 @@ tide_device *tide_cpu_device(void);
  * A folder under devices/ provides one kind of device. The build lists the folders
  * (TIDE_DEVICES in CMakeLists.txt) and generates td_register_devices(), which calls each
  * folder's td_register_device_<name>() once, before the first lookup; that function calls
- * td_device_register. Devices are named "<kind>" (its device 0) or "<kind>:<index>". */
+ * td_device_register. Devices are named "<kind>" (its default device) or "<kind>:<index>". */
 typedef struct td_device_provider {
     const char *name; /* the kind: "cpu", "vulkan", ... */
     /* How many devices of this kind are present, without opening any (0 when none). */
@@ -91,16 +91,5 @@ int td_device_kind_count(void);
 const td_device_provider *td_device_kind(int i);
 /* The devices opened so far, in order of opening (NULL past the end); for sync and stats. */
 tide_device *td_device_opened(int i);
-
-/* The Vulkan device (devices/vulkan), opened at first use; NULL when there is none, with the
- * reason (no loader, no driver, no device...) written into why. Never fails the CPU. */
-tide_device *td_vulkan_device(char *why, size_t n);
-/* Vulkan devices seen (0 when none), and what each one is; selected: the one tide uses. */
-int td_vulkan_device_count(void);
-int td_vulkan_device_info(int i, char *name, size_t n, const char **type, bool *selected);
-/* Whether the Vulkan device has been opened (without opening it). */
-bool td_vulkan_opened(void);
-/* Counters since start: command-buffer submissions, shader dispatches, CPU fallbacks. */
-void td_vulkan_stats(uint64_t *submits, uint64_t *dispatches, uint64_t *fallbacks);
 
 #endif /* TIDE_DEVICE_H */

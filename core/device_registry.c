@@ -142,3 +142,41 @@ tide_device *td_device_find(const char *op, const char *name)
         td_error("%s: device \"%s\" is not available: %s", op, name ? name : "(null)", why);
     return d;
 }
+
+int tide_device_check(const char *name, char *why, size_t n)
+{
+    return td_device_lookup(name, why, n) ? 0 : -1;
+}
+
+/* ---- the public listing ------------------------------------------------------------------------ */
+
+int tide_device_count(void)
+{
+    int total = 0;
+    for (int k = 0; k < td_device_kind_count(); k++)
+        total += kinds[k]->count();
+    return total;
+}
+
+int tide_device_info(int i, char *name, size_t n, char *about, size_t an)
+{
+    int total = tide_device_count(), at = i;
+    for (int k = 0; k < nkinds && at >= 0; k++) {
+        int count = kinds[k]->count();
+        if (at < count) {
+            int def = kinds[k]->default_index ? kinds[k]->default_index() : 0;
+            if (name && n) /* the name tide_to takes and tide_device_name shows */
+                snprintf(name, n, at == def || (def < 0 && at == 0) ? "%s" : "%s:%d",
+                         kinds[k]->name, at);
+            char what[256] = "";
+            const char *type = NULL;
+            if (!kinds[k]->describe || kinds[k]->describe(at, what, sizeof what, &type) < 0)
+                what[0] = 0, type = NULL;
+            if (about && an)
+                snprintf(about, an, type ? "%s (%s)" : "%s", what, type);
+            return 0;
+        }
+        at -= count;
+    }
+    return td_error("device_info: no device %d (there are %d)", i, total);
+}

@@ -458,6 +458,15 @@ TIDE_API void tide_jit_cache_clear(void);
 TIDE_API tide_tensor *tide_to(const tide_tensor *t, const char *device);
 /* Waits until every queued kernel and copy of every device has finished. 0 or -1. */
 TIDE_API int tide_sync(void);
+/* The devices present, over every kind the build has (each kind's devices in order), and for
+ * device i the name tide_to takes ("cpu", "vulkan" for the Vulkan default, "vulkan:1"...) and
+ * what it is (may be empty). Nothing is opened. 0 or -1 for a bad index. */
+TIDE_API int tide_device_count(void);
+TIDE_API int tide_device_info(int i, char *name, size_t n, char *about, size_t an);
+/* 0 when name ("cpu", "vulkan", "vulkan:1"...) names a device that can be used (it is opened
+ * then); -1 when not, and why (n bytes, may be NULL) says why, such as "unknown device
+ * (devices: cpu, vulkan)" or why the Vulkan device is not available. Sets no error. */
+TIDE_API int tide_device_check(const char *name, char *why, size_t n);
 /* Whether the Vulkan device can be used. When it cannot, why (n bytes, may be NULL) says why:
  * no loader (libvulkan.so.1), no driver, no device. TIDE_VULKAN_DEVICE=index picks a device;
  * otherwise a discrete GPU is preferred, then an integrated one, then a CPU implementation. */

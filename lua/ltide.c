@@ -376,6 +376,27 @@ tide_dtype lt_checkdtype(lua_State *L, int arg, const char *op, tide_dtype fallb
     return fallback;
 }
 
+bool lt_isdtype(const char *name)
+{
+    if (tide_dtype_from_name(name) >= 0)
+        return true;
+    for (size_t i = 0; i < sizeof dtype_aliases / sizeof dtype_aliases[0]; i++)
+        if (strcmp(name, dtype_aliases[i].alias) == 0)
+            return true;
+    return false;
+}
+
+const char *lt_checkdevice(lua_State *L, const char *op, const char *name, char *buf, size_t n)
+{
+    char why[512];
+    if (tide_device_check(name, why, sizeof why) < 0)
+        luaL_error(L, "%s: device \"%s\" is not available: %s", op, name, why);
+    if (strlen(name) >= n)
+        luaL_error(L, "%s: device name \"%s\" is too long", op, name);
+    memcpy(buf, name, strlen(name) + 1);
+    return buf;
+}
+
 /* ---- options tables ------------------------------------------------------------------------- */
 
 int lt_getoption(lua_State *L, int arg, const char *key)
@@ -426,10 +447,7 @@ void lt_checkoptions(lua_State *L, int arg, const char *op, lt_options *o)
         const char *dev = lua_tostring(L, -1);
         if (!dev || lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "%s: device must be a string such as \"cpu\"", op);
-        if (strlen(dev) >= sizeof o->device_name)
-            luaL_error(L, "%s: device name \"%s\" is too long", op, dev);
-        snprintf(o->device_name, sizeof o->device_name, "%s", dev);
-        o->device = o->device_name;
+        o->device = lt_checkdevice(L, op, dev, o->device_name, sizeof o->device_name);
     }
     lua_pop(L, 1);
     int type = lua_getfield(L, arg, "requires_grad");

@@ -135,6 +135,11 @@ typedef struct lt_options {
     char device_name[64];
 } lt_options;
 void lt_checkoptions(lua_State *L, int arg, const char *op, lt_options *o);
+/* The device called name, checked (tide_device_check); a Lua error naming op when there is
+ * none. Copies the name into buf (n bytes) and returns buf. */
+const char *lt_checkdevice(lua_State *L, const char *op, const char *name, char *buf, size_t n);
+/* Whether name is a dtype name or alias (as lt_checkdtype takes). */
+bool lt_isdtype(const char *name);
 /* A new tensor in box honouring requires_grad; raises on failure (the box owns t either way). */
 int lt_fill_created(lua_State *L, lt_box *box, tide_tensor *t, const lt_options *o);
 /* Reads an optional field of an options table: pushes it (or nil) and returns its type. */

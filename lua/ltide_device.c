@@ -1,8 +1,8 @@
 /*
- * ltide_device.c — devices from Lua: tide.sync(), tide.vulkan.available(),
- * tide.vulkan.devices(), tide.set_default_device/get_default_device (where creation ops make
- * tensors). Moving tensors is x:to("vulkan") / x:to("cpu") (ltide_tensor.c); creation takes a
- * {device=} option (ltide_create.c).
+ * ltide_device.c — devices from Lua: tide.sync(), tide.devices() (every device the build's
+ * kinds have, from the registry), tide.vulkan.available(), tide.vulkan.devices(),
+ * tide.set_default_device/get_default_device (where creation ops make tensors). Moving tensors
+ * is x:to("vulkan") / x:to("cpu") (ltide_tensor.c); creation takes a {device=} option.
  */
 #include "ltide.h"
 
@@ -12,6 +12,26 @@ static int l_sync(lua_State *L)
     if (tide_sync() < 0)
         return lt_raise(L, NULL);
     return 0;
+}
+
+/* tide.devices() -> { {name="cpu", about=""}, {name="vulkan", about="llvmpipe (CPU)"}, ... }:
+ * name is what x:to() and {device=} take. Nothing is opened. */
+static int l_all_devices(lua_State *L)
+{
+    int n = tide_device_count();
+    lua_createtable(L, n > 0 ? n : 0, 0);
+    for (int i = 0, k = 0; i < n; i++) {
+        char name[64], about[320];
+        if (tide_device_info(i, name, sizeof name, about, sizeof about) < 0)
+            continue;
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, about);
+        lua_setfield(L, -2, "about");
+        lua_rawseti(L, -2, ++k);
+    }
+    return 1;
 }
 
 /* tide.vulkan.available() -> true, or false and the reason */
@@ -79,6 +99,8 @@ void lt_open_device(lua_State *L, int mt, int methods, int module)
     lua_setfield(L, module, "set_default_device");
     lua_pushcfunction(L, l_get_default_device);
     lua_setfield(L, module, "get_default_device");
+    lua_pushcfunction(L, l_all_devices);
+    lua_setfield(L, module, "devices");
     lua_createtable(L, 0, 2);
     lua_pushcfunction(L, l_available);
     lua_setfield(L, -2, "available");

@@ -190,11 +190,14 @@ static int t_cast_method(lua_State *L)
     return cast_to(L, 1, (tide_dtype)lua_tointeger(L, lua_upvalueindex(2)));
 }
 
-static const char *check_device(lua_State *L, const char *op, const char *dev)
+/* A string argument of x:to that is no dtype: a device name, or a mistake either way. */
+static const char *to_device_name(lua_State *L, const char *s, char *buf, size_t n)
 {
-    if (strcmp(dev, "cpu") != 0 && strcmp(dev, "vulkan") != 0)
-        luaL_error(L, "%s: unknown device \"%s\" (devices: cpu, vulkan)", op, dev);
-    return strcmp(dev, "cpu") == 0 ? "cpu" : "vulkan";
+    char why[512];
+    if (tide_device_check(s, why, sizeof why) < 0 && strstr(why, "unknown device") == why)
+        luaL_error(L, "to: \"%s\" is neither a dtype (float32, float64, int32, int64, uint8, "
+                   "bool) nor a device: %s", s, why);
+    return lt_checkdevice(L, "to", s, buf, n);
 }
 
 /* x:to(dtype), x:to("cpu"), x:to(other_tensor), x:to({dtype=, device=}) */
@@ -203,14 +206,15 @@ static int t_to(lua_State *L)
     tide_tensor *t = lt_check(L, 1, "to");
     tide_dtype dtype = tide_get_dtype(t);
     const char *device = NULL;
+    char name[64];
     for (int arg = 2; arg <= lua_gettop(L); arg++) {
         tide_tensor *other;
         if (lua_type(L, arg) == LUA_TSTRING) {
             const char *s = lua_tostring(L, arg);
-            if (strcmp(s, "cpu") == 0 || strcmp(s, "vulkan") == 0 || strcmp(s, "cuda") == 0)
-                device = check_device(L, "to", s);
-            else
+            if (lt_isdtype(s))
                 dtype = lt_checkdtype(L, arg, "to", dtype);
+            else
+                device = to_device_name(L, s, name, sizeof name);
         } else if ((other = lt_totensor(L, arg))) {
             dtype = tide_get_dtype(other);
         } else if (lua_type(L, arg) == LUA_TTABLE) {
@@ -219,7 +223,7 @@ static int t_to(lua_State *L)
             lua_getfield(L, arg, "dtype");
             dtype = lt_checkdtype(L, -1, "to", dtype);
             if (lua_getfield(L, arg, "device") == LUA_TSTRING)
-                device = check_device(L, "to", lua_tostring(L, -1));
+                device = lt_checkdevice(L, "to", lua_tostring(L, -1), name, sizeof name);
             else if (!lua_isnil(L, -1))
                 luaL_error(L, "to: device must be a string such as \"cpu\"");
             lua_pop(L, 2);

@@ -1,8 +1,8 @@
 /*
  * to_device.c — moving tensors between devices (tide_to: the TO primitive, which the dispatcher
- * runs with td_copy_between_devices), waiting for queued work (tide_sync) and what the public
- * API tells about the Vulkan device. The copy goes through the devices' read/write: one
- * contiguous transfer.
+ * runs with td_copy_between_devices) and waiting for queued work (tide_sync). The copy goes
+ * through the devices' read/write: one contiguous transfer, or two through a host buffer between
+ * two devices whose memory is not host memory.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,24 +91,5 @@ int tide_sync(void)
         if (d != cpu && d->synchronize(d) < 0)
             return -1;
     }
-    return 0;
-}
-
-bool tide_vulkan_available(char *why, size_t n)
-{
-    char buf[512];
-    bool ok = td_vulkan_device(buf, sizeof buf) != NULL;
-    if (why && n)
-        snprintf(why, n, "%s", ok ? "" : buf);
-    return ok;
-}
-
-int tide_vulkan_device_count(void) { return td_vulkan_device_count(); }
-
-int tide_vulkan_device_info(int i, char *name, size_t n, const char **kind, bool *selected)
-{
-    if (td_vulkan_device_info(i, name, n, kind, selected) < 0)
-        return td_error("vulkan_device_info: no Vulkan device %d (there are %d)", i,
-                        td_vulkan_device_count());
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "devices/vulkan/vulkan_device.h"
 #include "tide.h"
 #include "test_util.h"
 

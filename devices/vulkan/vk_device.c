@@ -1,26 +1,14 @@
 /*
- * vk_device.c — the Vulkan device: libvulkan loaded with dlopen, instance and device selection,
- * memory sub-allocated from large blocks, host transfers, and the batch: dispatches are
- * recorded into one command buffer and submitted when the host needs a result (a read, a
- * synchronize) or the batch is full. See README.md.
+ * vk_device.c — one Vulkan device (vk_instance.c finds them): its VkDevice and queue, memory
+ * sub-allocated from large blocks, host transfers, and the batch: dispatches are recorded into
+ * one command buffer and submitted when the host needs a result (a read, a synchronize) or the
+ * batch is full. Everything lives in the device's vk_state (tide_device.state). See README.md.
  */
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vk_internal.h"
-
-td_vk_fns td_vk;
-vk_state *td_vk_state;
-
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static char init_why[512]; /* why there is no Vulkan device, when there is none */
-static vk_device_info *dev_list;
-static int dev_count;
-static int dev_chosen = -1;
 
 #define BLOCK_ALIGN 256
 
@@ -39,29 +27,7 @@ const char *td_vk_result_str(VkResult r)
     }
 }
 
-static const char *type_name(VkPhysicalDeviceType t)
-{
-    switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
-    default: return "other";
-    }
-}
-
-static int type_rank(VkPhysicalDeviceType t)
-{
-    switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
-    default: return 4;
-    }
-}
-
-/* ---- start-up ------------------------------------------------------------------------------ */
+/* ---- buffers ------------------------------------------------------------------------------ */
 
 static uint32_t find_memory(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
                             VkMemoryPropertyFlags want)
@@ -124,147 +90,16 @@ static void destroy_buffer(vk_state *s, VkBuffer buf, VkDeviceMemory mem)
     td_vk.vkFreeMemory(s->device, mem, NULL);
 }
 
-static void teardown(void);
 static void destroy_block(vk_state *s, vk_block *b);
 
-/* Keeps every shared library loaded so far in memory for good. Called once the driver is in:
- * the loader unloads the driver at vkDestroyInstance, but drivers (Mesa's) leave atexit handlers
- * and allocations behind, and a leak checker must be able to name the module they belong to. */
-static int pin_library(struct dl_phdr_info *info, size_t size, void *ctx)
-{
-    (void)size;
-    (void)ctx;
-    if (info->dlpi_name && info->dlpi_name[0]) {
-        void *h = dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-        if (h)
-            dlclose(h);
-    }
-    return 0;
-}
+/* ---- opening one device, step by step (each step: 0, or -1 with why written) --------------- */
 
-/* Fills dev_list and picks a device; returns the state or NULL with init_why set. */
-static vk_state *open_device(void)
-{
-    const char *libs[] = {"libvulkan.so.1", "libvulkan.so"};
-    void *lib = NULL;
-    for (int i = 0; i < 2 && !lib; i++)
-        lib = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(init_why, sizeof init_why,
-                 "the Vulkan loader libvulkan.so.1 could not be loaded (%s)", dlerror());
-        return NULL;
-    }
-    PFN_vkGetInstanceProcAddr gipa = (PFN_vkGetInstanceProcAddr)dlsym(lib, "vkGetInstanceProcAddr");
-    if (!gipa) {
-        snprintf(init_why, sizeof init_why, "libvulkan.so.1 has no vkGetInstanceProcAddr");
-        dlclose(lib);
-        return NULL;
-    }
-#define LOAD_GLOBAL(name) td_vk.name = (PFN_##name)gipa(NULL, #name);
-    TD_VK_GLOBAL_FNS(LOAD_GLOBAL)
-#undef LOAD_GLOBAL
-    uint32_t api = VK_API_VERSION_1_0;
-    if (td_vk.vkEnumerateInstanceVersion)
-        td_vk.vkEnumerateInstanceVersion(&api);
-    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
-                             .pApplicationName = "tide",
-                             .pEngineName = "tide",
-                             .apiVersion = api >= VK_API_VERSION_1_1 ? VK_API_VERSION_1_1
-                                                                     : VK_API_VERSION_1_0};
-    VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                                .pApplicationInfo = &app};
-    vk_state *s = td_calloc(1, sizeof *s);
-    if (!s) {
-        snprintf(init_why, sizeof init_why, "out of memory");
-        dlclose(lib);
-        return NULL;
-    }
-    td_vk_state = s; /* teardown() undoes whatever part was made */
-    s->lib = lib;
-    pthread_mutexattr_t ma; /* recursive: the CPU fallback makes and frees tensors inside run */
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&s->lock, &ma);
-    pthread_mutexattr_destroy(&ma);
-    VkResult r = td_vk.vkCreateInstance ? td_vk.vkCreateInstance(&ici, NULL, &s->instance)
-                                        : VK_ERROR_INITIALIZATION_FAILED;
-    if (r != VK_SUCCESS) {
-        snprintf(init_why, sizeof init_why,
-                 "vkCreateInstance failed: %s%s", td_vk_result_str(r),
-                 r == VK_ERROR_INCOMPATIBLE_DRIVER ? " (no Vulkan driver (ICD) is installed; "
-                                                     "on Debian: mesa-vulkan-drivers)"
-                                                   : "");
-        goto fail;
-    }
-    dl_iterate_phdr(pin_library, NULL);
-#define LOAD_INSTANCE(name) td_vk.name = (PFN_##name)gipa(s->instance, #name);
-    TD_VK_INSTANCE_FNS(LOAD_INSTANCE)
-#undef LOAD_INSTANCE
-    uint32_t n = 0;
-    r = td_vk.vkEnumeratePhysicalDevices(s->instance, &n, NULL);
-    if (r != VK_SUCCESS || n == 0) {
-        snprintf(init_why, sizeof init_why, "no Vulkan device found (vkEnumeratePhysicalDevices: "
-                 "%s, %u devices)", td_vk_result_str(r), n);
-        goto fail;
-    }
-    VkPhysicalDevice *phys = td_calloc(n, sizeof *phys);
-    dev_list = td_calloc(n, sizeof *dev_list);
-    if (!phys || !dev_list) {
-        free(phys);
-        snprintf(init_why, sizeof init_why, "out of memory");
-        goto fail;
-    }
-    td_vk.vkEnumeratePhysicalDevices(s->instance, &n, phys);
-    dev_count = (int)n;
-    int best = -1;
-    for (uint32_t i = 0; i < n; i++) {
-        VkPhysicalDeviceProperties p;
-        td_vk.vkGetPhysicalDeviceProperties(phys[i], &p);
-        snprintf(dev_list[i].name, sizeof dev_list[i].name, "%s", p.deviceName);
-        dev_list[i].type = p.deviceType;
-        dev_list[i].api_version = p.apiVersion;
-        uint32_t nq = 0;
-        td_vk.vkGetPhysicalDeviceQueueFamilyProperties(phys[i], &nq, NULL);
-        VkQueueFamilyProperties qf[16];
-        if (nq > 16)
-            nq = 16;
-        td_vk.vkGetPhysicalDeviceQueueFamilyProperties(phys[i], &nq, qf);
-        for (uint32_t q = 0; q < nq; q++)
-            if (qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT)
-                dev_list[i].has_compute = true;
-        if (dev_list[i].has_compute &&
-            (best < 0 || type_rank(p.deviceType) < type_rank(dev_list[best].type)))
-            best = (int)i;
-    }
-    const char *env = getenv("TIDE_VULKAN_DEVICE");
-    if (env && *env) {
-        char *end;
-        long k = strtol(env, &end, 10);
-        if (*end || k < 0 || k >= (long)n) {
-            snprintf(init_why, sizeof init_why,
-                     "TIDE_VULKAN_DEVICE=%s is not a device index (there are %u: 0..%u)", env, n,
-                     n - 1);
-            free(phys);
-            goto fail;
-        }
-        if (!dev_list[k].has_compute) {
-            snprintf(init_why, sizeof init_why,
-                     "TIDE_VULKAN_DEVICE=%ld names %s, which has no compute queue", k,
-                     dev_list[k].name);
-            free(phys);
-            goto fail;
-        }
-        best = (int)k;
-    }
-    if (best < 0) {
-        snprintf(init_why, sizeof init_why, "no Vulkan device has a compute queue");
-        free(phys);
-        goto fail;
-    }
-    dev_chosen = best;
-    s->phys = phys[best];
-    free(phys);
+#define FAIL(...) (snprintf(why, n, __VA_ARGS__), -1)
 
+/* The limits tide plans with. TIDE_VULKAN_MAX_GROUPS lowers the workgroup counts (for tests of
+ * the split dispatch). */
+static void read_limits(vk_state *s)
+{
     td_vk.vkGetPhysicalDeviceProperties(s->phys, &s->props);
     const VkPhysicalDeviceLimits *lim = &s->props.limits;
     s->max_binding = lim->maxStorageBufferRange;
@@ -279,15 +114,17 @@ static vk_state *open_device(void)
         if (m3.maxMemoryAllocationSize)
             s->max_alloc = m3.maxMemoryAllocationSize;
     }
-    for (int i = 0; i < 3; i++)
+    const char *mg = getenv("TIDE_VULKAN_MAX_GROUPS");
+    for (int i = 0; i < 3; i++) {
         s->max_groups[i] = lim->maxComputeWorkGroupCount[i];
-    const char *mg = getenv("TIDE_VULKAN_MAX_GROUPS"); /* for tests of the split dispatch */
-    if (mg && atoi(mg) > 0)
-        for (int i = 0; i < 3; i++)
-            if ((uint32_t)atoi(mg) < s->max_groups[i])
-                s->max_groups[i] = (uint32_t)atoi(mg);
+        if (mg && atoi(mg) > 0 && (uint32_t)atoi(mg) < s->max_groups[i])
+            s->max_groups[i] = (uint32_t)atoi(mg);
+    }
+}
 
-    /* one compute queue */
+/* One queue of a compute-capable family, a compute-only family first: it is the async one. */
+static int pick_queue_family(vk_state *s, char *why, size_t n)
+{
     uint32_t nq = 0;
     td_vk.vkGetPhysicalDeviceQueueFamilyProperties(s->phys, &nq, NULL);
     VkQueueFamilyProperties qf[16];
@@ -295,14 +132,22 @@ static vk_state *open_device(void)
         nq = 16;
     td_vk.vkGetPhysicalDeviceQueueFamilyProperties(s->phys, &nq, qf);
     s->queue_family = UINT32_MAX;
-    for (uint32_t q = 0; q < nq; q++) /* a compute-only family first: it is the async one */
+    for (uint32_t q = 0; q < nq; q++)
         if ((qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(qf[q].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
             s->queue_family = q;
-            break;
+            return 0;
         }
-    for (uint32_t q = 0; q < nq && s->queue_family == UINT32_MAX; q++)
-        if (qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT)
+    for (uint32_t q = 0; q < nq; q++)
+        if (qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT) {
             s->queue_family = q;
+            return 0;
+        }
+    return FAIL("%s has no compute queue", s->props.deviceName);
+}
+
+/* The VkDevice with its queue; 64-bit shader types when the device has both. */
+static int create_logical_device(vk_state *s, char *why, size_t n)
+{
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                    .queueFamilyIndex = s->queue_family,
@@ -319,26 +164,20 @@ static vk_state *open_device(void)
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci,
                               .pEnabledFeatures = &want};
-    r = td_vk.vkCreateDevice(s->phys, &dci, NULL, &s->device);
+    VkResult r = td_vk.vkCreateDevice(s->phys, &dci, NULL, &s->device);
     if (r != VK_SUCCESS) {
-        snprintf(init_why, sizeof init_why, "vkCreateDevice on %s failed: %s", s->props.deviceName,
-                 td_vk_result_str(r));
-        goto fail;
+        s->device = VK_NULL_HANDLE;
+        return FAIL("vkCreateDevice on %s failed: %s", s->props.deviceName, td_vk_result_str(r));
     }
-    PFN_vkGetDeviceProcAddr gdpa = td_vk.vkGetDeviceProcAddr;
-#define LOAD_DEVICE(name)                                                                          \
-    td_vk.name = (PFN_##name)gdpa(s->device, #name);                                              \
-    if (!td_vk.name) {                                                                             \
-        snprintf(init_why, sizeof init_why, "the Vulkan driver lacks %s", #name);                 \
-        goto fail;                                                                                 \
-    }
-    TD_VK_DEVICE_FNS(LOAD_DEVICE)
-#undef LOAD_DEVICE
     td_vk.vkGetDeviceQueue(s->device, s->queue_family, 0, &s->queue);
+    return 0;
+}
 
-    /* Memory: on a discrete GPU, device-local memory with staging copies; elsewhere (integrated
-     * GPUs, CPU implementations) memory both device-local and host-visible, mapped, so host
-     * transfers are plain copies. TIDE_VULKAN_STAGING=1 forces the staging path (for tests). */
+/* Memory: on a discrete GPU, device-local memory with staging copies; elsewhere (integrated
+ * GPUs, CPU implementations) memory both device-local and host-visible, mapped, so host
+ * transfers are plain copies. TIDE_VULKAN_STAGING=1 forces the staging path (for tests). */
+static int choose_memory(vk_state *s, char *why, size_t n)
+{
     VkPhysicalDeviceMemoryProperties mp;
     td_vk.vkGetPhysicalDeviceMemoryProperties(s->phys, &mp);
     const char *st = getenv("TIDE_VULKAN_STAGING");
@@ -357,35 +196,33 @@ static vk_state *open_device(void)
         s->mem_type = find_memory(&mp, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
         s->mapped = false;
     }
-    if (s->mem_type == UINT32_MAX || s->staging_type == UINT32_MAX) {
-        snprintf(init_why, sizeof init_why, "%s has no usable memory type", s->props.deviceName);
-        goto fail;
-    }
+    if (s->mem_type == UINT32_MAX || s->staging_type == UINT32_MAX)
+        return FAIL("%s has no usable memory type", s->props.deviceName);
     VkDeviceSize heap = mp.memoryHeaps[mp.memoryTypes[s->mem_type].heapIndex].size;
     s->block_size = (size_t)64 << 20;
     if (s->block_size > s->max_alloc)
         s->block_size = s->max_alloc;
     if (s->block_size > heap / 4)
         s->block_size = (size_t)(heap / 4) & ~(size_t)(BLOCK_ALIGN - 1);
+    return 0;
+}
 
-    /* the batch */
+/* The batch: a command pool, its one command buffer, a fence, a descriptor pool. */
+static int create_batch(vk_state *s, char *why, size_t n)
+{
     VkCommandPoolCreateInfo cpi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
                                    .queueFamilyIndex = s->queue_family};
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     if (td_vk.vkCreateCommandPool(s->device, &cpi, NULL, &s->cmd_pool) != VK_SUCCESS ||
-        td_vk.vkCreateFence(s->device, &fci, NULL, &s->fence) != VK_SUCCESS) {
-        snprintf(init_why, sizeof init_why, "could not create a command pool or fence");
-        goto fail;
-    }
+        td_vk.vkCreateFence(s->device, &fci, NULL, &s->fence) != VK_SUCCESS)
+        return FAIL("could not create a command pool or fence");
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                        .commandPool = s->cmd_pool,
                                        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                        .commandBufferCount = 1};
-    if (td_vk.vkAllocateCommandBuffers(s->device, &cai, &s->cmd) != VK_SUCCESS) {
-        snprintf(init_why, sizeof init_why, "could not allocate a command buffer");
-        goto fail;
-    }
+    if (td_vk.vkAllocateCommandBuffers(s->device, &cai, &s->cmd) != VK_SUCCESS)
+        return FAIL("could not allocate a command buffer");
     s->desc_cap = 1024;
     VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                (uint32_t)(s->desc_cap * VK_MAX_BINDINGS)};
@@ -393,10 +230,15 @@ static vk_state *open_device(void)
                                       .maxSets = (uint32_t)s->desc_cap,
                                       .poolSizeCount = 1,
                                       .pPoolSizes = &ps};
-    if (td_vk.vkCreateDescriptorPool(s->device, &dpi, NULL, &s->desc_pool) != VK_SUCCESS) {
-        snprintf(init_why, sizeof init_why, "could not create a descriptor pool");
-        goto fail;
-    }
+    if (td_vk.vkCreateDescriptorPool(s->device, &dpi, NULL, &s->desc_pool) != VK_SUCCESS)
+        return FAIL("could not create a descriptor pool");
+    return 0;
+}
+
+/* The layout every compute pipeline shares (bindings 0..VK_MAX_BINDINGS-1, all storage
+ * buffers), the table of the library's pipelines, and the pipeline cache from disk. */
+static int create_pipeline_layout(vk_state *s, char *why, size_t n)
+{
     VkDescriptorSetLayoutBinding lb[VK_MAX_BINDINGS];
     for (int i = 0; i < VK_MAX_BINDINGS; i++)
         lb[i] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)i,
@@ -410,48 +252,38 @@ static vk_state *open_device(void)
                                       .setLayoutCount = 1,
                                       .pSetLayouts = &s->set_layout};
     if (td_vk.vkCreateDescriptorSetLayout(s->device, &sli, NULL, &s->set_layout) != VK_SUCCESS ||
-        td_vk.vkCreatePipelineLayout(s->device, &pli, NULL, &s->pipe_layout) != VK_SUCCESS) {
-        snprintf(init_why, sizeof init_why, "could not create the pipeline layout");
-        goto fail;
-    }
+        td_vk.vkCreatePipelineLayout(s->device, &pli, NULL, &s->pipe_layout) != VK_SUCCESS)
+        return FAIL("could not create the pipeline layout");
     s->pipelines = td_calloc((size_t)td_vk_num_shaders * VK_MAX_SPEC, sizeof *s->pipelines);
+    if (!s->pipelines)
+        return FAIL("out of memory");
     td_vk_cache_open(s);
-    /* parameters: one slot per dispatch, host-visible */
+    return 0;
+}
+
+/* Parameters: one slot per dispatch (a descriptor set's worth), host-visible and mapped. */
+static int create_param_buffer(vk_state *s, char *why, size_t n)
+{
     size_t slot = VK_PARAM_SLOT;
     while (slot % s->offset_align)
         slot *= 2;
     s->param_cap = (size_t)s->desc_cap * slot;
     if (make_buffer(s, s->param_cap, s->staging_type, true, &s->param_buf, &s->param_mem,
-                    &s->param_map) < 0) {
-        snprintf(init_why, sizeof init_why, "could not map the parameter buffer: %s",
-                 tide_last_error());
-        goto fail;
-    }
-    if (!s->pipelines) {
-        snprintf(init_why, sizeof init_why, "out of memory");
-        goto fail;
-    }
-    td_log("vulkan", "device %d: %s (%s), Vulkan %u.%u, maxStorageBufferRange %zu, "
-           "maxMemoryAllocationSize %zu, %s memory", dev_chosen, s->props.deviceName,
-           type_name(s->props.deviceType), VK_VERSION_MAJOR(s->props.apiVersion),
-           VK_VERSION_MINOR(s->props.apiVersion), s->max_binding, s->max_alloc,
-           s->mapped ? "mapped" : "staged");
-    return s;
-fail:
-    teardown();
-    return NULL;
+                    &s->param_map) < 0)
+        return FAIL("could not map the parameter buffer: %s", tide_last_error());
+    return 0;
 }
 
-static void teardown(void)
+#undef FAIL
+
+/* Destroys whatever part of s was made, and s. */
+static void destroy_state(vk_state *s)
 {
-    vk_state *s = td_vk_state;
-    if (!s)
-        return;
-    td_vk_state = NULL;
     if (s->device) {
         if (s->recording)
             td_vk_flush(s);
         td_vk.vkDeviceWaitIdle(s->device);
+        td_vk_jit_close(s);
         td_vk_cache_close(s);
         for (int i = 0; s->pipelines && i < td_vk_num_shaders * VK_MAX_SPEC; i++)
             if (s->pipelines[i])
@@ -476,36 +308,55 @@ static void teardown(void)
             }
         td_vk.vkDestroyDevice(s->device, NULL);
     }
-    if (s->instance)
-        td_vk.vkDestroyInstance(s->instance, NULL);
-    /* The loader stays loaded: drivers register atexit handlers of their own, and unloading
-     * them under those would crash at exit. */
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
 
-static void at_exit(void)
-{
-    teardown();
-    free(dev_list);
-    dev_list = NULL;
-}
+static tide_device *new_tide_device(vk_state *s, const char *name);
 
-static void init(void)
+tide_device *td_vk_open_device(VkPhysicalDevice phys, int index, const char *name, char *why,
+                               size_t n)
 {
-    open_device();
-    atexit(at_exit);
-}
-
-tide_device *td_vulkan_device(char *why, size_t n)
-{
-    pthread_once(&init_once, init);
-    if (!td_vk_state) {
-        if (why && n)
-            snprintf(why, n, "%s", init_why);
+    vk_state *s = td_calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(why, n, "out of memory");
         return NULL;
     }
-    return &td_vk_device_struct;
+    s->phys = phys;
+    s->index = index;
+    pthread_mutexattr_t ma; /* recursive: the CPU fallback makes and frees tensors inside run */
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&s->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
+    read_limits(s);
+    if (pick_queue_family(s, why, n) < 0 || create_logical_device(s, why, n) < 0 ||
+        choose_memory(s, why, n) < 0 || create_batch(s, why, n) < 0 ||
+        create_pipeline_layout(s, why, n) < 0 || create_param_buffer(s, why, n) < 0) {
+        destroy_state(s);
+        return NULL;
+    }
+    tide_device *dev = new_tide_device(s, name);
+    if (!dev) {
+        snprintf(why, n, "out of memory");
+        destroy_state(s);
+        return NULL;
+    }
+    td_log("vulkan", "%s is device %d: %s (%s), Vulkan %u.%u, maxStorageBufferRange %zu, "
+           "maxMemoryAllocationSize %zu, %s memory", name, index, s->props.deviceName,
+           td_vk_type_name(s->props.deviceType), VK_VERSION_MAJOR(s->props.apiVersion),
+           VK_VERSION_MINOR(s->props.apiVersion), s->max_binding, s->max_alloc,
+           s->mapped ? "mapped" : "staged");
+    return dev;
+}
+
+void td_vk_close_device(tide_device *dev)
+{
+    vk_state *s = dev->state;
+    if (!s)
+        return;
+    dev->state = NULL;
+    destroy_state(s);
 }
 
 /* ---- memory ---------------------------------------------------------------------------------- */
@@ -1015,8 +866,11 @@ int td_vk_dispatch(vk_state *s, int shader, uint32_t spec, const void *params, s
 
 static void *vk_alloc(tide_device *dev, size_t nbytes)
 {
-    (void)dev;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
+    if (!s) {
+        td_error("vulkan: %s has been shut down", dev->name);
+        return NULL;
+    }
     pthread_mutex_lock(&s->lock);
     void *p = td_vk_alloc_locked(s, nbytes);
     pthread_mutex_unlock(&s->lock);
@@ -1025,10 +879,9 @@ static void *vk_alloc(tide_device *dev, size_t nbytes)
 
 static void vk_free(tide_device *dev, void *buffer, size_t nbytes)
 {
-    (void)dev;
     (void)nbytes;
-    vk_state *s = td_vk_state;
-    if (!s) { /* after teardown at exit: the memory is already gone */
+    vk_state *s = dev->state;
+    if (!s) { /* after the device's teardown at exit: the memory is already gone */
         free(buffer);
         return;
     }
@@ -1039,8 +892,9 @@ static void vk_free(tide_device *dev, void *buffer, size_t nbytes)
 
 static int vk_write(tide_device *dev, void *buffer, size_t offset, const void *src, size_t n)
 {
-    (void)dev;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
+    if (!s)
+        return td_error("vulkan: %s has been shut down", dev->name);
     pthread_mutex_lock(&s->lock);
     int rc = td_vk_write_locked(s, buffer, offset, src, n);
     pthread_mutex_unlock(&s->lock);
@@ -1049,8 +903,9 @@ static int vk_write(tide_device *dev, void *buffer, size_t offset, const void *s
 
 static int vk_read(tide_device *dev, const void *buffer, size_t offset, void *dst, size_t n)
 {
-    (void)dev;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
+    if (!s)
+        return td_error("vulkan: %s has been shut down", dev->name);
     pthread_mutex_lock(&s->lock);
     int rc = td_vk_read_locked(s, buffer, offset, dst, n);
     pthread_mutex_unlock(&s->lock);
@@ -1066,91 +921,48 @@ static void *vk_host_ptr(tide_device *dev, void *buffer)
 
 static int vk_synchronize(tide_device *dev)
 {
-    (void)dev;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
+    if (!s)
+        return 0;
     pthread_mutex_lock(&s->lock);
     int rc = td_vk_flush(s);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
 
-tide_device td_vk_device_struct = {
-    .name = "vulkan",
-    .alloc = vk_alloc,
-    .free = vk_free,
-    .write = vk_write,
-    .read = vk_read,
-    .host_ptr = vk_host_ptr,
-    .run = td_vk_run,
-    .synchronize = vk_synchronize,
-    .jit_compile = td_vk_jit_compile,
-    .jit_run = td_vk_jit_run,
-    .jit_free = td_vk_jit_free,
-};
-
-/* ---- what the public API asks --------------------------------------------------------------- */
-
-int td_vulkan_device_count(void)
+/* The tide_device of s, named name (the registry's name for it: "vulkan" or "vulkan:N"). */
+static tide_device *new_tide_device(vk_state *s, const char *name)
 {
-    pthread_once(&init_once, init);
-    return dev_count;
-}
-
-int td_vulkan_device_info(int i, char *name, size_t n, const char **type, bool *selected)
-{
-    pthread_once(&init_once, init);
-    if (i < 0 || i >= dev_count)
-        return -1;
-    if (name && n)
-        snprintf(name, n, "%s", dev_list[i].name);
-    if (type)
-        *type = type_name(dev_list[i].type);
-    if (selected)
-        *selected = i == dev_chosen && td_vk_state;
-    return 0;
-}
-
-void td_vulkan_stats(uint64_t *submits, uint64_t *dispatches, uint64_t *fallbacks)
-{
-    vk_state *s = td_vk_state;
-    if (submits)
-        *submits = s ? s->submits : 0;
-    if (dispatches)
-        *dispatches = s ? s->dispatches : 0;
-    if (fallbacks)
-        *fallbacks = s ? s->fallbacks : 0;
-}
-
-bool td_vulkan_opened(void) { return td_vk_state != NULL; }
-
-/* ---- the registry --------------------------------------------------------------------------- */
-
-static int vk_default_index(void)
-{
-    pthread_once(&init_once, init);
-    return dev_chosen;
-}
-
-static tide_device *vk_open(int index, char *why, size_t n)
-{
-    if (dev_chosen >= 0 && index != vk_default_index()) {
-        snprintf(why, n, "only the selected Vulkan device (vulkan:%d; TIDE_VULKAN_DEVICE picks it) "
-                 "can be opened", dev_chosen);
+    tide_device *d = td_calloc(1, sizeof *d);
+    char *copy = td_strdup(name);
+    if (!d || !copy) {
+        free(d);
+        free(copy);
         return NULL;
     }
-    return td_vulkan_device(why, n);
+    *d = (tide_device){
+        .name = copy,
+        .alloc = vk_alloc,
+        .free = vk_free,
+        .write = vk_write,
+        .read = vk_read,
+        .host_ptr = vk_host_ptr,
+        .run = td_vk_run,
+        .synchronize = vk_synchronize,
+        .state = s,
+        .jit_compile = td_vk_jit_compile,
+        .jit_run = td_vk_jit_run,
+        .jit_free = td_vk_jit_free,
+    };
+    return d;
 }
 
-static int vk_describe(int index, char *name, size_t n, const char **type)
+void td_vk_add_stats(tide_device *dev, uint64_t counts[3])
 {
-    return td_vulkan_device_info(index, name, n, type, NULL);
+    vk_state *s = dev->state;
+    if (!s)
+        return;
+    counts[0] += s->submits;
+    counts[1] += s->dispatches;
+    counts[2] += s->fallbacks;
 }
-
-static const td_device_provider vk_provider = {.name = "vulkan",
-                                               .count = td_vulkan_device_count,
-                                               .open = vk_open,
-                                               .describe = vk_describe,
-                                               .default_index = vk_default_index};
-
-void td_register_device_vulkan(void);
-void td_register_device_vulkan(void) { td_device_register(&vk_provider); }

@@ -100,8 +100,7 @@ typedef struct vk_device_info {
 
 typedef struct vk_state {
     pthread_mutex_t lock;
-    void *lib;
-    VkInstance instance;
+    int index;               /* of the physical device, as vulkan:index names it */
     VkPhysicalDevice phys;
     VkDevice device;
     VkQueue queue;
@@ -146,7 +145,16 @@ typedef struct vk_state {
     uint64_t submits, dispatches, fallbacks;
 } vk_state;
 
-extern vk_state *td_vk_state; /* NULL until the device works */
+/* vk_instance.c */
+const char *td_vk_type_name(VkPhysicalDeviceType t);
+
+/* vk_device.c: one device, in its own tide_device (state: its vk_state). NULL with why set. */
+tide_device *td_vk_open_device(VkPhysicalDevice phys, int index, const char *name, char *why,
+                               size_t n);
+/* Destroys the device's Vulkan objects and its state (at exit); dev->state becomes NULL and dev
+ * stays, so a tensor freed later frees only its handle. */
+void td_vk_close_device(tide_device *dev);
+void td_vk_add_stats(tide_device *dev, uint64_t counts[3]); /* submits, dispatches, fallbacks */
 
 /* vk_device.c */
 void *td_vk_alloc_locked(vk_state *s, size_t nbytes);
@@ -194,9 +202,14 @@ bool td_vk_int_op_ok(uint32_t code); /* whether the integer shaders have the op 
 int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index);
 int td_vk_jit_run(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t);
 void td_vk_jit_free(tide_device *dev, void *group);
-void td_vk_cache_open(vk_state *s);  /* the pipeline cache, from disk */
-void td_vk_cache_close(vk_state *s); /* saves it, destroys the jit's pipelines */
+void td_vk_jit_close(vk_state *s); /* destroys the jit's pipelines of one device */
+void td_vk_jit_shutdown(void);     /* glslang's process-wide state, once every device is gone */
 
-extern tide_device td_vk_device_struct;
+/* vk_cache.c: the files kept between processes */
+int td_vk_cache_dir(char *dir, size_t n); /* 0: nothing is kept */
+char *td_vk_cache_read(const char *path, size_t *size);
+void td_vk_cache_write(const char *dir, const char *path, const void *data, size_t n);
+void td_vk_cache_open(vk_state *s);  /* the pipeline cache, from disk */
+void td_vk_cache_close(vk_state *s); /* saves it and destroys it */
 
 #endif

@@ -13,13 +13,10 @@
  * memory, more than 8 tensors to bind, integer ops the shaders lack) runs its members one by one
  * through the eager shaders (td_vk_run), as it would without the jit: always correct.
  */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <glslang/Include/glslang_c_interface.h>
 #include <glslang/Public/resource_limits_c.h>
@@ -251,6 +248,51 @@ static bool is_reduce_op(int op)
     return op == TIDE_OP_SUM || op == TIDE_OP_PROD || op == TIDE_OP_MAX || op == TIDE_OP_MIN;
 }
 
+/* The binary op code that combines values of reduction op, and its identity (GLSL text). */
+static uint32_t reduce_combine(int op, const char **id)
+{
+    switch (op) {
+    case TIDE_OP_SUM: *id = "0.0"; return td_vk_opcode(TIDE_OP_ADD);
+    case TIDE_OP_PROD: *id = "1.0"; return td_vk_opcode(TIDE_OP_MUL);
+    case TIDE_OP_MAX: *id = "uintBitsToFloat(0xff800000u)"; /* -inf */
+        return td_vk_opcode(TIDE_OP_MAXIMUM);
+    default: *id = "uintBitsToFloat(0x7f800000u)"; /* +inf */
+        return td_vk_opcode(TIDE_OP_MINIMUM);
+    }
+}
+
+/* The end of a pass over a row: for reduction member s (its operand slot q) the accumulator
+ * folded, then combined across the workgroup through shared memory; for the final pass
+ * (s < 0) the stores of the full-row results. */
+static void emit_pass_end(td_sbuf *b, const jit_plan *c, const jit_group *g,
+                          const vk_jit_code *k, int s, int q, uint32_t code, const char *id)
+{
+    long long rowlen = (long long)g->rowlen;
+    if (s >= 0) {
+        td_emit(b, "    acc = binary_f(%uu, acc, mix(v%d, vec4(%s), greaterThanEqual(ivec4(e) + "
+                "ivec4(0, 1, 2, 3), ivec4(%lld))));\n    }\n", code, q, id, rowlen);
+        td_emit(b, "    red_sh[t] = binary_f(%uu, binary_f(%uu, acc.xxxx, acc.yyyy), "
+                "binary_f(%uu, acc.zzzz, acc.wwww)).x;\n    barrier();\n"
+                "    for (int h = %d; h > 0; h >>= 1) {\n"
+                "        if (t < h) red_sh[t] = binary_f(%uu, vec4(red_sh[t]), "
+                "vec4(red_sh[t + h])).x;\n        barrier();\n    }\n"
+                "    v%d = vec4(red_sh[0]);\n    barrier();\n    }\n",
+             code, code, code, LOCAL / 2, code, s);
+    } else {
+        td_emit(b, "    for (int j = 0; j < 4; j++) {\n        if (e + j >= %lld) break;\n"
+                "        int i = rbase + e + j;\n", rowlen);
+        for (int bi = 0; bi < k->nbind; bi++) {
+            int o = k->bind_slot[bi];
+            if (!g->slots[o].member || g->slots[o].vkind != JV_FULL)
+                continue;
+            td_emit(b, "        b%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n", bi, bi, bi,
+                 c->nodes[g->slots[o].node].dtype == TIDE_FLOAT32 ? "floatBitsToUint"
+                                                                   : "uint", o);
+        }
+        td_emit(b, "    }\n    }\n    }\n");
+    }
+}
+
 /* The body of a row group: a workgroup per row. Each reduction is a pass over the row (the
  * elementwise members before it recomputed from the inputs, 4 elements per invocation), a
  * workgroup tree reduction in shared memory, and its value uniform afterwards; row members are
@@ -293,18 +335,7 @@ static int emit_rows(td_sbuf *b, const jit_plan *c, const jit_group *g, vk_jit_c
                 g->slots[q].vkind != JV_FULL)
                 return decline(k, "%s of %s", tide_op_name((tide_op)nd->op),
                                tide_dtype_name((tide_dtype)c->nodes[nd->in[0]].dtype));
-            switch (nd->op) {
-            case TIDE_OP_SUM: code = td_vk_opcode(TIDE_OP_ADD); id = "0.0"; break;
-            case TIDE_OP_PROD: code = td_vk_opcode(TIDE_OP_MUL); id = "1.0"; break;
-            case TIDE_OP_MAX:
-                code = td_vk_opcode(TIDE_OP_MAXIMUM);
-                id = "uintBitsToFloat(0xff800000u)"; /* -inf */
-                break;
-            default:
-                code = td_vk_opcode(TIDE_OP_MINIMUM);
-                id = "uintBitsToFloat(0x7f800000u)"; /* +inf */
-                break;
-            }
+            code = reduce_combine(nd->op, &id);
             td_emit(b, "    vec4 v%d;\n    {\n    vec4 acc = vec4(%s);\n", s, id);
         } else {
             td_emit(b, "    {\n");
@@ -321,29 +352,7 @@ static int emit_rows(td_sbuf *b, const jit_plan *c, const jit_group *g, vk_jit_c
             if (g->slots[f].vkind == JV_FULL && emit_member(b, k, c, g, f) <= 0)
                 return 0;
         }
-        if (s >= 0) {
-            td_emit(b, "    acc = binary_f(%uu, acc, mix(v%d, vec4(%s), greaterThanEqual(ivec4(e) + "
-                    "ivec4(0, 1, 2, 3), ivec4(%lld))));\n    }\n", code, q, id, rowlen);
-            td_emit(b, "    red_sh[t] = binary_f(%uu, binary_f(%uu, acc.xxxx, acc.yyyy), "
-                    "binary_f(%uu, acc.zzzz, acc.wwww)).x;\n    barrier();\n"
-                    "    for (int h = %d; h > 0; h >>= 1) {\n"
-                    "        if (t < h) red_sh[t] = binary_f(%uu, vec4(red_sh[t]), "
-                    "vec4(red_sh[t + h])).x;\n        barrier();\n    }\n"
-                    "    v%d = vec4(red_sh[0]);\n    barrier();\n    }\n",
-                 code, code, code, LOCAL / 2, code, s);
-        } else {
-            td_emit(b, "    for (int j = 0; j < 4; j++) {\n        if (e + j >= %lld) break;\n"
-                    "        int i = rbase + e + j;\n", rowlen);
-            for (int bi = 0; bi < k->nbind; bi++) {
-                int o = k->bind_slot[bi];
-                if (!g->slots[o].member || g->slots[o].vkind != JV_FULL)
-                    continue;
-                td_emit(b, "        b%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n", bi, bi, bi,
-                     c->nodes[g->slots[o].node].dtype == TIDE_FLOAT32 ? "floatBitsToUint"
-                                                                       : "uint", o);
-            }
-            td_emit(b, "    }\n    }\n    }\n");
-        }
+        emit_pass_end(b, c, g, k, s, q, code, id);
     }
     /* row results: one value per row, contiguous */
     for (int bi = 0; bi < k->nbind; bi++) {
@@ -357,19 +366,10 @@ static int emit_rows(td_sbuf *b, const jit_plan *c, const jit_group *g, vk_jit_c
     return 1;
 }
 
-/* Renders group g; 1 rendered (text in *out), 0 declined (k->why), -1 error. */
-static int render(const jit_plan *c, const jit_group *g, vk_jit_code *k, char **out)
+/* The bindings of group g: outside Vulkan tensors read, then the members written; a host
+ * scalar becomes a parameter. bind_of[slot]: its binding, or -1. 1, or 0 (declined). */
+static int plan_bindings(const jit_plan *c, const jit_group *g, vk_jit_code *k, int *bind_of)
 {
-    *out = NULL;
-    if (g->row_mode && (g->rowlen > 32768 || g->rowlen < 1))
-        return decline(k, "rows of %lld elements", (long long)g->rowlen);
-    if (g->numel > INT32_MAX - 8)
-        return decline(k, "more than 2^31 elements");
-    td_sbuf b = {0};
-    int bind_of[512];
-    if (g->nslots > 512)
-        return decline(k, "too many values");
-    /* bindings: outside Vulkan tensors read, then the members written */
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         bind_of[s] = -1;
@@ -413,87 +413,109 @@ static int render(const jit_plan *c, const jit_group *g, vk_jit_code *k, char **
             td_numel(c->nodes[node].ndim, c->nodes[node].shape) != g->numel)
             return decline(k, "a result smaller than the domain");
     }
-    td_emit(&b, "#version 450\n%s\n", td_vk_common_glsl);
-    td_emit(&b, "layout(local_size_x = %d) in;\n", LOCAL);
-    td_emit(&b, "layout(std430, binding = 0) readonly buffer Params { int n; int base[%d]; "
+    return 1;
+}
+
+/* The shader's start: common.glsl, the parameter and data bindings (a uvec4 view as well of
+ * those read or written contiguously: direct[bi]) and each binding's index function. */
+static void emit_header(td_sbuf *b, const jit_plan *c, const jit_group *g,
+                        const vk_jit_code *k, bool *direct)
+{
+    td_emit(b, "#version 450\n%s\n", td_vk_common_glsl);
+    td_emit(b, "layout(local_size_x = %d) in;\n", LOCAL);
+    td_emit(b, "layout(std430, binding = 0) readonly buffer Params { int n; int base[%d]; "
              "uint sc[%d]; } P;\n", JB_MAX, JS_MAX);
-    bool direct[JB_MAX], any_direct = false;
     for (int bi = 0; bi < k->nbind; bi++) {
         const jit_slot *sl = &g->slots[k->bind_slot[bi]];
         int dt = c->nodes[sl->member && sl->into >= 0 ? sl->into : sl->node].dtype;
         /* 16-byte accesses where contiguous (lavapipe's cost is per access) */
         direct[bi] = !g->row_mode && (dt == TIDE_FLOAT32 || dt == TIDE_INT32) &&
                      is_direct(g, k->nd[bi], k->shape[bi], k->strides[bi]);
-        any_direct = any_direct || direct[bi];
-        td_emit(&b, "layout(std430, binding = %d) %sbuffer B%d { uint b%d[]; };\n", bi + 1,
+        td_emit(b, "layout(std430, binding = %d) %sbuffer B%d { uint b%d[]; };\n", bi + 1,
              sl->member ? "" : "readonly ", bi, bi);
         if (direct[bi])
-            td_emit(&b, "layout(std430, binding = %d) %sbuffer Q%d { uvec4 q%d[]; };\n", bi + 1,
+            td_emit(b, "layout(std430, binding = %d) %sbuffer Q%d { uvec4 q%d[]; };\n", bi + 1,
                  sl->member ? "" : "readonly ", bi, bi);
     }
     for (int bi = 0; bi < k->nbind; bi++) {
-        td_emit(&b, "int ix%d(int i) { return ", bi);
-        emit_index(&b, g, k->nd[bi], k->shape[bi], k->strides[bi]);
-        td_emit(&b, "; }\n");
+        td_emit(b, "int ix%d(int i) { return ", bi);
+        emit_index(b, g, k->nd[bi], k->shape[bi], k->strides[bi]);
+        td_emit(b, "; }\n");
     }
-    if (g->row_mode) {
-        int rc = emit_rows(&b, c, g, k, bind_of);
-        if (rc <= 0) {
-            free(b.s);
-            return rc;
-        }
-        goto finish;
-    }
-    td_emit(&b, "void main()\n{\n"
+}
+
+/* main() of an elementwise group: 4 elements per invocation, loaded, computed, stored (16-byte
+ * accesses for direct bindings when all 4 are there). 1, 0 (declined) or -1. */
+static int emit_elementwise(td_sbuf *b, const jit_plan *c, const jit_group *g,
+                            vk_jit_code *k, const int *bind_of, const bool *direct)
+{
+    td_emit(b, "void main()\n{\n"
              "    int first = int(group_index() * %du + gl_LocalInvocationID.x) * 4;\n"
              "    if (first >= P.n) return;\n"
              "    int l0 = first, l1 = min(first + 1, P.n - 1), l2 = min(first + 2, P.n - 1),"
              " l3 = min(first + 3, P.n - 1);\n", LOCAL);
     /* whole vec4s: 4 elements left, and every contiguous operand's base a multiple of 4 */
-    td_emit(&b, "    bool fast = first + 3 < P.n");
+    td_emit(b, "    bool fast = first + 3 < P.n");
     for (int bi = 0; bi < k->nbind; bi++)
         if (direct[bi])
-            td_emit(&b, " && (P.base[%d] & 3) == 0", bi);
-    td_emit(&b, ";\n");
-    (void)any_direct;
+            td_emit(b, " && (P.base[%d] & 3) == 0", bi);
+    td_emit(b, ";\n");
     /* loads */
     for (int s = 0; s < g->nslots; s++)
         if (!g->slots[s].member)
-            emit_load(&b, c, g, k, s, bind_of, direct, "l");
+            emit_load(b, c, g, k, s, bind_of, direct, "l");
     /* members, in program order */
     for (int m = 0; m < g->nmembers; m++) {
-        int rc = emit_member(&b, k, c, g, g->members[m]);
-        if (rc <= 0) {
-            free(b.s);
+        int rc = emit_member(b, k, c, g, g->members[m]);
+        if (rc <= 0)
             return rc;
-        }
     }
     /* stores */
-    td_emit(&b, "    if (fast) {\n");
+    td_emit(b, "    if (fast) {\n");
     for (int bi = 0; bi < k->nbind; bi++) {
         int s = k->bind_slot[bi];
         if (!g->slots[s].member || !direct[bi])
             continue;
-        td_emit(&b, "        q%d[(P.base[%d] + first) >> 2] = %s(v%d);\n", bi, bi,
+        td_emit(b, "        q%d[(P.base[%d] + first) >> 2] = %s(v%d);\n", bi, bi,
              c->nodes[g->slots[s].node].dtype == TIDE_FLOAT32 ? "floatBitsToUint" : "uvec4", s);
     }
-    td_emit(&b, "    }\n");
-    td_emit(&b, "    for (int j = 0; j < 4; j++) {\n        int i = first + j;\n"
+    td_emit(b, "    }\n");
+    td_emit(b, "    for (int j = 0; j < 4; j++) {\n        int i = first + j;\n"
              "        if (i >= P.n) break;\n");
     for (int bi = 0; bi < k->nbind; bi++) {
         int s = k->bind_slot[bi];
         if (!g->slots[s].member)
             continue;
         int dt = c->nodes[g->slots[s].node].dtype;
-        td_emit(&b, "        %sb%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n",
+        td_emit(b, "        %sb%d[P.base[%d] + ix%d(i)] = %s(v%d[j]);\n",
              direct[bi] ? "if (!fast) " : "", bi, bi, bi,
              dt == TIDE_FLOAT32 ? "floatBitsToUint" : "uint", s);
     }
-    td_emit(&b, "    }\n}\n");
-finish:
-    if (b.failed) {
+    td_emit(b, "    }\n}\n");
+    return 1;
+}
+
+/* Renders group g; 1 rendered (text in *out), 0 declined (k->why), -1 error. */
+static int render(const jit_plan *c, const jit_group *g, vk_jit_code *k, char **out)
+{
+    *out = NULL;
+    if (g->row_mode && (g->rowlen > 32768 || g->rowlen < 1))
+        return decline(k, "rows of %lld elements", (long long)g->rowlen);
+    if (g->numel > INT32_MAX - 8)
+        return decline(k, "more than 2^31 elements");
+    int bind_of[512];
+    if (g->nslots > 512)
+        return decline(k, "too many values");
+    if (plan_bindings(c, g, k, bind_of) != 1)
+        return 0;
+    td_sbuf b = {0};
+    bool direct[JB_MAX];
+    emit_header(&b, c, g, k, direct);
+    int rc = g->row_mode ? emit_rows(&b, c, g, k, bind_of)
+                         : emit_elementwise(&b, c, g, k, bind_of, direct);
+    if (rc <= 0 || b.failed) {
         free(b.s);
-        return td_error("jit: out of memory for a Vulkan shader");
+        return rc <= 0 ? rc : td_error("jit: out of memory for a Vulkan shader");
     }
     *out = b.s;
     return 1;
@@ -561,102 +583,8 @@ done:
     return words;
 }
 
-/* ---- the caches on disk ------------------------------------------------------------------------ */
-
-/* $TIDE_VULKAN_CACHE_DIR (empty or "0": none), else $XDG_CACHE_HOME/tide, else ~/.cache/tide. */
-static int cache_dir(char *dir, size_t n)
-{
-    const char *e = getenv("TIDE_VULKAN_CACHE_DIR");
-    if (e)
-        return *e && strcmp(e, "0") != 0 && snprintf(dir, n, "%s", e) < (int)n;
-    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (x && *x)
-        return snprintf(dir, n, "%s/tide", x) < (int)n;
-    if (h && *h)
-        return snprintf(dir, n, "%s/.cache/tide", h) < (int)n;
-    return 0;
-}
-
-static void make_dirs(const char *dir)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *q = p + 1; *q; q++)
-        if (*q == '/') {
-            *q = 0;
-            mkdir(p, 0755);
-            *q = '/';
-        }
-    mkdir(p, 0755);
-}
-
-static char *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *data = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n > 0 && n < (1l << 28) && fseek(f, 0, SEEK_SET) == 0 && (data = td_malloc((size_t)n))) {
-            if (fread(data, 1, (size_t)n, f) != (size_t)n) {
-                free(data);
-                data = NULL;
-            } else {
-                *size = (size_t)n;
-            }
-        }
-    }
-    fclose(f);
-    return data;
-}
-
-/* Writes through a temporary file and a rename, so a concurrent reader never sees half. */
-static void write_file(const char *dir, const char *path, const void *data, size_t n)
-{
-    make_dirs(dir);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return;
-    bool ok = fwrite(data, 1, n, f) == n;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0)
-        remove(tmp);
-}
-
-static void cache_path(vk_state *s, char *path, size_t n, const char *dir)
-{
-    snprintf(path, n, "%s/vulkan_pipelines_%04x_%04x.bin", dir, s->props.vendorID,
-             s->props.deviceID);
-}
-
-void td_vk_cache_open(vk_state *s)
-{
-    char dir[4096], path[4200];
-    size_t n = 0;
-    char *data = NULL;
-    if (cache_dir(dir, sizeof dir)) {
-        cache_path(s, path, sizeof path, dir);
-        data = read_file(path, &n);
-    }
-    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                                    .initialDataSize = data ? n : 0,
-                                    .pInitialData = data};
-    /* a file from another driver version is ignored by the driver (its header says which) */
-    if (td_vk.vkCreatePipelineCache(s->device, &ci, NULL, &s->pipe_cache) != VK_SUCCESS) {
-        ci.initialDataSize = 0;
-        ci.pInitialData = NULL;
-        if (td_vk.vkCreatePipelineCache(s->device, &ci, NULL, &s->pipe_cache) != VK_SUCCESS)
-            s->pipe_cache = VK_NULL_HANDLE;
-    }
-    td_log("vulkan", "pipeline cache: %zu bytes from %s", data ? n : 0,
-           data ? path : "nowhere (none yet, or TIDE_VULKAN_CACHE_DIR off)");
-    free(data);
-}
-
-void td_vk_cache_close(vk_state *s)
+/* Destroys the jit's pipelines of s (at the device's teardown). */
+void td_vk_jit_close(vk_state *s)
 {
     for (vk_jit_entry *e = s->jit_code, *next; e; e = next) {
         next = e->next;
@@ -666,22 +594,11 @@ void td_vk_cache_close(vk_state *s)
         free(e);
     }
     s->jit_code = NULL;
-    if (!s->pipe_cache)
-        return;
-    char dir[4096], path[4200];
-    size_t n = 0;
-    if (cache_dir(dir, sizeof dir) &&
-        td_vk.vkGetPipelineCacheData(s->device, s->pipe_cache, &n, NULL) == VK_SUCCESS && n) {
-        void *data = td_malloc(n);
-        if (data && td_vk.vkGetPipelineCacheData(s->device, s->pipe_cache, &n, data) ==
-                        VK_SUCCESS) {
-            cache_path(s, path, sizeof path, dir);
-            write_file(dir, path, data, n);
-        }
-        free(data);
-    }
-    td_vk.vkDestroyPipelineCache(s->device, s->pipe_cache, NULL);
-    s->pipe_cache = VK_NULL_HANDLE;
+}
+
+/* Ends glslang's process-wide state once every device is gone (at exit). */
+void td_vk_jit_shutdown(void)
+{
     if (glslang_up) {
         glslang_finalize_process();
         glslang_up = false;
@@ -698,12 +615,12 @@ static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
             return e->pipe;
     double t0 = jit_now_ms();
     char dir[4096], path[4200];
-    bool disk = cache_dir(dir, sizeof dir);
+    bool disk = td_vk_cache_dir(dir, sizeof dir);
     if (disk)
         snprintf(path, sizeof path, "%s/jit_%016llx.spv", dir, (unsigned long long)h);
     size_t size = 0;
     const char *from = "the disk cache";
-    uint32_t *spv = disk ? (uint32_t *)read_file(path, &size) : NULL;
+    uint32_t *spv = disk ? (uint32_t *)td_vk_cache_read(path, &size) : NULL;
     if (spv && (size % 4 || size < 20 || spv[0] != 0x07230203u)) {
         free(spv);
         spv = NULL;
@@ -714,7 +631,7 @@ static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
         if (!spv)
             return VK_NULL_HANDLE;
         if (disk)
-            write_file(dir, path, spv, size);
+            td_vk_cache_write(dir, path, spv, size);
     }
     double t1 = jit_now_ms();
     VkPipeline pipe = td_vk_make_pipeline(s, spv, size, "jit group");
@@ -742,12 +659,11 @@ static VkPipeline pipeline_of(vk_state *s, const char *text, int index)
 
 int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index)
 {
-    (void)dev;
     const jit_plan *c = plan;
     jit_group *g = group;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
     if (!s)
-        return td_error("vulkan: the device has been shut down");
+        return td_error("vulkan: %s has been shut down", dev->name);
     vk_jit_code *k = td_calloc(1, sizeof *k);
     if (!k)
         return td_error("jit: out of memory");
@@ -859,9 +775,9 @@ int td_vk_jit_run(tide_device *dev, const void *plan, const void *group, tide_te
     const jit_plan *c = plan;
     const jit_group *g = group;
     vk_jit_code *k = g->code;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
     if (!s)
-        return td_error("vulkan: the device has been shut down");
+        return td_error("vulkan: %s has been shut down", dev->name);
     if (!k || !k->pipe)
         return run_members(dev, c, g, t);
     if (g->numel == 0)

@@ -20,7 +20,8 @@ static int decline(const char *fmt, const char *arg)
     return 0;
 }
 
-static bool on_vulkan(const tide_tensor *t) { return t->device == &td_vk_device_struct; }
+/* Whether t is on the device of s (else on the CPU: the fallback and uploads read it). */
+static bool on_device(const vk_state *s, const tide_tensor *t) { return t->device->state == s; }
 
 static int vk_dtype(int dt)
 {
@@ -81,7 +82,7 @@ static int bind(vk_state *s, tide_tensor *t, int nd, const int64_t *shape, const
     size_t es = td_dtype_sizes[t->dtype];
     if (hi - lo >= INT32_MAX / 2)
         return decline("an operand spans more than 2^30 elements%s", "");
-    if (!on_vulkan(t)) {
+    if (!on_device(s, t)) {
         const char *data = td_tensor_data(t);
         if (!data)
             return td_error("vulkan: an operand on %s has no host data", t->device->name);
@@ -220,14 +221,30 @@ static int fill_bits(double value, tide_dtype dtype, uint32_t bits[2])
 }
 
 /* out = op(in...) (or the fill/copy into out's view). 1 done, 0 no shader, -1 error. */
+/* What run_eltwise works out before binding: the dtype codes, and every operand's strides over
+ * out's shape (0: out, k + 1: in[k]), then with dims merged (innermost first). */
+typedef struct ew_plan {
+    uint32_t op;
+    int odt, idt[3];
+    bool wide; /* a 64-bit operand: the eltwise64 shader */
+    int64_t n;
+    int m; /* merged dims */
+    int64_t st[4][TIDE_MAX_DIMS];
+    int64_t ms[TIDE_MAX_DIMS], mst[4][TIDE_MAX_DIMS];
+} ew_plan;
+
 static int run_eltwise(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *const *in,
-                       int nin, const tide_attrs *attrs)
+                       int nin, const tide_attrs *attrs);
+
+/* Whether the shaders have op on these dtypes: 1, or 0 (declined, why_not says why). */
+static int ew_check(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *const *in, int nin,
+                    ew_plan *e)
 {
-    uint32_t op = vk_opcode(top);
-    int odt = vk_dtype(out->dtype);
+    uint32_t op = e->op = vk_opcode(top);
+    int odt = e->odt = vk_dtype(out->dtype);
     if (odt < 0)
         return decline("no shader for %s", tide_dtype_name((tide_dtype)out->dtype));
-    int idt[3] = {0, 0, 0};
+    int *idt = e->idt;
     for (int k = 0; k < nin; k++)
         if ((idt[k] = vk_dtype(in[k]->dtype)) < 0)
             return decline("no shader for %s", tide_dtype_name((tide_dtype)in[k]->dtype));
@@ -239,6 +256,7 @@ static int run_eltwise(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *
     bool wide = odt >= (int)VK_DT_I64;
     for (int k = 0; k < nin; k++)
         wide = wide || idt[k] >= (int)VK_DT_I64;
+    e->wide = wide;
     if (wide && !s->has64)
         return decline("the device has no 64-bit shader arithmetic for %s",
                        tide_dtype_name((tide_dtype)(odt >= (int)VK_DT_I64 ? out->dtype
@@ -247,164 +265,200 @@ static int run_eltwise(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *
         (op == VK_OP_EXP || op == VK_OP_LOG || op == VK_OP_SIN || op == VK_OP_COS ||
          op == VK_OP_TANH || op == VK_OP_SIGMOID || op == VK_OP_POW))
         return decline("no float64 shader for %s", tide_op_name(top));
-    if (top == TIDE_OP_COPY && on_vulkan(in[0]) && in[0]->storage == out->storage)
+    if (top == TIDE_OP_COPY && on_device(s, in[0]) && in[0]->storage == out->storage)
         return decline("%s between overlapping views of one buffer", "copy");
-    int64_t n = td_numel(out->ndim, out->shape);
-    if (n > (int64_t)UINT32_MAX - 4096)
+    e->n = td_numel(out->ndim, out->shape);
+    if (e->n > (int64_t)UINT32_MAX - 4096)
         return decline("more than 2^32 elements%s", "");
+    return 1;
+}
 
-    /* strides of every operand over out's shape, then dims merged (innermost first) */
-    int nd = out->ndim;
-    int64_t st[4][TIDE_MAX_DIMS];
-    memcpy(st[0], out->strides, sizeof(int64_t) * (size_t)nd);
+/* Fills e->st, then merges dims whose strides line up in every operand. 1, or 0 (declined). */
+static int ew_merge_dims(tide_tensor *out, tide_tensor *const *in, int nin, ew_plan *e)
+{
+    int nd = out->ndim, m = 0;
+    memcpy(e->st[0], out->strides, sizeof(int64_t) * (size_t)nd);
     for (int k = 0; k < nin; k++)
-        td_broadcast_strides(in[k], nd, out->shape, st[k + 1]);
-    int64_t ms[TIDE_MAX_DIMS], mst[4][TIDE_MAX_DIMS];
-    int m = 0;
+        td_broadcast_strides(in[k], nd, out->shape, e->st[k + 1]);
     for (int d = nd - 1; d >= 0; d--) {
         if (out->shape[d] == 1)
             continue;
         if (m > 0) {
             bool merge = true;
             for (int k = 0; k <= nin; k++)
-                merge = merge && st[k][d] == mst[k][m - 1] * ms[m - 1];
+                merge = merge && e->st[k][d] == e->mst[k][m - 1] * e->ms[m - 1];
             if (merge) {
-                ms[m - 1] *= out->shape[d];
+                e->ms[m - 1] *= out->shape[d];
                 continue;
             }
         }
-        ms[m] = out->shape[d];
+        e->ms[m] = out->shape[d];
         for (int k = 0; k <= nin; k++)
-            mst[k][m] = st[k][d];
+            e->mst[k][m] = e->st[k][d];
         m++;
     }
     if (m == 0) {
-        ms[0] = 1;
+        e->ms[0] = 1;
         for (int k = 0; k <= nin; k++)
-            mst[k][0] = 1;
+            e->mst[k][0] = 1;
         m = 1;
     }
+    e->m = m;
     for (int d = 0; d < m; d++)
         for (int k = 0; k <= nin; k++)
-            if (mst[k][d] > INT32_MAX / 2 || mst[k][d] < -(INT32_MAX / 2))
+            if (e->mst[k][d] > INT32_MAX / 2 || e->mst[k][d] < -(INT32_MAX / 2))
                 return decline("strides beyond 32 bits%s", "");
+    return 1;
+}
 
-    /* Operands larger than one storage-buffer binding, read as one row each: in pieces. */
-    if (m == 1 && nd > 0) {
-        int64_t widest = 1;
+/* Operands larger than one storage-buffer binding, read as one row each: in pieces. -2 when
+ * the op fits one binding (or is not one row), else what run_eltwise gives. */
+static int ew_in_pieces(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *const *in,
+                        int nin, const tide_attrs *attrs, const ew_plan *e)
+{
+    if (e->m != 1 || out->ndim == 0)
+        return -2;
+    int64_t widest = 1, n = e->n;
+    for (int k = 0; k <= nin; k++) {
+        int64_t st0 = e->mst[k][0] < 0 ? -e->mst[k][0] : e->mst[k][0];
+        int64_t span = (st0 ? st0 : 1) * (int64_t)td_dtype_sizes[k ? in[k - 1]->dtype : out->dtype];
+        if (span > widest)
+            widest = span;
+    }
+    if ((uint64_t)n * (uint64_t)widest <= s->max_binding - 65536)
+        return -2;
+    int64_t piece = (int64_t)((s->max_binding / 2) / (uint64_t)widest) / 1024 * 1024;
+    if (piece < 1024)
+        return decline("an element stride too large for one binding%s", "");
+    for (int64_t at = 0; at < n; at += piece) {
+        int64_t len = n - at < piece ? n - at : piece;
+        tide_tensor parts[4], *pin[3];
         for (int k = 0; k <= nin; k++) {
-            int64_t st0 = mst[k][0] < 0 ? -mst[k][0] : mst[k][0];
-            int64_t span = (st0 ? st0 : 1) *
-                           (int64_t)td_dtype_sizes[k ? in[k - 1]->dtype : out->dtype];
-            if (span > widest)
-                widest = span;
+            tide_tensor *t = k ? in[k - 1] : out;
+            parts[k] = *t;
+            parts[k].ndim = 1;
+            parts[k].shape[0] = len;
+            parts[k].strides[0] = e->mst[k][0];
+            parts[k].offset = t->offset + at * e->mst[k][0];
+            if (k)
+                pin[k - 1] = &parts[k];
         }
-        if ((uint64_t)n * (uint64_t)widest > s->max_binding - 65536) {
-            int64_t piece = (int64_t)((s->max_binding / 2) / (uint64_t)widest) / 1024 * 1024;
-            if (piece < 1024)
-                return decline("an element stride too large for one binding%s", "");
-            for (int64_t at = 0; at < n; at += piece) {
-                int64_t len = n - at < piece ? n - at : piece;
-                tide_tensor parts[4], *pin[3];
-                for (int k = 0; k <= nin; k++) {
-                    tide_tensor *t = k ? in[k - 1] : out;
-                    parts[k] = *t;
-                    parts[k].ndim = 1;
-                    parts[k].shape[0] = len;
-                    parts[k].strides[0] = mst[k][0];
-                    parts[k].offset = t->offset + at * mst[k][0];
-                    if (k)
-                        pin[k - 1] = &parts[k];
-                }
-                int rc = run_eltwise(s, top, &parts[0], pin, nin, attrs);
-                if (rc != 1)
-                    return rc;
-            }
-            return 1;
-        }
+        int rc = run_eltwise(s, top, &parts[0], pin, nin, attrs);
+        if (rc != 1)
+            return rc;
     }
+    return 1;
+}
 
-    operand ops[4];
-    memset(ops, 0, sizeof ops);
-    int rc = bind(s, out, nd, out->shape, st[0], &ops[0]);
-    for (int k = 0; k < nin && rc == 1; k++)
-        rc = bind(s, in[k], nd, out->shape, st[k + 1], &ops[k + 1]);
-    if (rc != 1) {
-        release_operands(s, ops, nin + 1);
-        return rc;
-    }
-    bool out_contig = td_is_contiguous(out) && ops[0].base % 4 == 0;
-    if (odt >= (int)VK_DT_U8 && !out_contig) {
-        release_operands(s, ops, nin + 1);
-        return decline("a %s output that is not contiguous", tide_dtype_name((tide_dtype)out->dtype));
-    }
-
-    /* float32 contiguous operands: the vec4 shader */
-    bool vec4 = out_contig && m == 1 && odt == (int)VK_DT_F32 && nin >= 1 && nin <= 2 &&
+/* float32 operands each contiguous or one scalar: the vec4 shader (8 floats per access where
+ * the bases allow). -2 when it does not apply, else 0 or -1. */
+static int ew_vec4(vk_state *s, tide_op top, const ew_plan *e, int nin, const operand *ops,
+                   const vk_binding *b, bool out_contig)
+{
+    int m = e->m;
+    bool vec4 = out_contig && m == 1 && e->odt == (int)VK_DT_F32 && nin >= 1 && nin <= 2 &&
                 top != TIDE_OP_WHERE && (top == TIDE_OP_CAST || top == TIDE_OP_COPY ||
                                          tide_op_is_unary(top) || tide_op_is_binary(top));
-    ew4_params p4 = {.n = (uint32_t)n, .op = op, .nin = (uint32_t)nin, .out_base = ops[0].base};
-    uint32_t spec = op;
-    bool v8 = s->has64 && ops[0].base % 8 == 0; /* 8 floats per access where bases allow */
+    ew4_params p4 = {.n = (uint32_t)e->n, .op = e->op, .nin = (uint32_t)nin,
+                     .out_base = ops[0].base};
+    uint32_t spec = e->op;
+    bool v8 = s->has64 && ops[0].base % 8 == 0;
     for (int k = 0; k < nin && vec4; k++) {
-        bool scalar = true, contig = m == 1 && mst[k + 1][0] == 1 && ops[k + 1].base % 4 == 0;
+        bool scalar = true, contig = m == 1 && e->mst[k + 1][0] == 1 && ops[k + 1].base % 4 == 0;
         for (int d = 0; d < m; d++)
-            scalar = scalar && mst[k + 1][d] == 0;
-        vec4 = idt[k] == (int)VK_DT_F32 && (scalar || contig);
+            scalar = scalar && e->mst[k + 1][d] == 0;
+        vec4 = e->idt[k] == (int)VK_DT_F32 && (scalar || contig);
         v8 = v8 && (scalar || ops[k + 1].base % 8 == 0);
         p4.scalar[k] = scalar;
         p4.in_base[k] = ops[k + 1].base;
         if (scalar)
             spec |= 128u << k;
     }
+    if (!vec4)
+        return -2;
+    static int sh4 = -2, sh8 = -2;
+    if (sh4 == -2) {
+        sh4 = td_vk_shader_index("eltwise_vec4");
+        sh8 = td_vk_shader_index("eltwise_v8");
+    }
+    uint64_t per_group = v8 ? 2048 : 1024;
+    return td_vk_dispatch(s, v8 ? sh8 : sh4, spec, &p4, sizeof p4, b, nin + 1,
+                          ((uint64_t)e->n + per_group - 1) / per_group);
+}
+
+/* Any layout, any dtype the shaders have: the eltwise (or eltwise64) shader. 0 or -1. */
+static int ew_general(vk_state *s, tide_op top, tide_tensor *out, const tide_attrs *attrs,
+                      const ew_plan *e, int nin, const operand *ops, const vk_binding *b,
+                      bool out_contig)
+{
+    ew_params p;
+    memset(&p, 0, sizeof p);
+    p.n = (uint32_t)e->n;
+    p.ndim = (uint32_t)e->m;
+    p.op = e->op;
+    p.nin = (uint32_t)nin;
+    p.out_dt = (uint32_t)e->odt;
+    p.out_base = ops[0].base;
+    p.out_contig = out_contig;
+    for (int d = 0; d < e->m; d++) {
+        p.shape[d] = (int32_t)e->ms[d];
+        p.out_st[d] = (int32_t)e->mst[0][d];
+        for (int k = 0; k < nin; k++)
+            p.in_st[k][d] = (int32_t)e->mst[k + 1][d];
+    }
+    for (int k = 0; k < nin; k++) {
+        p.in_dt[k] = (uint32_t)e->idt[k];
+        p.in_base[k] = ops[k + 1].base;
+    }
+    if (top == TIDE_OP_FILL) {
+        uint32_t bits[2] = {0, 0};
+        if (fill_bits(attrs->values[0], (tide_dtype)out->dtype, bits) < 0)
+            return -1;
+        p.bits = bits[0];
+        p.bits_hi = bits[1];
+    }
+    static int sh = -2, sh64 = -2;
+    if (sh == -2) {
+        sh = td_vk_shader_index("eltwise");
+        sh64 = td_vk_shader_index("eltwise64");
+    }
+    return td_vk_dispatch(s, e->wide ? sh64 : sh, e->op, &p, sizeof p, b, nin + 1,
+                          ((uint64_t)e->n + 1023) / 1024);
+}
+
+static int run_eltwise(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *const *in,
+                       int nin, const tide_attrs *attrs)
+{
+    ew_plan e;
+    memset(&e, 0, sizeof e);
+    int rc = ew_check(s, top, out, in, nin, &e);
+    if (rc == 1)
+        rc = ew_merge_dims(out, in, nin, &e);
+    if (rc != 1)
+        return rc;
+    rc = ew_in_pieces(s, top, out, in, nin, attrs, &e);
+    if (rc != -2)
+        return rc;
+    operand ops[4];
+    memset(ops, 0, sizeof ops);
+    rc = bind(s, out, out->ndim, out->shape, e.st[0], &ops[0]);
+    for (int k = 0; k < nin && rc == 1; k++)
+        rc = bind(s, in[k], out->ndim, out->shape, e.st[k + 1], &ops[k + 1]);
+    if (rc != 1) {
+        release_operands(s, ops, nin + 1);
+        return rc;
+    }
+    bool out_contig = td_is_contiguous(out) && ops[0].base % 4 == 0;
+    if (e.odt >= (int)VK_DT_U8 && !out_contig) {
+        release_operands(s, ops, nin + 1);
+        return decline("a %s output that is not contiguous", tide_dtype_name((tide_dtype)out->dtype));
+    }
     vk_binding b[4];
     for (int k = 0; k <= nin; k++)
         b[k] = ops[k].b;
-    if (vec4) {
-        static int sh4 = -2, sh8 = -2;
-        if (sh4 == -2) {
-            sh4 = td_vk_shader_index("eltwise_vec4");
-            sh8 = td_vk_shader_index("eltwise_v8");
-        }
-        uint64_t per_group = v8 ? 2048 : 1024;
-        rc = td_vk_dispatch(s, v8 ? sh8 : sh4, spec, &p4, sizeof p4, b, nin + 1,
-                            ((uint64_t)n + per_group - 1) / per_group);
-    } else {
-        ew_params p;
-        memset(&p, 0, sizeof p);
-        p.n = (uint32_t)n;
-        p.ndim = (uint32_t)m;
-        p.op = op;
-        p.nin = (uint32_t)nin;
-        p.out_dt = (uint32_t)odt;
-        p.out_base = ops[0].base;
-        p.out_contig = out_contig;
-        for (int d = 0; d < m; d++) {
-            p.shape[d] = (int32_t)ms[d];
-            p.out_st[d] = (int32_t)mst[0][d];
-            for (int k = 0; k < nin; k++)
-                p.in_st[k][d] = (int32_t)mst[k + 1][d];
-        }
-        for (int k = 0; k < nin; k++) {
-            p.in_dt[k] = (uint32_t)idt[k];
-            p.in_base[k] = ops[k + 1].base;
-        }
-        rc = 0;
-        if (top == TIDE_OP_FILL) {
-            uint32_t bits[2] = {0, 0};
-            rc = fill_bits(attrs->values[0], (tide_dtype)out->dtype, bits);
-            p.bits = bits[0];
-            p.bits_hi = bits[1];
-        }
-        static int sh = -2, sh64 = -2;
-        if (sh == -2) {
-            sh = td_vk_shader_index("eltwise");
-            sh64 = td_vk_shader_index("eltwise64");
-        }
-        if (rc == 0)
-            rc = td_vk_dispatch(s, wide ? sh64 : sh, op, &p, sizeof p, b, nin + 1,
-                                ((uint64_t)n + 1023) / 1024);
-    }
+    rc = ew_vec4(s, top, &e, nin, ops, b, out_contig);
+    if (rc == -2)
+        rc = ew_general(s, top, out, attrs, &e, nin, ops, b, out_contig);
     release_operands(s, ops, nin + 1);
     return rc < 0 ? -1 : 1;
 }
@@ -520,6 +574,77 @@ static void choose_mode(red_params *p, bool arg)
     }
 }
 
+/* p's kept and reduced dims of x (size-1 dims dropped), innermost first; their counts in
+ * p->nout and p->nred. 1, or 0 (declined). */
+static int red_dims(const tide_tensor *x, int red_mask, red_params *p)
+{
+    uint64_t nout = 1, nred = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (x->shape[d] == 1)
+            continue;
+        if (x->strides[d] > INT32_MAX / 2 || x->strides[d] < -(INT32_MAX / 2))
+            return decline("strides beyond 32 bits%s", "");
+        if (red_mask & (1 << d)) {
+            p->rshape[p->nreduced] = (int32_t)x->shape[d];
+            p->rst[p->nreduced++] = (int32_t)x->strides[d];
+            nred *= (uint64_t)x->shape[d];
+        } else {
+            p->kshape[p->nkept] = (int32_t)x->shape[d];
+            p->kst[p->nkept++] = (int32_t)x->strides[d];
+            nout *= (uint64_t)x->shape[d];
+        }
+    }
+    if (nred == 0 || nout == 0)
+        return decline("an empty reduction%s", "");
+    if (nred > UINT32_MAX / 2 || nout > UINT32_MAX / 2)
+        return decline("more than 2^31 elements%s", "");
+    if (p->nreduced == 0) { /* reducing size-1 dims only */
+        p->nreduced = 1;
+        p->rshape[0] = 1;
+        p->rst[0] = 0;
+    }
+    p->nout = (uint32_t)nout;
+    p->nred = (uint32_t)nred;
+    return 1;
+}
+
+/* Two passes: partial results [nout, nchunks] (in the accumulator's width, wide_dt when not
+ * float32), then a pass that reduces them into out. 0 or -1. */
+static int red_two_pass(vk_state *s, int sh, int wide_dt, red_params *p, const vk_binding *out,
+                        const vk_binding *in)
+{
+    int final_dt = p->out_dt;
+    if (wide_dt)
+        p->out_dt = wide_dt;
+    size_t bytes = (size_t)p->nout * p->nchunks * (wide_dt ? 8 : 4);
+    vk_buf *tmp = td_vk_alloc_locked(s, bytes);
+    if (!tmp)
+        return td_error("vulkan: out of device memory for %zu bytes of partial sums", bytes);
+    vk_binding tb = {tmp->block->buffer, tmp->offset, tmp->size};
+    int rc = red_dispatch(s, sh, p, &tb, in);
+    if (rc == 0) {
+        red_params q;
+        memset(&q, 0, sizeof q);
+        q.op = p->op;
+        q.in_dt = wide_dt ? wide_dt : (int)VK_DT_F32;
+        q.out_dt = final_dt;
+        q.nout = p->nout;
+        q.nred = p->nchunks;
+        q.nkept = 1;
+        q.kshape[0] = (int32_t)p->nout;
+        q.kst[0] = (int32_t)p->nchunks;
+        q.nreduced = 1;
+        q.rshape[0] = (int32_t)p->nchunks;
+        q.rst[0] = 1;
+        choose_mode(&q, false);
+        q.nchunks = 1;
+        q.chunk = q.nred;
+        rc = red_dispatch(s, sh, &q, out, &tb);
+    }
+    td_vk_free_locked(s, tmp);
+    return rc;
+}
+
 static int run_reduce(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *x,
                       const tide_attrs *a)
 {
@@ -553,33 +678,8 @@ static int run_reduce(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *x
                                      [TIDE_OP_ARGMAX] = VK_RED_ARGMAX,
                                      [TIDE_OP_ARGMIN] = VK_RED_ARGMIN};
     p.op = codes[top];
-    uint64_t nout = 1, nred = 1;
-    for (int d = x->ndim - 1; d >= 0; d--) {
-        if (x->shape[d] == 1)
-            continue;
-        if (x->strides[d] > INT32_MAX / 2 || x->strides[d] < -(INT32_MAX / 2))
-            return decline("strides beyond 32 bits%s", "");
-        if (red_mask & (1 << d)) {
-            p.rshape[p.nreduced] = (int32_t)x->shape[d];
-            p.rst[p.nreduced++] = (int32_t)x->strides[d];
-            nred *= (uint64_t)x->shape[d];
-        } else {
-            p.kshape[p.nkept] = (int32_t)x->shape[d];
-            p.kst[p.nkept++] = (int32_t)x->strides[d];
-            nout *= (uint64_t)x->shape[d];
-        }
-    }
-    if (nred == 0 || nout == 0)
-        return decline("an empty reduction%s", "");
-    if (nred > UINT32_MAX / 2 || nout > UINT32_MAX / 2)
-        return decline("more than 2^31 elements%s", "");
-    if (p.nreduced == 0) { /* reducing size-1 dims only */
-        p.nreduced = 1;
-        p.rshape[0] = 1;
-        p.rst[0] = 0;
-    }
-    p.nout = (uint32_t)nout;
-    p.nred = (uint32_t)nred;
+    if (red_dims(x, red_mask, &p) != 1)
+        return 0;
     p.in_dt = vk_dtype(x->dtype);
     p.out_dt = arg ? (int)VK_DT_I64 : vk_dtype(out->dtype);
     choose_mode(&p, arg);
@@ -596,39 +696,7 @@ static int run_reduce(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *x
     if (p.nchunks == 1) {
         rc = red_dispatch(s, sh, &p, &oo.b, &ox.b);
     } else {
-        /* pass 1: partial results [nout, nchunks] (in the accumulator's width); pass 2 reduces
-         * them */
-        int final_dt = p.out_dt;
-        if (wide_dt)
-            p.out_dt = wide_dt;
-        size_t bytes = (size_t)p.nout * p.nchunks * (wide_dt ? 8 : 4);
-        vk_buf *tmp = td_vk_alloc_locked(s, bytes);
-        if (!tmp) {
-            release_operands(s, &ox, 1);
-            return td_error("vulkan: out of device memory for %zu bytes of partial sums", bytes);
-        }
-        vk_binding tb = {tmp->block->buffer, tmp->offset, tmp->size};
-        rc = red_dispatch(s, sh, &p, &tb, &ox.b);
-        if (rc == 0) {
-            red_params q;
-            memset(&q, 0, sizeof q);
-            q.op = p.op;
-            q.in_dt = wide_dt ? wide_dt : (int)VK_DT_F32;
-            q.out_dt = final_dt;
-            q.nout = p.nout;
-            q.nred = p.nchunks;
-            q.nkept = 1;
-            q.kshape[0] = (int32_t)p.nout;
-            q.kst[0] = (int32_t)p.nchunks;
-            q.nreduced = 1;
-            q.rshape[0] = (int32_t)p.nchunks;
-            q.rst[0] = 1;
-            choose_mode(&q, false);
-            q.nchunks = 1;
-            q.chunk = q.nred;
-            rc = red_dispatch(s, sh, &q, &oo.b, &tb);
-        }
-        td_vk_free_locked(s, tmp);
+        rc = red_two_pass(s, sh, wide_dt, &p, &oo.b, &ox.b);
     }
     release_operands(s, &ox, 1);
     release_operands(s, &oo, 1);
@@ -945,7 +1013,7 @@ static int run_index(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *con
 /* A CPU tensor with t's layout over a host copy of the part of t's storage it uses. */
 static tide_tensor *host_view(vk_state *s, tide_tensor *t, bool read)
 {
-    if (!on_vulkan(t))
+    if (!on_device(s, t))
         return tide_retain(t);
     int64_t lo, hi;
     span(t, t->ndim, t->shape, t->strides, &lo, &hi);
@@ -1024,10 +1092,9 @@ static int fallback(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *cons
 int td_vk_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
               const tide_attrs *attrs)
 {
-    (void)dev;
-    vk_state *s = td_vk_state;
+    vk_state *s = dev->state;
     if (!s)
-        return td_error("vulkan: the device has been shut down");
+        return td_error("vulkan: %s has been shut down", dev->name);
     pthread_mutex_lock(&s->lock);
     why_not[0] = 0;
     int rc = 0;

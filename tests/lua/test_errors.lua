@@ -46,7 +46,7 @@ local cases = {
   { "unknown device: randint", function() return tide.randint(3, { 2 }, { device = "cuda" }) end, 'randint: ', 'device "cuda"' },
   { "unknown device: randperm", function() return tide.randperm(3, { device = "cuda" }) end, 'randperm: ', 'device "cuda"' },
   { "unknown device: tensor", function() return tide.tensor({ 1, 2 }, { device = "cuda" }) end, 'tensor: ', 'device "cuda"' },
-  { "unknown device: zeros_like", function() return tide.zeros_like(x, { device = "cuda" }) end, 'zeros: ', 'device "cuda"' },
+  { "unknown device: zeros_like", function() return tide.zeros_like(x, { device = "cuda" }) end, 'zeros_like: ', 'device "cuda"' },
   { "unknown device: set_default_device", function() return tide.set_default_device("cuda") end, 'set_default_device: ', 'device "cuda"' },
   { "bad requires_grad",
     function() return tide.ones(2, { requires_grad = 1 }) end,

@@ -17,6 +17,20 @@ H.test("available() returns a boolean and a reason when false", function()
   tide.sync()
 end)
 
+H.test("tide.devices() lists the cpu first, then what the registry finds", function()
+  local devs = tide.devices()
+  H.eq(devs[1].name, "cpu")
+  local nvulkan, nref = 0, 0
+  for i = 2, #devs do
+    local vk = devs[i].name == "vulkan" or devs[i].name:match("^vulkan:%d+$")
+    nvulkan = nvulkan + (vk and 1 or 0)
+    nref = nref + (devs[i].name == "ref" and 1 or 0)
+  end
+  H.eq(nvulkan, #tide.vulkan.devices(), "every Vulkan device")
+  H.eq(nref, 1, "the reference device")
+  H.eq(#devs, 1 + nvulkan + nref, "nothing else")
+end)
+
 if not ok then
   print("test_vulkan.lua: no Vulkan device, the Vulkan tests are skipped: " .. why)
   H.test("asking for vulkan without it is a clear error", function()
@@ -110,6 +124,18 @@ H.test("mixed devices are an error naming both", function()
   H.raises(function() return a + g end, "cpu", "vulkan")
   H.values(g * 2, H.map(A, function(v) return v * 2 end), 1e-6, "a number goes with any device")
   H.raises(function() return a:to({ device = "tpu" }) end, "unknown device")
+end)
+
+H.test("device names come from the registry", function()
+  local x = tide.tensor(A)
+  local n = #tide.vulkan.devices()
+  -- the default device answers to its index too; its name stays "vulkan"
+  for _, d in ipairs(tide.vulkan.devices()) do
+    if d.selected then H.eq(x:to("vulkan:" .. d.index).device, "vulkan") end
+  end
+  H.raises(function() return x:to("vulkan:" .. n) end, "vulkan:" .. n, "indices 0..")
+  H.raises(function() return tide.ones(2, { device = "vulkan:" .. n }) end, "ones", "vulkan:" .. n)
+  H.raises(function() return x:to("flaot32") end, "neither a dtype", "nor a device", "flaot32")
 end)
 
 H.done()
