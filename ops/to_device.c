@@ -34,7 +34,8 @@ tide_tensor *tide_to(const tide_tensor *t, const char *device)
             rc = c->device->read(c->device, c->storage->buffer, (size_t)c->offset * es, dst,
                                  nbytes);
         else
-            rc = td_error("to: no path from %s to %s", c->device->name, dev->name);
+            rc = td_error_code(TIDE_ERR_UNSUPPORTED, "to: no path from %s to %s", c->device->name,
+                               dev->name);
     }
     tide_release(c);
     if (rc < 0) {
