@@ -410,9 +410,10 @@ typedef struct tide_jit_stats {
 } tide_jit_stats;
 /* Trace sessions (what tide.jit uses; its other hooks are in core/tide_internal.h): ops are
  * recorded; a read of tensor data (tide_item, tide_to_buffer) is a graph break: the pending
- * segment is compiled (or found in the cache) and run, then recording goes on. Every tensor a segment reads from outside is a runtime argument.
- * stats (may be NULL) is updated; where(ctx), if given, names the caller's source line for
- * TIDE_LOG=jit. tide_jit_trace_end runs what is pending and stops. 0 or -1. */
+ * segment is compiled (or found in the cache) and run, then recording goes on. Every tensor a
+ * segment reads from outside is a runtime argument. stats (may be NULL) is updated; where(ctx),
+ * if given, names the caller's source line for TIDE_LOG=jit. tide_jit_trace_end runs what is
+ * pending and stops. 0 or -1. */
 TIDE_API int tide_jit_trace_begin(tide_jit_stats *stats, const char *(*where)(void *ctx),
                                   void *ctx);
 TIDE_API int tide_jit_trace_end(void);

@@ -325,7 +325,8 @@ tide_tensor *tide_load_npy(const char *path)
         td_io_error(&ctx, "%s", tide_last_error());
         goto done;
     }
-    if (nbytes && td_io_read_exact(&ctx, f, tide_mutable_data_ptr(t), (size_t)nbytes, "the data") < 0) {
+    if (nbytes &&
+        td_io_read_exact(&ctx, f, tide_mutable_data_ptr(t), (size_t)nbytes, "the data") < 0) {
         tide_release(t);
         t = NULL;
         goto done;
