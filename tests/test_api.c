@@ -97,8 +97,16 @@ static void test_codes_of_failures(void)
     tide_release(c);
     unlink(path);
 
-    /* a device that does not exist is the caller's mistake */
+    /* a device that does not exist is the caller's mistake; one this machine lacks is not */
     CHECK_CODE(!tide_to(a, "no_such_device"), TIDE_ERR_INVALID_ARGUMENT, "to no_such_device");
+    CHECK_CODE(!tide_to(a, "cpu:1"), TIDE_ERR_INVALID_ARGUMENT, "to cpu:1");
+    if (tide_vulkan_available(NULL, 0)) {
+        CHECK_CODE(!tide_to(a, "vulkan:99"), TIDE_ERR_INVALID_ARGUMENT, "to vulkan:99");
+    } else {
+        c = tide_to(a, "vulkan");
+        CHECK_CODE(!c, TIDE_ERR_UNSUPPORTED, "to vulkan without Vulkan");
+        tide_release(c);
+    }
 
     tide_clear_error();
     CHECK(tide_last_error_code() == TIDE_OK, "clear after errors: code %d", tide_last_error_code());
