@@ -14,15 +14,18 @@ static _Thread_local int last_code; /* TIDE_OK */
 /* The code of a new message msg. Every failed allocation in tide says "out of memory" (or "out
  * of device memory"), so that wording is the out-of-memory code whatever the caller asked:
  * the dozens of places that report one need no code of their own, and an I/O function that
- * runs out of memory still reports out of memory. Otherwise an explicit code wins; then a
- * message that contains the previous one (an op adding its name to a callee's error) keeps
- * the previous code; the rest are the caller's mistakes. */
+ * runs out of memory still reports out of memory. Otherwise an explicit code wins; then the
+ * wording "internal error" (tide's own bugs) is internal; then a message that contains the
+ * previous one (an op adding its name to a callee's error) keeps the previous code; the rest
+ * are the caller's mistakes. */
 static int classify(int code, const char *msg)
 {
     if (strstr(msg, "out of memory") || strstr(msg, "out of device memory"))
         return TIDE_ERR_OUT_OF_MEMORY;
     if (code != TIDE_OK)
         return code;
+    if (strstr(msg, "internal error"))
+        return TIDE_ERR_INTERNAL;
     if (last_error[0] && last_code != TIDE_OK) {
         char prev[WRAP_MATCH + 1];
         size_t n = strnlen(last_error, WRAP_MATCH);

@@ -134,8 +134,11 @@ static void test_code_rules(void)
     td_error("another op: bad dim 3");
     CHECK(tide_last_error_code() == TIDE_ERR_INVALID_ARGUMENT, "a new message: %d",
           tide_last_error_code());
-    td_error_code(TIDE_ERR_INTERNAL, "x: internal error");
-    CHECK(tide_last_error_code() == TIDE_ERR_INTERNAL, "explicit: %d", tide_last_error_code());
+    td_error("x: internal error: an operand is missing");
+    CHECK(tide_last_error_code() == TIDE_ERR_INTERNAL, "internal wording: %d",
+          tide_last_error_code());
+    td_error_code(TIDE_ERR_UNSUPPORTED, "y: explicit");
+    CHECK(tide_last_error_code() == TIDE_ERR_UNSUPPORTED, "explicit: %d", tide_last_error_code());
     tide_clear_error();
 }
 
