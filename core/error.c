@@ -38,13 +38,12 @@ static int classify(int code, const char *msg)
 }
 
 /* Formats into a local buffer first: callers may pass tide_last_error() itself as an argument. */
-static int set_error(int code, const char *fmt, va_list ap)
+static void set_error(int code, const char *fmt, va_list ap)
 {
     char msg[sizeof last_error];
     vsnprintf(msg, sizeof msg, fmt, ap);
     last_code = classify(code, msg);
     memcpy(last_error, msg, sizeof msg);
-    return -1;
 }
 
 int td_error(const char *fmt, ...)
