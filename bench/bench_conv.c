@@ -129,7 +129,7 @@ static tide_tensor *random_tensor(int64_t a, int64_t b, int64_t c, int64_t d, ui
     tide_tensor *t = tide_empty(4, shape, TIDE_FLOAT32);
     if (!t)
         return NULL;
-    float *p = tide_data_ptr(t);
+    float *p = tide_mutable_data_ptr(t);
     for (int64_t i = 0; i < a * b * c * d; i++) {
         seed = seed * 1664525u + 1013904223u;
         p[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;

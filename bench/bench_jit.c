@@ -319,7 +319,7 @@ static double worst_ulp(tide_tensor *(*op)(const tide_tensor *), int sigmoid, ui
 {
     int64_t chunk = 1 << 22;
     tide_tensor *xt = tide_empty(1, &chunk, TIDE_FLOAT32);
-    float *x = tide_data_ptr(xt);
+    float *x = tide_mutable_data_ptr(xt);
     double worst = 0;
     uint64_t bits = 0, total = (uint64_t)1 << 32;
     while (bits < total) {
@@ -467,7 +467,7 @@ int main(int argc, char **argv)
 
     /* the tanh chain: eager, jit, the SLEEF loop at this tier, a STREAM triad */
     tide_tensor *x = tide_randn(1, &n, TIDE_FLOAT32), *ref_out = tide_empty(1, &n, TIDE_FLOAT32);
-    ref_ctx rc = {tide_data_ptr(ref_out), tide_data_ptr(x), n,
+    ref_ctx rc = {tide_mutable_data_ptr(ref_out), tide_data_ptr(x), n,
                   isa == TD_ISA_AVX512 ? chain_ref_avx512
                   : isa == TD_ISA_AVX2 ? chain_ref_avx2
                                        : chain_ref_baseline};

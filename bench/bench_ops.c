@@ -581,7 +581,7 @@ static tide_tensor *make_input(float (*fill)(int64_t i))
         fprintf(stderr, "bench_ops: tide_empty failed: %s\n", tide_last_error());
         return NULL;
     }
-    float *p = tide_data_ptr(t);
+    float *p = tide_mutable_data_ptr(t);
     if (!p) {
         fprintf(stderr, "bench_ops: tide_empty gave a tensor without host data\n");
         tide_release(t);

@@ -134,12 +134,26 @@ tide_device *td_device_lookup(const char *name, char *why, size_t n)
     return d;
 }
 
+/* Why name gave no device, as a code: a name that is no device's, or an index past the devices
+ * present, is the caller's mistake; a kind with no device here (no driver, no GPU), or one that
+ * failed to open, is unsupported on this machine. */
+static int missing_code(const char *name)
+{
+    char why[8];
+    int k, index;
+    if (!name || parse_name(name, &k, &index, why, sizeof why) < 0)
+        return TIDE_ERR_INVALID_ARGUMENT;
+    int count = kinds[k]->count();
+    return count > 0 && index >= count ? TIDE_ERR_INVALID_ARGUMENT : TIDE_ERR_UNSUPPORTED;
+}
+
 tide_device *td_device_find(const char *op, const char *name)
 {
     char why[512];
     tide_device *d = td_device_lookup(name, why, sizeof why);
     if (!d)
-        td_error("%s: device \"%s\" is not available: %s", op, name ? name : "(null)", why);
+        td_error_code(missing_code(name), "%s: device \"%s\" is not available: %s", op,
+                      name ? name : "(null)", why);
     return d;
 }
 

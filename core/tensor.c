@@ -223,7 +223,8 @@ int64_t tide_numel(const tide_tensor *t) { return t ? td_numel(t->ndim, t->shape
 tide_dtype tide_get_dtype(const tide_tensor *t) { return t ? (tide_dtype)t->dtype : TIDE_FLOAT32; }
 bool tide_is_contiguous(const tide_tensor *t) { return t && td_is_contiguous(t); }
 const char *tide_device_name(const tide_tensor *t) { return t ? t->device->name : NULL; }
-void *tide_data_ptr(const tide_tensor *t) { return t ? td_tensor_data(t) : NULL; }
+const void *tide_data_ptr(const tide_tensor *t) { return t ? td_tensor_data(t) : NULL; }
+void *tide_mutable_data_ptr(tide_tensor *t) { return t ? td_tensor_data(t) : NULL; }
 
 bool tide_shares_storage(const tide_tensor *a, const tide_tensor *b)
 {

@@ -13,6 +13,7 @@
 
 #include "device.h"
 #include "tide.h"
+#include "tide_internal.h" /* the Lua binding's entry points, for their definitions */
 
 /* ---- storage and tensor ------------------------------------------------------------------- */
 
@@ -100,8 +101,14 @@ int td_check_view_shape(const char *op, int ndim, const int64_t *shape, tide_dty
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
-/* Sets this thread's error message. Always returns -1 so callers can `return td_error(...)`. */
+/* Sets this thread's error message. Always returns -1 so callers can `return td_error(...)`.
+ * Its code (tide_last_error_code) is TIDE_ERR_OUT_OF_MEMORY when the message says "out of
+ * memory" or "out of device memory" (the wording every failed allocation uses), TIDE_ERR_INTERNAL
+ * when it says "internal error", the previous code when the message contains the previous
+ * message (a caller adding its name), else TIDE_ERR_INVALID_ARGUMENT. */
 int td_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with a code (a TIDE_ERR_*): I/O, unsupported, internal. "out of memory" still wins. */
+int td_error_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- caching allocator (host memory) ----------------------------------------------------- */
 

@@ -28,6 +28,14 @@ extern "C" {
 #define TIDE_API
 #endif
 
+/* The library's version. CMakeLists.txt reads these three lines for project(VERSION), so the
+ * shared library's version, tide.pc and tideConfigVersion.cmake cannot disagree with them. */
+#define TIDE_VERSION_MAJOR 0
+#define TIDE_VERSION_MINOR 1
+#define TIDE_VERSION_PATCH 0
+/* "MAJOR.MINOR.PATCH" of the library linked at run time (the macros are the header's). */
+TIDE_API const char *tide_version(void);
+
 #define TIDE_MAX_DIMS 8
 /* Pass as the dim of tide_argmax/tide_argmin to reduce over the flattened tensor. */
 #define TIDE_ALL_DIMS INT32_MIN
@@ -45,8 +53,21 @@ typedef enum tide_dtype {
 } tide_dtype;
 
 /* ---- errors ------------------------------------------------------------------------------- */
+/* What kind of failure the last error was, so that a program can act on it without parsing the
+ * message. */
+typedef enum tide_status {
+    TIDE_OK = 0,               /* no error since the thread started or tide_clear_error */
+    TIDE_ERR_INVALID_ARGUMENT, /* the caller's mistake: NULL, a bad dim, shape or dtype, ... */
+    TIDE_ERR_OUT_OF_MEMORY,    /* host or device memory, or the cap of tide_set_memory_limit */
+    TIDE_ERR_UNSUPPORTED,      /* valid, but this build or device cannot do it */
+    TIDE_ERR_IO,               /* a file could not be opened, read or written, or is malformed */
+    TIDE_ERR_INTERNAL          /* a failure inside tide or a device driver */
+} tide_status;
+/* The message and the code of the last error on this thread. A call that succeeds leaves both
+ * as they were: test a function's own result (NULL or -1) first, then ask why. */
 TIDE_API const char *tide_last_error(void); /* "" when no error has happened on this thread */
-TIDE_API void tide_clear_error(void);
+TIDE_API int tide_last_error_code(void);    /* a tide_status; TIDE_OK when there is none */
+TIDE_API void tide_clear_error(void);       /* both: "" and TIDE_OK */
 
 /* ---- dtypes ------------------------------------------------------------------------------- */
 TIDE_API const char *tide_dtype_name(tide_dtype dtype); /* "float32", ...; "invalid" otherwise */
@@ -113,6 +134,9 @@ TIDE_API tide_tensor *tide_wrap(void *data, size_t nbytes, int ndim, const int64
 TIDE_API int tide_to_buffer(const tide_tensor *t, void *dst, size_t dst_bytes);
 /* The single element of a one-element tensor, as a double. 0 or -1. */
 TIDE_API int tide_item(const tide_tensor *t, double *value);
+/* The same as an int64, exact for every int64 (a double is not beyond 2^53). Integer and bool
+ * tensors always have one; a floating one needs a whole value in int64's range. 0 or -1. */
+TIDE_API int tide_item_int64(const tide_tensor *t, int64_t *value);
 
 /* ---- queries (NULL-safe: 0 / NULL / false for a NULL tensor) ------------------------------- */
 TIDE_API int tide_ndim(const tide_tensor *t);
@@ -125,8 +149,12 @@ TIDE_API tide_dtype tide_get_dtype(const tide_tensor *t);
 TIDE_API bool tide_is_contiguous(const tide_tensor *t);
 TIDE_API bool tide_shares_storage(const tide_tensor *a, const tide_tensor *b);
 TIDE_API const char *tide_device_name(const tide_tensor *t);
-/* Host pointer to the first element for tensors on the CPU; NULL elsewhere. */
-TIDE_API void *tide_data_ptr(const tide_tensor *t);
+/* Host pointer to the first element for tensors on the CPU; NULL elsewhere (another device,
+ * or a placeholder during a jit capture). Elements are at the tensor's strides from there. */
+TIDE_API const void *tide_data_ptr(const tide_tensor *t);
+/* The same, for writing the elements in place. Views share them: a write shows in every tensor
+ * sharing t's storage. */
+TIDE_API void *tide_mutable_data_ptr(tide_tensor *t);
 
 /* ---- elementwise unary -------------------------------------------------------------------- */
 /* Integer and bool inputs of exp/log/sqrt/rsqrt/sin/cos/tanh/sigmoid/reciprocal give float32. */
@@ -412,22 +440,15 @@ typedef struct tide_jit_stats {
     int64_t compiles, hits, misses, breaks, fallbacks;
     double compile_ms;
 } tide_jit_stats;
-/* Trace sessions (what tide.jit uses): ops are recorded; a read of tensor data (tide_item,
- * tide_to_buffer) is a graph break: the pending segment is compiled (or found in the cache) and
- * run, then recording goes on. Every tensor a segment reads from outside is a runtime argument.
- * stats (may be NULL) is updated; where(ctx), if given, names the caller's source line for
- * TIDE_LOG=jit. tide_jit_trace_end runs what is pending and stops. 0 or -1. */
+/* Trace sessions (what tide.jit uses; its other hooks are in core/tide_internal.h): ops are
+ * recorded; a read of tensor data (tide_item, tide_to_buffer) is a graph break: the pending
+ * segment is compiled (or found in the cache) and run, then recording goes on. Every tensor a
+ * segment reads from outside is a runtime argument. stats (may be NULL) is updated; where(ctx),
+ * if given, names the caller's source line for TIDE_LOG=jit. tide_jit_trace_end runs what is
+ * pending and stops. 0 or -1. */
 TIDE_API int tide_jit_trace_begin(tide_jit_stats *stats, const char *(*where)(void *ctx),
                                   void *ctx);
 TIDE_API int tide_jit_trace_end(void);
-/* fn(ctx) is called at each graph break of the current session before the pending segment is
- * compiled (Lua collects garbage there, so dead temporaries do not become results). */
-TIDE_API void tide_jit_trace_on_break(void (*fn)(void *ctx), void *ctx);
-/* Runs what is pending now (a graph break without a read). 0 or -1. */
-TIDE_API int tide_jit_trace_flush(void);
-TIDE_API bool tide_jit_is_tracing(void);
-/* Counts a fallback to eager (in stats, if given, and in the process's counts). */
-TIDE_API void tide_jit_note_fallback(tide_jit_stats *stats);
 TIDE_API void tide_jit_global_stats(tide_jit_stats *stats);
 /* A traced function's fallback (what tide.jit keeps per function): before each call,
  * tide_jit_function_admit(f, args, nargs, other, where) returns 1 when the call is to be traced
@@ -443,7 +464,9 @@ TIDE_API int tide_jit_function_admit(tide_jit_function *f, tide_tensor *const *a
                                      uint64_t other, const char *where);
 TIDE_API tide_jit_stats *tide_jit_function_stats(tide_jit_function *f);
 TIDE_API bool tide_jit_function_is_eager(const tide_jit_function *f);
-/* Frees every compiled graph in the cache (no tide_graph may be alive). */
+/* Drops the compiled plans the cache holds (later captures and traces compile again). A live
+ * tide_graph keeps its own plan, freed with the graph, so graphs still run. Safe while other
+ * threads run ops and graphs. */
 TIDE_API void tide_jit_cache_clear(void);
 
 /* ---- devices ------------------------------------------------------------------------------ */

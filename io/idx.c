@@ -226,7 +226,7 @@ tide_tensor *tide_load_idx(const char *path)
         goto done;
     }
     if (numel)
-        convert(tide_data_ptr(t), data, (size_t)numel, idx_types[type].code);
+        convert(tide_mutable_data_ptr(t), data, (size_t)numel, idx_types[type].code);
 done:
     free(data);
     gzclose(gz);

@@ -28,8 +28,13 @@ typedef struct td_io_ctx {
     const char *path; /* as the caller gave it */
 } td_io_ctx;
 
-/* Sets tide_last_error() to "op: path: <message>". Always returns -1. */
+/* Sets tide_last_error() to "op: path: <message>", code TIDE_ERR_IO (TIDE_ERR_OUT_OF_MEMORY
+ * when the message says "out of memory"). Always returns -1. */
 int td_io_error(const td_io_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same with another code: TIDE_ERR_INVALID_ARGUMENT for what a saver's caller passed,
+ * TIDE_ERR_UNSUPPORTED for a valid file tide does not read (a dtype, a version). */
+int td_io_error_code(const td_io_ctx *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Checks the path argument itself (NULL or empty), before anything names it in a message. */
 int td_io_check_path(const char *op, const char *path);
 

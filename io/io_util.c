@@ -12,16 +12,31 @@
 
 #include "io_internal.h"
 
-int td_io_error(const td_io_ctx *c, const char *fmt, ...)
+static int io_fail(const td_io_ctx *c, int code, const char *fmt, va_list ap)
 {
     char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     char path[160];
     td_io_quote(path, sizeof path, c->path, strlen(c->path));
-    return td_error("%s: %s: %s", c->op, path, msg);
+    return td_error_code(code, "%s: %s: %s", c->op, path, msg);
+}
+
+int td_io_error(const td_io_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    io_fail(c, TIDE_ERR_IO, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int td_io_error_code(const td_io_ctx *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    io_fail(c, code, fmt, ap);
+    va_end(ap);
+    return -1;
 }
 
 int td_io_check_path(const char *op, const char *path)
@@ -66,7 +81,8 @@ static FILE *stream_of(const td_io_ctx *c, int fd, const char *mode)
     else
         f = fdopen(fd, mode);
     if (!f) {
-        td_io_error(c, "cannot open: %s", strerror(errno));
+        td_io_error_code(c, errno == ENOMEM ? TIDE_ERR_OUT_OF_MEMORY : TIDE_ERR_IO,
+                         "cannot open: %s", strerror(errno));
         close(fd);
     }
     return f;

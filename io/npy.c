@@ -278,15 +278,16 @@ tide_tensor *tide_load_npy(const char *path)
     bool swap = false;
     int dt = npy_dtype_of(h.descr, &swap);
     if (dt < 0) {
-        td_io_error(&ctx, "unsupported dtype '%s' (tide reads <f4, <f8, <i4, <i8, |u1 and |b1, "
-                    "and their big-endian forms)", h.descr);
+        td_io_error_code(&ctx, TIDE_ERR_UNSUPPORTED, "unsupported dtype '%s' (tide reads <f4, <f8, "
+                         "<i4, <i8, |u1 and |b1, and their big-endian forms)", h.descr);
         goto done;
     }
     char s[160];
     td_io_shape_str(s, sizeof s, h.ndim, h.shape);
     if (h.fortran_order) {
-        td_io_error(&ctx, "fortran_order is True (column-major data of shape %s); tide reads "
-                    "C-order arrays only: save np.ascontiguousarray(a)", s);
+        td_io_error_code(&ctx, TIDE_ERR_UNSUPPORTED, "fortran_order is True (column-major data of "
+                         "shape %s); tide reads C-order arrays only: save "
+                         "np.ascontiguousarray(a)", s);
         goto done;
     }
     uint64_t numel = 1, esize = tide_dtype_size((tide_dtype)dt);
@@ -324,15 +325,16 @@ tide_tensor *tide_load_npy(const char *path)
         td_io_error(&ctx, "%s", tide_last_error());
         goto done;
     }
-    if (nbytes && td_io_read_exact(&ctx, f, tide_data_ptr(t), (size_t)nbytes, "the data") < 0) {
+    if (nbytes &&
+        td_io_read_exact(&ctx, f, tide_mutable_data_ptr(t), (size_t)nbytes, "the data") < 0) {
         tide_release(t);
         t = NULL;
         goto done;
     }
     if (swap)
-        td_io_swap_bytes(tide_data_ptr(t), (size_t)numel, (size_t)esize);
+        td_io_swap_bytes(tide_mutable_data_ptr(t), (size_t)numel, (size_t)esize);
     if (dt == TIDE_BOOL)
-        td_io_normalize_bools(tide_data_ptr(t), (size_t)nbytes);
+        td_io_normalize_bools(tide_mutable_data_ptr(t), (size_t)nbytes);
 done:
     free(text);
     fclose(f);
@@ -347,13 +349,13 @@ int tide_save_npy(const char *path, const tide_tensor *t)
         return -1;
     td_io_ctx ctx = {"save_npy", path};
     if (!t)
-        return td_io_error(&ctx, "tensor is NULL");
+        return td_io_error_code(&ctx, TIDE_ERR_INVALID_ARGUMENT, "tensor is NULL");
     const char *descr = NULL;
     for (int i = 0; i < NPY_NDTYPES; i++)
         if (npy_dtypes[i].dtype == tide_get_dtype(t))
             descr = npy_dtypes[i].descr;
     if (!descr)
-        return td_io_error(&ctx, "tensor has an invalid dtype");
+        return td_io_error_code(&ctx, TIDE_ERR_INVALID_ARGUMENT, "tensor has an invalid dtype");
     int ndim = tide_ndim(t);
     td_io_buf b = {0};
     td_io_buf_printf(&b, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);

@@ -100,8 +100,8 @@ static int parse_dtype(st_header *h, st_entry *e)
     for (size_t i = 0; i < sizeof st_unsupported / sizeof st_unsupported[0]; i++)
         known |= strcmp(s, st_unsupported[i]) == 0;
     if (known)
-        td_io_error(h->ctx, "tensor '%s' has unsupported dtype %s (tide reads F32, F64, I32, I64, "
-                    "U8 and BOOL)", q, d);
+        td_io_error_code(h->ctx, TIDE_ERR_UNSUPPORTED, "tensor '%s' has unsupported dtype %s (tide "
+                         "reads F32, F64, I32, I64, U8 and BOOL)", q, d);
     else
         td_io_error(h->ctx, "tensor '%s' has unknown dtype '%s'", q, d);
     free(s);
@@ -469,12 +469,12 @@ static tide_tensor_dict *read_tensors(st_header *h, FILE *f, st_entry **sorted)
         d->count++;
         size_t nbytes = (size_t)(e->end - e->begin);
         snprintf(what, sizeof what, "tensor '%s'", q);
-        if (nbytes && td_io_read_exact(h->ctx, f, tide_data_ptr(t), nbytes, what) < 0) {
+        if (nbytes && td_io_read_exact(h->ctx, f, tide_mutable_data_ptr(t), nbytes, what) < 0) {
             tide_tensor_dict_free(d);
             return NULL;
         }
         if (st_dtypes[e->dt].dtype == TIDE_BOOL)
-            td_io_normalize_bools(tide_data_ptr(t), nbytes);
+            td_io_normalize_bools(tide_mutable_data_ptr(t), nbytes);
     }
     return d;
 }
@@ -571,9 +571,10 @@ static int cmp_items(const void *pa, const void *pb)
 static int check_string(const td_io_ctx *c, const char *s, const char *what, int i)
 {
     if (!s)
-        return td_io_error(c, "%s %d is NULL", what, i);
+        return td_io_error_code(c, TIDE_ERR_INVALID_ARGUMENT, "%s %d is NULL", what, i);
     if (!td_io_utf8_valid(s, strlen(s)))
-        return td_io_error(c, "%s %d is not valid UTF-8", what, i);
+        return td_io_error_code(c, TIDE_ERR_INVALID_ARGUMENT, "%s %d is not valid UTF-8", what,
+                                    i);
     return 0;
 }
 
@@ -587,14 +588,17 @@ static int check_save_args(const td_io_ctx *c, const char *const *names,
         char q[80];
         qname(q, sizeof q, names[i]);
         if (strcmp(names[i], "__metadata__") == 0)
-            return td_io_error(c, "name %d is \"__metadata__\", which the format reserves", i);
+            return td_io_error_code(c, TIDE_ERR_INVALID_ARGUMENT,
+                                    "name %d is \"__metadata__\", which the format reserves", i);
         if (!tensors[i])
-            return td_io_error(c, "tensor %d ('%s') is NULL", i, q);
+            return td_io_error_code(c, TIDE_ERR_INVALID_ARGUMENT, "tensor %d ('%s') is NULL", i,
+                                    q);
         items[i].name = names[i];
         items[i].t = tensors[i];
         items[i].dt = st_index_of(tide_get_dtype(tensors[i]));
         if (items[i].dt < 0)
-            return td_io_error(c, "tensor %d ('%s') has an invalid dtype", i, q);
+            return td_io_error_code(c, TIDE_ERR_INVALID_ARGUMENT,
+                                    "tensor %d ('%s') has an invalid dtype", i, q);
     }
     for (int i = 0; i < 2 * nmetadata; i++)
         if (check_string(c, metadata[i], i % 2 ? "metadata value" : "metadata key", i / 2) < 0)
@@ -609,11 +613,13 @@ static int check_save_args(const td_io_ctx *c, const char *const *names,
     const char *dup = find_duplicate(tmp, n, &oom);
     int rc = 0;
     if (dup)
-        rc = td_io_error(c, "duplicate tensor name '%s'", qname(q, sizeof q, dup));
+        rc = td_io_error_code(c, TIDE_ERR_INVALID_ARGUMENT, "duplicate tensor name '%s'",
+                              qname(q, sizeof q, dup));
     for (int i = 0; rc == 0 && i < nmetadata; i++)
         tmp[i] = (char *)metadata[2 * i];
     if (rc == 0 && (dup = find_duplicate(tmp, nmetadata, &oom)) != NULL)
-        rc = td_io_error(c, "duplicate metadata key '%s'", qname(q, sizeof q, dup));
+        rc = td_io_error_code(c, TIDE_ERR_INVALID_ARGUMENT, "duplicate metadata key '%s'",
+                              qname(q, sizeof q, dup));
     if (rc == 0 && oom)
         rc = td_io_error(c, "out of memory");
     free(tmp);
@@ -661,13 +667,16 @@ int tide_save_safetensors(const char *path, const char *const *names, tide_tenso
         return -1;
     td_io_ctx ctx = {"save_safetensors", path};
     if (n < 0)
-        return td_io_error(&ctx, "%d tensors requested", n);
+        return td_io_error_code(&ctx, TIDE_ERR_INVALID_ARGUMENT, "%d tensors requested", n);
     if (n > 0 && (!names || !tensors))
-        return td_io_error(&ctx, "%s is NULL for %d tensors", names ? "tensors" : "names", n);
+        return td_io_error_code(&ctx, TIDE_ERR_INVALID_ARGUMENT, "%s is NULL for %d tensors",
+                                names ? "tensors" : "names", n);
     if (nmetadata < 0)
-        return td_io_error(&ctx, "%d metadata entries requested", nmetadata);
+        return td_io_error_code(&ctx, TIDE_ERR_INVALID_ARGUMENT, "%d metadata entries requested",
+                                nmetadata);
     if (nmetadata > 0 && !metadata)
-        return td_io_error(&ctx, "metadata is NULL for %d entries", nmetadata);
+        return td_io_error_code(&ctx, TIDE_ERR_INVALID_ARGUMENT, "metadata is NULL for %d entries",
+                                nmetadata);
     st_item *items = td_malloc((size_t)(n ? n : 1) * sizeof *items);
     if (!items)
         return td_io_error(&ctx, "out of memory");

@@ -22,6 +22,7 @@
 #include <lua.h>
 
 #include "tide.h"
+#include "tide_internal.h" /* the trace-session hooks tide.jit needs */
 
 #define LT_METATABLE "tide.tensor" /* registry key of the tensor metatable */
 #define LT_METHODS "tide.methods"  /* registry key of the method table */

@@ -282,3 +282,32 @@ int tide_item(const tide_tensor *t, double *value)
     tide_release(d);
     return rc;
 }
+
+/* Integer and bool tensors are cast to int64 (exact); a floating item is read as a double and
+ * must be a whole number in [-2^63, 2^63), which a double represents exactly. */
+int tide_item_int64(const tide_tensor *t, int64_t *value)
+{
+    if (td_check_tensor("item_int64", "tensor", t) < 0)
+        return -1;
+    if (!value)
+        return td_error("item_int64: value is NULL");
+    if (td_numel(t->ndim, t->shape) != 1) {
+        char s[160];
+        return td_error("item_int64: only a one-element tensor has an item; this one has shape %s",
+                        td_shape_str(s, sizeof s, t->ndim, t->shape));
+    }
+    if (tide_dtype_is_floating((tide_dtype)t->dtype)) {
+        double v;
+        if (tide_item(t, &v) < 0)
+            return -1;
+        if (!(v >= -0x1p63 && v < 0x1p63) || v != (double)(int64_t)v)
+            return td_error("item_int64: the %s item %.17g is not an int64 (a whole number in "
+                            "[-2^63, 2^63))", tide_dtype_name((tide_dtype)t->dtype), v);
+        *value = (int64_t)v;
+        return 0;
+    }
+    tide_tensor *d = tide_cast(t, TIDE_INT64);
+    int rc = d ? tide_to_buffer(d, value, sizeof *value) : -1;
+    tide_release(d);
+    return rc;
+}

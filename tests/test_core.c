@@ -43,7 +43,7 @@ static void test_allocator(void)
     /* A tensor's memory goes back to the cache on release, and is reused. */
     int64_t shape[1] = {100000};
     tide_tensor *t = tide_zeros(1, shape, TIDE_FLOAT32);
-    void *data = tide_data_ptr(t);
+    const void *data = tide_data_ptr(t);
     tide_release(t);
     t = tide_ones(1, shape, TIDE_FLOAT32);
     CHECK(tide_data_ptr(t) == data, "a released tensor's block was not reused");

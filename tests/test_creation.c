@@ -413,9 +413,9 @@ static void test_read_back_and_queries(void)
     /* data_ptr of a view points at its first element */
     tide_tensor *sl = tide_slice(x, 2, 1, 4, 2);
     CHECK(sl && tide_offset(sl) == 1 &&
-              (char *)tide_data_ptr(sl) == (char *)tide_data_ptr(x) + 1 * sizeof(double),
+              (const char *)tide_data_ptr(sl) == (const char *)tide_data_ptr(x) + 1 * sizeof(double),
           "data_ptr of x[:, :, 1::2]");
-    CHECK(sl && *(double *)tide_data_ptr(sl) == 1.5, "first element through data_ptr");
+    CHECK(sl && *(const double *)tide_data_ptr(sl) == 1.5, "first element through data_ptr");
 
     /* to_buffer of a non-contiguous view is row-major in logical order */
     tide_tensor *t = tide_transpose(sl, 0, 2); /* [2,3,2] */

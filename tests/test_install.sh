@@ -32,6 +32,17 @@ for f in "$libdir/libtide.so" "$libdir/libtide.a" "$libdir/libtide_tcc.a" \
          "$prefix/lib/lua/5.4/tide.so"; do
   if [ -e "$f" ]; then ok "installed ${f#$prefix/}"; else bad "missing ${f#$prefix/}"; fi
 done
+# The public header is tide.h alone (core/tide_internal.h is the Lua binding's).
+extra_headers=$(cd "$prefix/include" && ls | grep -v '^tide\.h$')
+if [ -z "$extra_headers" ]; then ok "include/ holds tide.h only"
+else bad "include/ also holds: $extra_headers"; fi
+# pkg-config's and CMake's version are the header's.
+hdr_version=$(sed -n 's/^#define TIDE_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' "$prefix/include/tide.h" |
+              paste -sd.)
+if grep -q "^Version: $hdr_version\$" "$libdir/pkgconfig/tide.pc" &&
+   grep -q "PACKAGE_VERSION \"$hdr_version\"" "$libdir/cmake/tide/tideConfigVersion.cmake"; then
+  ok "tide.pc and tideConfigVersion.cmake say $hdr_version, as tide.h"
+else bad "tide.pc or tideConfigVersion.cmake disagree with tide.h's $hdr_version"; fi
 if [ -d "$src/lua/tide" ]; then
   for f in $(cd "$src/lua" && find tide -name '*.lua'); do
     if [ -e "$prefix/share/lua/5.4/$f" ]; then ok "installed share/lua/5.4/$f"
@@ -58,11 +69,19 @@ int main(void)
     tide_set_memory_limit(1 << 20); /* 1 MiB: a 4 MiB tensor must fail with a clear error */
     int64_t big[1] = {1 << 20};
     tide_tensor *z = tide_zeros(1, big, TIDE_FLOAT32);
-    if (z || !strstr(tide_last_error(), "out of memory")) {
+    if (z || !strstr(tide_last_error(), "out of memory") ||
+        tide_last_error_code() != TIDE_ERR_OUT_OF_MEMORY) {
         fprintf(stderr, "the memory cap did not hold: %s\n", tide_last_error());
         return 1;
     }
     tide_set_memory_limit(0);
+    char version[32];
+    snprintf(version, sizeof version, "%d.%d.%d", TIDE_VERSION_MAJOR, TIDE_VERSION_MINOR,
+             TIDE_VERSION_PATCH);
+    if (strcmp(version, tide_version()) != 0) {
+        fprintf(stderr, "header version %s, library version %s\n", version, tide_version());
+        return 1;
+    }
     tide_release(s); tide_release(y); tide_release(x);
     tide_shutdown();
     printf("hello from tide: %g\n", v);

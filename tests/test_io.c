@@ -510,8 +510,8 @@ static void test_safetensors_reads_other_writers(void)
     ref_check_tensor("e0", tide_tensor_dict_find(d, "e0"), TIDE_BOOL, 1, &s0, NULL, 0);
     tide_tensor *flag = tide_tensor_dict_find(d, "flag");
     ref_check_tensor("flag", flag, TIDE_BOOL, 1, &s3, wflag, 0);
-    CHECK(flag && ((uint8_t *)tide_data_ptr(flag))[1] == 1 &&
-              ((uint8_t *)tide_data_ptr(flag))[2] == 1,
+    CHECK(flag && ((const uint8_t *)tide_data_ptr(flag))[1] == 1 &&
+              ((const uint8_t *)tide_data_ptr(flag))[2] == 1,
           "bools stored as 2 and 255 read as 1");
     CHECK(tide_tensor_dict_metadata_count(d) == 1 &&
               strcmp(tide_tensor_dict_metadata_key(d, 0), "a/b") == 0 &&
@@ -995,7 +995,7 @@ static void test_npy_reads_other_writers(void)
     t = tide_load_npy(write_npy("b1.npy", 1, "{'descr': '|b1', 'fortran_order': False, 'shape': "
                                              "(3,), }", bools, 3));
     ref_check_tensor("bools stored as 7 read as 1", t, TIDE_BOOL, 1, &s3, w_b, 0);
-    CHECK(t && ((uint8_t *)tide_data_ptr(t))[1] == 1, "bool byte normalized");
+    CHECK(t && ((const uint8_t *)tide_data_ptr(t))[1] == 1, "bool byte normalized");
     tide_release(t);
 }
 

@@ -353,7 +353,8 @@ static void test_reference(void)
     tide_jit_begin(in, 3);
     tide_tensor *y = f_chain(in);
     tide_graph *g = tide_jit_end(&y, 1);
-    float *xv = tide_data_ptr(x), *bv = tide_data_ptr(b), *yv = malloc(sizeof(float) * 5000);
+    const float *xv = tide_data_ptr(x), *bv = tide_data_ptr(b);
+    float *yv = malloc(sizeof(float) * 5000);
     tide_to_buffer(y, yv, sizeof(float) * 5000);
     double worst = 0;
     for (int i = 0; i < 5000; i++) {
@@ -368,7 +369,8 @@ static void test_reference(void)
     tide_jit_trace_begin(NULL, NULL, NULL);
     tide_tensor *p = tide_softmax(s, 1);
     tide_jit_trace_end();
-    float *sv = tide_data_ptr(s), pv[5000];
+    const float *sv = tide_data_ptr(s);
+    float pv[5000];
     tide_to_buffer(p, pv, sizeof pv);
     worst = 0;
     for (int r = 0; r < 10; r++) {

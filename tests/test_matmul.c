@@ -608,7 +608,7 @@ static int child_forced_core(void)
         tide_tensor *a = tide_randn(2, (int64_t[]){n, n}, TIDE_FLOAT64);
         tide_tensor *b = tide_randn(2, (int64_t[]){n, n + 3}, TIDE_FLOAT64);
         tide_tensor *c = tide_matmul(a, b);
-        double *av = tide_data_ptr(a), *bv = tide_data_ptr(b), *cv = c ? tide_data_ptr(c) : NULL;
+        const double *av = tide_data_ptr(a), *bv = tide_data_ptr(b), *cv = c ? tide_data_ptr(c) : NULL;
         double worst = cv ? 0 : 1;
         for (int64_t i = 0; cv && i < n; i++)
             for (int64_t j = 0; j < n + 3; j++) {

@@ -100,7 +100,7 @@ static int cpu_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *
         return td_cpu_random(out, (int)a->ints[0], (uint64_t)a->ints[1], (uint64_t)a->ints[2],
                              a->values[0], a->values[1]);
     default:
-        return td_error("cpu: no kernel for op %s", tide_op_name(op));
+        return td_error_code(TIDE_ERR_UNSUPPORTED, "cpu: no kernel for op %s", tide_op_name(op));
     }
 }
 

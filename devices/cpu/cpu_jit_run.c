@@ -61,7 +61,7 @@ typedef struct epilogue_run {
     const jit_node *p;
     tide_tensor *in0, *in1, *out;
     int64_t nbatch, units, unit_elems, block_units, blocks_per_matrix;
-    int failed; /* atomic */
+    int failed; /* atomic: the tide_status of a failed block (its thread's code), 0 while none */
 } epilogue_run;
 
 /* Rows [r0, r1) of matrix `batch` of a [..., rows, cols] tensor whose batch dims broadcast to
@@ -135,6 +135,13 @@ static void block_rows(const epilogue_run *er, int64_t b, int64_t *batch, int64_
     *u1 = *u0 + er->block_units < er->units ? *u0 + er->block_units : er->units;
 }
 
+/* The code of a block that failed on this thread (never TIDE_OK, which reads as no failure). */
+static int block_failure(void)
+{
+    int code = tide_last_error_code();
+    return code != TIDE_OK ? code : TIDE_ERR_INTERNAL;
+}
+
 /* Blocks [begin, end): one product call each, then the group over it. */
 static void epilogue_range(void *ctx, int64_t begin, int64_t end)
 {
@@ -143,7 +150,7 @@ static void epilogue_range(void *ctx, int64_t begin, int64_t end)
         int64_t batch, u0, u1;
         block_rows(er, b, &batch, &u0, &u1);
         if (run_product_block(er, batch, u0, u1) < 0) {
-            __atomic_store_n(&er->failed, 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&er->failed, block_failure(), __ATOMIC_RELAXED);
             return;
         }
         group_inside(er, (batch * er->units + u0) * er->unit_elems,
@@ -193,7 +200,7 @@ static int run_epilogue(const jit_plan *c, const jit_group *g, void **args, tide
     int64_t nblocks = er.nbatch * er.blocks_per_matrix;
     if (nblocks == 1) { /* one call: the product (cut by the device as it likes), then the group */
         if (run_product_block(&er, 0, 0, er.units) < 0)
-            er.failed = 1;
+            er.failed = block_failure();
         else
             group_all(&er.gr);
     } else {
@@ -204,10 +211,13 @@ static int run_epilogue(const jit_plan *c, const jit_group *g, void **args, tide
     }
     if (__atomic_load_n(&er.gr.failed, __ATOMIC_RELAXED))
         return scratch_error(g);
-    if (__atomic_load_n(&er.failed, __ATOMIC_RELAXED)) {
+    int code = __atomic_load_n(&er.failed, __ATOMIC_RELAXED);
+    if (code) { /* the message stays on the thread that failed; its code comes here */
         char shape[96];
-        return td_error("jit: the %s %s fused with its epilogue failed", tide_op_name(p->op),
-                        td_shape_str(shape, sizeof shape, p->ndim, p->shape));
+        return td_error_code(code, "jit: the %s %s fused with its epilogue failed%s",
+                             tide_op_name(p->op),
+                             td_shape_str(shape, sizeof shape, p->ndim, p->shape),
+                             code == TIDE_ERR_OUT_OF_MEMORY ? ": out of memory" : "");
     }
     return 0;
 }

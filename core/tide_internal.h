@@ -1,0 +1,29 @@
+/*
+ * tide_internal.h — entry points of libtide for tide's own Lua binding (lua/) and jit/, not for
+ * applications: hooks of a trace session that tide.jit needs. Not installed; the names stay
+ * exported (TIDE_API) so that a binding linked against libtide.so finds them. The rest of the
+ * trace-session API (tide_jit_trace_begin/end, tide_jit_function_*) is public, in tide.h.
+ */
+#ifndef TIDE_INTERNAL_H
+#define TIDE_INTERNAL_H
+
+#include "tide.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* fn(ctx) is called at each graph break of the current session before the pending segment is
+ * compiled (Lua collects garbage there, so dead temporaries do not become results). */
+TIDE_API void tide_jit_trace_on_break(void (*fn)(void *ctx), void *ctx);
+/* Runs what is pending now (a graph break without a read). 0 or -1. */
+TIDE_API int tide_jit_trace_flush(void);
+/* Whether this thread is in a trace session (tide.jit's function running). */
+TIDE_API bool tide_jit_is_tracing(void);
+/* Counts a fallback to eager (in stats, if given, and in the process's counts). */
+TIDE_API void tide_jit_note_fallback(tide_jit_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIDE_INTERNAL_H */
