@@ -156,7 +156,8 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
     if (!c->nodes || !c->alias || !c->consts || !c->outputs)
         goto oom;
     memcpy(c->nodes, nodes, sizeof *c->nodes * (size_t)n);
-    c->device = tide_cpu_device(); /* a segment's ops are on one device (trace.c) */
+    /* a segment's ops are on one device (trace.c); one of only outside tensors runs nothing */
+    c->device = n > 0 ? nodes[0].device : tide_cpu_device();
     for (int i = 0; i < n; i++) {
         c->nodes[i].stub = NULL;
         c->alias[i] = i;

@@ -218,10 +218,10 @@ static tide_tensor *run_eager(tide_op op, const td_meta *meta, tide_tensor *dst,
 static bool side_op(const jit_trace *tr, const td_meta *meta, const tide_tensor *dst,
                     tide_tensor *const *in, int nin, const tide_tensor *out_view)
 {
-    if (dst || out_view || meta->ndim != 0 || meta->device != tide_cpu_device())
+    if (dst || out_view || meta->ndim != 0 || !meta->device->host_buffers)
         return false;
     for (int i = 0; i < nin; i++) {
-        if (in[i]->trace_node || in[i]->ndim != 0 || in[i]->device != tide_cpu_device())
+        if (in[i]->trace_node || in[i]->ndim != 0 || !in[i]->device->host_buffers)
             return false;
         for (int k = 0; k < tr->nwstor; k++)
             if (tr->b.wstor[k] == in[i]->storage)
@@ -264,7 +264,13 @@ tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_ten
     }
     if (!traceable(tr, op, meta, nin)) {
         if (tr->capture) {
-            td_error("jit: %s with %d inputs cannot be captured", tide_op_name(op), nin);
+            const char *why = op == TIDE_OP_TO ? "a copy between devices is not captured"
+                              : nin > JIT_MAX_IN ? "it has more inputs than a node holds"
+                              : meta->device != tide_cpu_device()
+                                  ? "a captured graph runs on the cpu (tide_graph_run)"
+                                  : "its device runs no fusion groups";
+            td_error("jit: %s with %d inputs on %s cannot be captured: %s", tide_op_name(op), nin,
+                     meta->device->name, why);
             return NULL;
         }
         /* a graph break: run what is pending, then this op eagerly */
