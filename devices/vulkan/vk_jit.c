@@ -9,9 +9,11 @@
  * and the pipeline goes through the device's VkPipelineCache, which is loaded from and saved to
  * disk together with the SPIR-V of each shader, so a second process compiles nothing.
  *
- * A group the renderer does not take (row groups with reductions, uint8/bool/64-bit values in
- * memory, more than 8 tensors to bind, integer ops the shaders lack) runs its members one by one
- * through the eager shaders (td_vk_run), as it would without the jit: always correct.
+ * A row group (elementwise members into float32 reductions over rows of up to 32768 elements:
+ * softmax) is one shader too, a workgroup per row (emit_rows). A group the renderer does not
+ * take (integer reductions, uint8/bool/64-bit values in memory, more than 8 tensors to bind,
+ * integer ops the shaders lack) runs its members one by one through the eager shaders
+ * (td_vk_run), as it would without the jit: always correct.
  */
 #include <stdarg.h>
 #include <stdio.h>
