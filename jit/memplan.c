@@ -123,7 +123,8 @@ int jit_plan_memory(jit_compiled *c, const char *is_output)
         if (first[i] < 0 || is_output[i] || c->nodes[i].kind != JN_OP)
             continue;
         int64_t bytes = jit_numel(&c->nodes[i]) * (int64_t)td_dtype_sizes[c->nodes[i].dtype];
-        req[nreq++] = (buf_req){i, (bytes + 63) / 64 * 64, first[i], last[i] < first[i] ? first[i] : last[i]};
+        req[nreq++] = (buf_req){i, (bytes + 63) / 64 * 64, first[i],
+                                last[i] < first[i] ? first[i] : last[i]};
     }
     qsort(req, (size_t)nreq, sizeof *req, cmp_req);
     int64_t top = place_buffers(c, req, nreq);
