@@ -136,14 +136,12 @@ static void convert(void *dst, const uint8_t *src, size_t n, int code)
     }
 }
 
-tide_tensor *tide_load_idx(const char *path)
+/* The file through zlib, which reads plain and gzipped files alike. Opened with stdio first:
+ * gzopen's errors do not say why a file cannot be opened. NULL with the error set. */
+static gzFile open_gz(const td_io_ctx *ctx)
 {
-    if (td_io_check_path("load_idx", path) < 0)
-        return NULL;
-    td_io_ctx ctx = {"load_idx", path};
-    /* Open with stdio first: gzopen's errors do not say why a file cannot be opened. */
     uint64_t size;
-    FILE *f = td_io_open_read(&ctx, &size);
+    FILE *f = td_io_open_read(ctx, &size);
     if (!f)
         return NULL;
     int fd = dup(fileno(f));
@@ -152,59 +150,74 @@ tide_tensor *tide_load_idx(const char *path)
     if (!gz) {
         if (fd >= 0)
             close(fd);
-        td_io_error(&ctx, "cannot open: %s", fd < 0 ? strerror(errno) : "out of memory");
+        td_io_error(ctx, "cannot open: %s", fd < 0 ? strerror(errno) : "out of memory");
         return NULL;
     }
     gzbuffer(gz, 1 << 17);
-    tide_tensor *t = NULL;
-    uint8_t *data = NULL;
+    return gz;
+}
+
+/* The magic number (two zero bytes, a type code, the dim count) and the big-endian dims:
+ * *type indexes idx_types; *numel saturates just past IDX_MAX_BYTES. 0, or -1 with the error
+ * set. */
+static int read_header(const td_io_ctx *ctx, gzFile gz, int *type, int *ndim, int64_t *shape,
+                       uint64_t *numel)
+{
     uint8_t head[4 + 4 * TIDE_MAX_DIMS];
-    int64_t r = gz_read_some(&ctx, gz, head, 4, "the magic number");
+    int64_t r = gz_read_some(ctx, gz, head, 4, "the magic number");
     if (r < 0)
-        goto done;
-    if (r < 4) {
-        td_io_error(&ctx, "file has %lld bytes, too few for an IDX magic number", (long long)r);
-        goto done;
-    }
-    if (head[0] != 0 || head[1] != 0) {
-        td_io_error(&ctx, "not an IDX file: the magic number %02x%02x%02x%02x does not start "
-                    "with two zero bytes", head[0], head[1], head[2], head[3]);
-        goto done;
-    }
-    int type = -1;
+        return -1;
+    if (r < 4)
+        return td_io_error(ctx, "file has %lld bytes, too few for an IDX magic number",
+                           (long long)r);
+    if (head[0] != 0 || head[1] != 0)
+        return td_io_error(ctx, "not an IDX file: the magic number %02x%02x%02x%02x does not "
+                           "start with two zero bytes", head[0], head[1], head[2], head[3]);
+    *type = -1;
     for (int i = 0; i < (int)(sizeof idx_types / sizeof idx_types[0]); i++)
         if (idx_types[i].code == head[2])
-            type = i;
-    if (type < 0) {
-        td_io_error(&ctx, "unknown IDX type code 0x%02x (known: 0x08 0x09 0x0B 0x0C 0x0D 0x0E)",
-                    head[2]);
-        goto done;
-    }
-    int ndim = head[3];
-    if (ndim > TIDE_MAX_DIMS) {
-        td_io_error(&ctx, "IDX header declares %d dims; tide tensors have at most %d", ndim,
-                    TIDE_MAX_DIMS);
-        goto done;
-    }
-    r = gz_read_some(&ctx, gz, head + 4, 4 * (size_t)ndim, "the dims");
+            *type = i;
+    if (*type < 0)
+        return td_io_error(ctx, "unknown IDX type code 0x%02x (known: 0x08 0x09 0x0B 0x0C 0x0D "
+                           "0x0E)", head[2]);
+    *ndim = head[3];
+    if (*ndim > TIDE_MAX_DIMS)
+        return td_io_error(ctx, "IDX header declares %d dims; tide tensors have at most %d",
+                           *ndim, TIDE_MAX_DIMS);
+    r = gz_read_some(ctx, gz, head + 4, 4 * (size_t)*ndim, "the dims");
     if (r < 0)
-        goto done;
-    if (r < 4 * ndim) {
-        td_io_error(&ctx, "file ends inside the %d dims of the header", ndim);
-        goto done;
-    }
-    int64_t shape[TIDE_MAX_DIMS];
-    uint64_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
+        return -1;
+    if (r < 4 * *ndim)
+        return td_io_error(ctx, "file ends inside the %d dims of the header", *ndim);
+    *numel = 1;
+    for (int i = 0; i < *ndim; i++) {
         const uint8_t *p = head + 4 + 4 * i;
         shape[i] = (int64_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
                              p[3]);
         /* Saturates just past the limit; a later 0 still makes it 0. */
-        if (shape[i] && numel > (IDX_MAX_BYTES + 1) / (uint64_t)shape[i])
-            numel = IDX_MAX_BYTES + 1;
+        if (shape[i] && *numel > (IDX_MAX_BYTES + 1) / (uint64_t)shape[i])
+            *numel = IDX_MAX_BYTES + 1;
         else
-            numel *= (uint64_t)shape[i];
+            *numel *= (uint64_t)shape[i];
     }
+    return 0;
+}
+
+tide_tensor *tide_load_idx(const char *path)
+{
+    if (td_io_check_path("load_idx", path) < 0)
+        return NULL;
+    td_io_ctx ctx = {"load_idx", path};
+    gzFile gz = open_gz(&ctx);
+    if (!gz)
+        return NULL;
+    tide_tensor *t = NULL;
+    uint8_t *data = NULL;
+    int type = 0, ndim = 0;
+    int64_t shape[TIDE_MAX_DIMS];
+    uint64_t numel = 0;
+    if (read_header(&ctx, gz, &type, &ndim, shape, &numel) < 0)
+        goto done;
     char s[160];
     td_io_shape_str(s, sizeof s, ndim, shape);
     size_t esize = idx_types[type].size;

@@ -216,6 +216,77 @@ static int npy_dtype_of(const char *descr, bool *swap)
 
 /* ---- reading ------------------------------------------------------------------------------ */
 
+/* The magic, the version and the header's length, which must fit the file and the limit;
+ * *prefix: the bytes before the header. 0, or -1 with the error set. */
+static int read_prefix(td_io_ctx *ctx, FILE *f, uint64_t size, uint64_t *hlen, uint64_t *prefix)
+{
+    uint8_t pre[12];
+    if (size < 10)
+        return td_io_error(ctx, "file has %llu bytes, too few for a .npy header",
+                           (unsigned long long)size);
+    if (td_io_read_exact(ctx, f, pre, 8, "the magic") < 0)
+        return -1;
+    if (memcmp(pre, "\x93NUMPY", 6) != 0)
+        return td_io_error(ctx, "not a .npy file (it does not start with \\x93NUMPY)");
+    int major = pre[6], minor = pre[7];
+    if (!(minor == 0 && major >= 1 && major <= 3))
+        return td_io_error(ctx, "unsupported .npy version %d.%d (tide reads 1.0, 2.0 and 3.0)",
+                           major, minor);
+    size_t lenbytes = major == 1 ? 2 : 4;
+    if (td_io_read_exact(ctx, f, pre + 8, lenbytes, "the header length") < 0)
+        return -1;
+    *hlen = major == 1 ? (uint64_t)pre[8] | (uint64_t)pre[9] << 8
+                       : (uint64_t)pre[8] | (uint64_t)pre[9] << 8 | (uint64_t)pre[10] << 16 |
+                             (uint64_t)pre[11] << 24;
+    *prefix = 8 + lenbytes;
+    if (*hlen > size - *prefix)
+        return td_io_error(ctx, "header length %llu is more than the %llu bytes after it in the "
+                           "file", (unsigned long long)*hlen,
+                           (unsigned long long)(size - *prefix));
+    if (*hlen > NPY_MAX_HEADER)
+        return td_io_error(ctx, "header length %llu is over the limit of %u bytes",
+                           (unsigned long long)*hlen, NPY_MAX_HEADER);
+    return 0;
+}
+
+/* The data's size from the header's shape and dtype (*numel elements, *nbytes bytes), which
+ * must be exactly the avail bytes after the header. 0, or -1 with the error set. */
+static int check_data_size(td_io_ctx *ctx, const npy_header *h, int dt, uint64_t avail,
+                           uint64_t *numel_out, uint64_t *nbytes_out)
+{
+    char s[160];
+    td_io_shape_str(s, sizeof s, h->ndim, h->shape);
+    if (h->fortran_order)
+        return td_io_error_code(ctx, TIDE_ERR_UNSUPPORTED, "fortran_order is True (column-major "
+                                "data of shape %s); tide reads C-order arrays only: save "
+                                "np.ascontiguousarray(a)", s);
+    uint64_t numel = 1, esize = tide_dtype_size((tide_dtype)dt);
+    bool zero = false, overflow = false;
+    for (int i = 0; i < h->ndim; i++)
+        zero |= h->shape[i] == 0;
+    for (int i = 0; i < h->ndim && !zero; i++) {
+        if (numel > UINT64_MAX / esize / (uint64_t)h->shape[i])
+            overflow = true;
+        numel *= (uint64_t)h->shape[i];
+    }
+    uint64_t nbytes = zero ? 0 : numel * esize;
+    if (zero && !td_io_strides_fit(h->ndim, h->shape))
+        return td_io_error(ctx, "shape %s has sizes other than 0 that multiply past 2^62", s);
+    if (overflow)
+        return td_io_error(ctx, "shape %s of %s needs more than 2^64 bytes of data", s, h->descr);
+    if (nbytes > avail)
+        return td_io_error(ctx, "shape %s of %s needs %llu bytes of data; the file has %llu after "
+                           "the header (truncated?)", s, h->descr, (unsigned long long)nbytes,
+                           (unsigned long long)avail);
+    if (nbytes < avail)
+        return td_io_error(ctx, "%llu bytes follow the %llu bytes of data of shape %s of %s",
+                           (unsigned long long)(avail - nbytes), (unsigned long long)nbytes, s,
+                           h->descr);
+    *numel_out = numel;
+    *nbytes_out = nbytes;
+    return 0;
+}
+
 tide_tensor *tide_load_npy(const char *path)
 {
     if (td_io_check_path("load_npy", path) < 0)
@@ -227,41 +298,9 @@ tide_tensor *tide_load_npy(const char *path)
         return NULL;
     tide_tensor *t = NULL;
     char *text = NULL;
-    uint8_t pre[12];
-    if (size < 10) {
-        td_io_error(&ctx, "file has %llu bytes, too few for a .npy header",
-                    (unsigned long long)size);
+    uint64_t hlen = 0, prefix = 0;
+    if (read_prefix(&ctx, f, size, &hlen, &prefix) < 0)
         goto done;
-    }
-    if (td_io_read_exact(&ctx, f, pre, 8, "the magic") < 0)
-        goto done;
-    if (memcmp(pre, "\x93NUMPY", 6) != 0) {
-        td_io_error(&ctx, "not a .npy file (it does not start with \\x93NUMPY)");
-        goto done;
-    }
-    int major = pre[6], minor = pre[7];
-    if (!(minor == 0 && major >= 1 && major <= 3)) {
-        td_io_error(&ctx, "unsupported .npy version %d.%d (tide reads 1.0, 2.0 and 3.0)", major,
-                    minor);
-        goto done;
-    }
-    size_t lenbytes = major == 1 ? 2 : 4;
-    if (td_io_read_exact(&ctx, f, pre + 8, lenbytes, "the header length") < 0)
-        goto done;
-    uint64_t hlen = major == 1 ? (uint64_t)pre[8] | (uint64_t)pre[9] << 8
-                               : (uint64_t)pre[8] | (uint64_t)pre[9] << 8 |
-                                     (uint64_t)pre[10] << 16 | (uint64_t)pre[11] << 24;
-    uint64_t prefix = 8 + lenbytes;
-    if (hlen > size - prefix) {
-        td_io_error(&ctx, "header length %llu is more than the %llu bytes after it in the file",
-                    (unsigned long long)hlen, (unsigned long long)(size - prefix));
-        goto done;
-    }
-    if (hlen > NPY_MAX_HEADER) {
-        td_io_error(&ctx, "header length %llu is over the limit of %u bytes",
-                    (unsigned long long)hlen, NPY_MAX_HEADER);
-        goto done;
-    }
     text = td_malloc((size_t)hlen + 1);
     if (!text) {
         td_io_error(&ctx, "out of memory");
@@ -282,44 +321,9 @@ tide_tensor *tide_load_npy(const char *path)
                          "<i4, <i8, |u1 and |b1, and their big-endian forms)", h.descr);
         goto done;
     }
-    char s[160];
-    td_io_shape_str(s, sizeof s, h.ndim, h.shape);
-    if (h.fortran_order) {
-        td_io_error_code(&ctx, TIDE_ERR_UNSUPPORTED, "fortran_order is True (column-major data of "
-                         "shape %s); tide reads C-order arrays only: save "
-                         "np.ascontiguousarray(a)", s);
+    uint64_t numel = 0, nbytes = 0, esize = tide_dtype_size((tide_dtype)dt);
+    if (check_data_size(&ctx, &h, dt, size - prefix - hlen, &numel, &nbytes) < 0)
         goto done;
-    }
-    uint64_t numel = 1, esize = tide_dtype_size((tide_dtype)dt);
-    bool zero = false, overflow = false;
-    for (int i = 0; i < h.ndim; i++)
-        zero |= h.shape[i] == 0;
-    for (int i = 0; i < h.ndim && !zero; i++) {
-        if (numel > UINT64_MAX / esize / (uint64_t)h.shape[i])
-            overflow = true;
-        numel *= (uint64_t)h.shape[i];
-    }
-    uint64_t avail = size - prefix - hlen;
-    uint64_t nbytes = zero ? 0 : numel * esize;
-    if (zero && !td_io_strides_fit(h.ndim, h.shape)) {
-        td_io_error(&ctx, "shape %s has sizes other than 0 that multiply past 2^62", s);
-        goto done;
-    }
-    if (overflow) {
-        td_io_error(&ctx, "shape %s of %s needs more than 2^64 bytes of data", s, h.descr);
-        goto done;
-    }
-    if (nbytes > avail) {
-        td_io_error(&ctx, "shape %s of %s needs %llu bytes of data; the file has %llu after the "
-                    "header (truncated?)", s, h.descr, (unsigned long long)nbytes,
-                    (unsigned long long)avail);
-        goto done;
-    }
-    if (nbytes < avail) {
-        td_io_error(&ctx, "%llu bytes follow the %llu bytes of data of shape %s of %s",
-                    (unsigned long long)(avail - nbytes), (unsigned long long)nbytes, s, h.descr);
-        goto done;
-    }
     t = tide_empty_on("cpu", h.ndim, h.shape, (tide_dtype)dt);
     if (!t) {
         td_io_error(&ctx, "%s", tide_last_error());

@@ -207,34 +207,9 @@ static bool reads_product(const grouper *gp)
     return false;
 }
 
-/* Closes the open group: a fusion group of two or more members (or one that may become a
- * product's epilogue), or plain kernels. */
-static int close_group(grouper *gp)
+/* The new group's domain and how it is cut: rows of the reduced extent, or tiles. */
+static void set_extent(jit_group *g, const grouper *gp)
 {
-    jit_compiled *c = gp->c;
-    if (gp->nmem == 0)
-        goto reset;
-    /* one op alone is a group only when it may become a product's epilogue (a mask or a bias
-     * after a conv): otherwise the eager kernel does the same work */
-    bool worth = gp->has_domain && (gp->nmem >= 2 || (gp->nmem == 1 && reads_product(gp)));
-    if (!worth) {
-        for (int k = 0; k < gp->nmem; k++) {
-            gp->group_of[gp->mem[k]] = -1;
-            if (push_step(c, JS_KERNEL, gp->mem[k], -1) < 0)
-                return -1;
-        }
-        goto reset;
-    }
-    jit_group *ng = td_realloc(c->groups, sizeof *ng * (size_t)(c->ngroups + 1));
-    if (!ng)
-        return td_error("jit: out of memory");
-    c->groups = ng;
-    /* counted at once, so that jit_compiled_free frees its slots and members if a later step
-     * fails (the plan is then freed whole; a group is never half-run) */
-    int gi = c->ngroups++;
-    jit_group *g = &ng[gi];
-    memset(g, 0, sizeof *g);
-    g->producer = -1;
     g->ndim = gp->ndim;
     memcpy(g->domain, gp->domain, sizeof(int64_t) * gp->ndim);
     g->numel = td_numel(gp->ndim, gp->domain);
@@ -251,10 +226,16 @@ static int close_group(grouper *gp)
             g->rowlen *= 2;
         g->nrows = (g->numel + g->rowlen - 1) / g->rowlen;
     }
+}
+
+/* The group's slots: its members first (in order), then their outside operands, each read as
+ * a scalar, a row or the full domain. 0, or -1 with the error set. */
+static int add_slots(jit_group *g, const grouper *gp)
+{
+    const jit_compiled *c = gp->c;
     g->members = td_malloc(sizeof(int) * (size_t)gp->nmem);
     if (!g->members)
         return td_error("jit: out of memory");
-    /* slots: members first (in order), then their outside operands */
     for (int k = 0; k < gp->nmem; k++) {
         int s = add_slot(g, gp->mem[k], gp->vk[k], 1);
         if (s < 0)
@@ -289,7 +270,15 @@ static int close_group(grouper *gp)
                 return -1;
         }
     }
-    /* outputs: members used outside the group */
+    return 0;
+}
+
+/* Which members the group stores (output): those read outside it, the segment's outputs and
+ * the nodes written in place; a member written back into another node's buffer (into) is
+ * stored there from scratch instead. Also each slot's element size. */
+static void mark_outputs(jit_group *g, const grouper *gp)
+{
+    const jit_compiled *c = gp->c;
     for (int s = 0; s < g->nslots; s++) {
         jit_slot *sl = &g->slots[s];
         const jit_node *nd = &c->nodes[sl->node];
@@ -311,6 +300,12 @@ static int close_group(grouper *gp)
             out = gp->group_of[gp->users[i][u]] != gp->open;
         sl->output = out;
     }
+}
+
+/* The group's arguments (its operands and stored members, in slot order) and which inputs it
+ * reads in place. */
+static void assign_args(jit_group *g, const jit_compiled *c)
+{
     g->nargs = 0;
     for (int s = 0; s < g->nslots; s++) {
         jit_slot *sl = &g->slots[s];
@@ -328,6 +323,41 @@ static int close_group(grouper *gp)
                          memcmp(cs, nd->strides, sizeof(int64_t) * nd->ndim) == 0;
         }
     }
+}
+
+/* Closes the open group: a fusion group of two or more members (or one that may become a
+ * product's epilogue), or plain kernels. */
+static int close_group(grouper *gp)
+{
+    jit_compiled *c = gp->c;
+    if (gp->nmem == 0)
+        goto reset;
+    /* one op alone is a group only when it may become a product's epilogue (a mask or a bias
+     * after a conv): otherwise the eager kernel does the same work */
+    bool worth = gp->has_domain && (gp->nmem >= 2 || (gp->nmem == 1 && reads_product(gp)));
+    if (!worth) {
+        for (int k = 0; k < gp->nmem; k++) {
+            gp->group_of[gp->mem[k]] = -1;
+            if (push_step(c, JS_KERNEL, gp->mem[k], -1) < 0)
+                return -1;
+        }
+        goto reset;
+    }
+    jit_group *ng = td_realloc(c->groups, sizeof *ng * (size_t)(c->ngroups + 1));
+    if (!ng)
+        return td_error("jit: out of memory");
+    c->groups = ng;
+    /* counted at once, so that jit_compiled_free frees its slots and members if a later step
+     * fails (the plan is then freed whole; a group is never half-run) */
+    int gi = c->ngroups++;
+    jit_group *g = &ng[gi];
+    memset(g, 0, sizeof *g);
+    g->producer = -1;
+    set_extent(g, gp);
+    if (add_slots(g, gp) < 0)
+        return -1;
+    mark_outputs(g, gp);
+    assign_args(g, c);
     if (c->device->jit_compile(c->device, &c->view, g, gi) < 0)
         return -1;
     if (push_step(c, JS_GROUP, -1, gi) < 0)
@@ -421,6 +451,31 @@ static bool reads_written_storage(const grouper *gp, int i)
     return false;
 }
 
+/* No node in a group yet, and each live node's readers (users[in]: the nodes reading in, a
+ * view reading its root too), from which close_group tells whether a member is read outside
+ * its group. 0, or -1 with the error set. */
+static int find_users(grouper *gp)
+{
+    const jit_compiled *c = gp->c;
+    for (int i = 0; i < c->nnodes; i++)
+        gp->group_of[i] = -1;
+    for (int i = 0; i < c->nnodes; i++) {
+        if (!gp->live[i] || c->alias[i] != i)
+            continue;
+        const jit_node *nd = &c->nodes[i];
+        int nr = nd->nin + (nd->kind == JN_VIEW);
+        for (int k = 0; k < nr; k++) {
+            int in = k < nd->nin ? nd->in[k] : nd->root;
+            int *nu = td_realloc(gp->users[in], sizeof(int) * (size_t)(gp->nusers[in] + 1));
+            if (!nu)
+                return td_error("jit: out of memory");
+            gp->users[in] = nu;
+            nu[gp->nusers[in]++] = i;
+        }
+    }
+    return 0;
+}
+
 int jit_schedule(jit_compiled *c, const char *live, const char *is_output, const char *written)
 {
     int n = c->nnodes;
@@ -438,24 +493,8 @@ int jit_schedule(jit_compiled *c, const char *live, const char *is_output, const
         td_error("jit: out of memory");
         goto done;
     }
-    for (int i = 0; i < n; i++)
-        gp.group_of[i] = -1;
-    for (int i = 0; i < n; i++) {
-        if (!live[i] || c->alias[i] != i)
-            continue;
-        const jit_node *nd = &c->nodes[i];
-        int nr = nd->nin + (nd->kind == JN_VIEW);
-        for (int k = 0; k < nr; k++) {
-            int in = k < nd->nin ? nd->in[k] : nd->root;
-            int *nu = td_realloc(gp.users[in], sizeof(int) * (size_t)(gp.nusers[in] + 1));
-            if (!nu) {
-                td_error("jit: out of memory");
-                goto done;
-            }
-            gp.users[in] = nu;
-            nu[gp.nusers[in]++] = i;
-        }
-    }
+    if (find_users(&gp) < 0)
+        goto done;
     for (int i = 0; i < n; i++) {
         const jit_node *nd = &c->nodes[i];
         if (!live[i] || c->alias[i] != i || nd->kind == JN_EXTERN || nd->kind == JN_CONST)

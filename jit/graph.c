@@ -81,6 +81,42 @@ tide_graph *tide_jit_end(tide_tensor *const *outputs, int noutputs)
     return g;
 }
 
+/* The guard on input i of a run: t has the layout, dtype and device the graph was captured
+ * with (an input the capture never read passes). 0, or -1 with the error set. */
+static int check_input(const tide_graph *g, int i, const tide_tensor *t)
+{
+    if (!t)
+        return td_error("tide_graph_run: input %d is NULL", i);
+    if (t->trace_node && !t->storage)
+        return td_error("tide_graph_run: input %d has no value", i);
+    const jit_node *nd = NULL;
+    for (int k = 0; k < g->nnodes; k++)
+        if (g->nodes[k].kind == JN_EXTERN && g->nodes[k].ext == i) {
+            nd = &g->nodes[k];
+            break;
+        }
+    if (!nd)
+        return 0;
+    char a[160], b[160];
+    if (t->ndim != nd->ndim || memcmp(t->shape, nd->shape, sizeof(int64_t) * t->ndim) != 0)
+        return td_error("tide_graph_run: input %d has shape %s; the graph was captured with "
+                        "%s", i, td_shape_str(a, sizeof a, t->ndim, t->shape),
+                        td_shape_str(b, sizeof b, nd->ndim, nd->shape));
+    if (t->dtype != nd->dtype)
+        return td_error("tide_graph_run: input %d is %s; the graph was captured with %s", i,
+                        tide_dtype_name((tide_dtype)t->dtype),
+                        tide_dtype_name((tide_dtype)nd->dtype));
+    if (memcmp(t->strides, nd->strides, sizeof(int64_t) * t->ndim) != 0)
+        return td_error("tide_graph_run: input %d has strides %s; the graph was captured "
+                        "with %s (make it contiguous or capture again)", i,
+                        td_shape_str(a, sizeof a, t->ndim, t->strides),
+                        td_shape_str(b, sizeof b, nd->ndim, nd->strides));
+    if (t->device != tide_cpu_device())
+        return td_error("tide_graph_run: input %d is on %s; the graph runs on cpu", i,
+                        t->device->name);
+    return 0;
+}
+
 int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_tensor **outputs)
 {
     if (!g)
@@ -93,38 +129,9 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
     if (jit_current)
         return td_error("tide_graph_run: called while this thread traces");
     /* guards: every input has the layout the graph was captured with */
-    for (int i = 0; i < ninputs; i++) {
-        const tide_tensor *t = inputs ? inputs[i] : NULL;
-        if (!t)
-            return td_error("tide_graph_run: input %d is NULL", i);
-        if (t->trace_node && !t->storage)
-            return td_error("tide_graph_run: input %d has no value", i);
-        const jit_node *nd = NULL;
-        for (int k = 0; k < g->nnodes; k++)
-            if (g->nodes[k].kind == JN_EXTERN && g->nodes[k].ext == i) {
-                nd = &g->nodes[k];
-                break;
-            }
-        if (!nd)
-            continue;
-        char a[160], b[160];
-        if (t->ndim != nd->ndim || memcmp(t->shape, nd->shape, sizeof(int64_t) * t->ndim) != 0)
-            return td_error("tide_graph_run: input %d has shape %s; the graph was captured with "
-                            "%s", i, td_shape_str(a, sizeof a, t->ndim, t->shape),
-                            td_shape_str(b, sizeof b, nd->ndim, nd->shape));
-        if (t->dtype != nd->dtype)
-            return td_error("tide_graph_run: input %d is %s; the graph was captured with %s", i,
-                            tide_dtype_name((tide_dtype)t->dtype),
-                            tide_dtype_name((tide_dtype)nd->dtype));
-        if (memcmp(t->strides, nd->strides, sizeof(int64_t) * t->ndim) != 0)
-            return td_error("tide_graph_run: input %d has strides %s; the graph was captured "
-                            "with %s (make it contiguous or capture again)", i,
-                            td_shape_str(a, sizeof a, t->ndim, t->strides),
-                            td_shape_str(b, sizeof b, nd->ndim, nd->strides));
-        if (t->device != tide_cpu_device())
-            return td_error("tide_graph_run: input %d is on %s; the graph runs on cpu", i,
-                            t->device->name);
-    }
+    for (int i = 0; i < ninputs; i++)
+        if (check_input(g, i, inputs ? inputs[i] : NULL) < 0)
+            return -1;
     tide_tensor **ext = td_malloc(sizeof *ext * (size_t)(g->nexterns ? g->nexterns : 1));
     jit_node *nodes = td_malloc(sizeof *nodes * (size_t)(g->nnodes ? g->nnodes : 1));
     tide_tensor **vals = td_calloc((size_t)g->plan->noutputs + 1, sizeof *vals);

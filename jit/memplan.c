@@ -32,24 +32,11 @@ static void note_read(jit_compiled *c, int *last, int node, int step)
         last[r] = step;
 }
 
-int jit_plan_memory(jit_compiled *c, const char *is_output)
+/* Each node's lifetime in steps: first[i] the step that writes it, last[i] the last that
+ * reads it (a view's readers keep its root alive). */
+static void note_lifetimes(jit_compiled *c, int *first, int *last)
 {
     int n = c->nnodes;
-    int *first = td_malloc(sizeof(int) * (size_t)n);
-    int *last = td_malloc(sizeof(int) * (size_t)n);
-    buf_req *req = td_malloc(sizeof *req * (size_t)(n ? n : 1));
-    c->arena_off = td_malloc(sizeof(int64_t) * (size_t)n);
-    if (!first || !last || !req || !c->arena_off) {
-        free(first);
-        free(last);
-        free(req);
-        return td_error("jit: out of memory");
-    }
-    for (int i = 0; i < n; i++) {
-        first[i] = -1;
-        last[i] = -1;
-        c->arena_off[i] = -1;
-    }
     for (int s = 0; s < c->nsteps; s++) {
         const jit_step *st = &c->steps[s];
         if (st->kind == JS_GROUP) {
@@ -82,14 +69,12 @@ int jit_plan_memory(jit_compiled *c, const char *is_output)
     for (int i = n - 1; i >= 0; i--)
         if (c->nodes[i].kind == JN_VIEW && last[c->nodes[i].root] < last[i])
             last[c->nodes[i].root] = last[i];
-    int nreq = 0;
-    for (int i = 0; i < n; i++) {
-        if (first[i] < 0 || is_output[i] || c->nodes[i].kind != JN_OP)
-            continue;
-        int64_t bytes = jit_numel(&c->nodes[i]) * (int64_t)td_dtype_sizes[c->nodes[i].dtype];
-        req[nreq++] = (buf_req){i, (bytes + 63) / 64 * 64, first[i], last[i] < first[i] ? first[i] : last[i]};
-    }
-    qsort(req, (size_t)nreq, sizeof *req, cmp_req);
+}
+
+/* Places the buffers, the largest first (req sorted by cmp_req): each at the lowest offset of
+ * the arena that overlaps no placed buffer alive at the same time. The arena's size. */
+static int64_t place_buffers(jit_compiled *c, const buf_req *req, int nreq)
+{
     int64_t top = 0;
     for (int r = 0; r < nreq; r++) {
         /* lowest offset that does not overlap a placed buffer alive at the same time */
@@ -111,6 +96,38 @@ int jit_plan_memory(jit_compiled *c, const char *is_output)
         if (off + req[r].bytes > top)
             top = off + req[r].bytes;
     }
+    return top;
+}
+
+int jit_plan_memory(jit_compiled *c, const char *is_output)
+{
+    int n = c->nnodes;
+    int *first = td_malloc(sizeof(int) * (size_t)n);
+    int *last = td_malloc(sizeof(int) * (size_t)n);
+    buf_req *req = td_malloc(sizeof *req * (size_t)(n ? n : 1));
+    c->arena_off = td_malloc(sizeof(int64_t) * (size_t)n);
+    if (!first || !last || !req || !c->arena_off) {
+        free(first);
+        free(last);
+        free(req);
+        return td_error("jit: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        first[i] = -1;
+        last[i] = -1;
+        c->arena_off[i] = -1;
+    }
+    note_lifetimes(c, first, last);
+    int nreq = 0;
+    for (int i = 0; i < n; i++) {
+        if (first[i] < 0 || is_output[i] || c->nodes[i].kind != JN_OP)
+            continue;
+        int64_t bytes = jit_numel(&c->nodes[i]) * (int64_t)td_dtype_sizes[c->nodes[i].dtype];
+        req[nreq++] = (buf_req){i, (bytes + 63) / 64 * 64, first[i],
+                                last[i] < first[i] ? first[i] : last[i]};
+    }
+    qsort(req, (size_t)nreq, sizeof *req, cmp_req);
+    int64_t top = place_buffers(c, req, nreq);
     c->arena_bytes = top;
     free(first);
     free(req);

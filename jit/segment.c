@@ -61,6 +61,86 @@ void jit_reset_segment(jit_trace *tr)
 }
 
 /* Ends the segment: compiles (or finds) and runs it. forced: the capture's outputs. */
+/* The segment's outputs: the roots (ops) of the forced tensors and of the stubs someone
+ * besides the trace still holds, in node order into outs. Their count, or -1. */
+static int find_outputs(const jit_trace *tr, tide_tensor *const *forced, int nforced, int *outs)
+{
+    int nouts = 0;
+    char *is_out = td_calloc((size_t)tr->n + 1, 1);
+    if (!is_out)
+        return td_error("jit: out of memory");
+    for (int i = 0; i < nforced; i++) {
+        int id = forced[i] ? jit_stub_node(tr, forced[i]) : -1;
+        if (id >= 0 && tr->b.nodes[tr->b.nodes[id].root].kind == JN_OP)
+            is_out[tr->b.nodes[id].root] = 1;
+    }
+    for (int i = 0; i < tr->n; i++) {
+        tide_tensor *s = tr->b.nodes[i].stub;
+        if (s && !s->storage && s->refcount > 1)
+            is_out[tr->b.nodes[i].root] = 1;
+    }
+    for (int i = 0; i < tr->n; i++)
+        if (is_out[i])
+            outs[nouts++] = i;
+    free(is_out);
+    return nouts;
+}
+
+/* The captured graph of the segment (C capture mode): its nodes, the tensors it captured and,
+ * for each forced output, where tide_graph_run finds it (a planned output, or an extern
+ * read). *out is set as soon as it exists; 0, or -1 with the error set. */
+static int capture_graph(const jit_trace *tr, jit_compiled *c, tide_tensor *const *forced,
+                         int nforced, const int *outs, int nouts, tide_graph **out)
+{
+    tide_graph *g = td_calloc(1, sizeof *g);
+    *out = g; /* the caller frees it, whole or not */
+    if (!g)
+        return td_error("jit: out of memory");
+    g->plan = c;
+    g->nnodes = tr->n;
+    g->nodes = td_malloc(sizeof *g->nodes * (size_t)(tr->n ? tr->n : 1));
+    g->ninputs = tr->ninputs;
+    g->nexterns = tr->next;
+    g->captured = td_calloc((size_t)(tr->next ? tr->next : 1), sizeof *g->captured);
+    g->noutputs = nforced;
+    g->out_root = td_calloc((size_t)nforced + 1, sizeof(int));
+    g->out_ext = td_calloc((size_t)nforced + 1, sizeof(int));
+    g->out_view = td_calloc((size_t)nforced + 1, sizeof(jit_node));
+    g->plan_index = td_calloc((size_t)nforced + 1, sizeof(int));
+    if (!g->nodes || !g->captured || !g->out_root || !g->out_ext || !g->out_view ||
+        !g->plan_index)
+        return td_error("jit: out of memory");
+    memcpy(g->nodes, tr->b.nodes, sizeof *g->nodes * (size_t)tr->n);
+    for (int i = 0; i < tr->n; i++)
+        g->nodes[i].stub = NULL;
+    for (int i = tr->ninputs; i < tr->next; i++)
+        g->captured[i] = tide_retain(tr->b.ext[i]);
+    for (int i = 0; i < nforced; i++) {
+        int id = forced[i] ? jit_stub_node(tr, forced[i]) : -1;
+        if (id < 0)
+            id = forced[i] ? jit_map_find(tr, forced[i]) : -1;
+        if (id < 0)
+            return td_error("tide_jit_end: output %d was not computed or read by the capture",
+                            i);
+        const jit_node *nd = &tr->b.nodes[id];
+        g->out_view[i] = *nd;
+        g->out_view[i].stub = NULL;
+        if (nd->kind == JN_EXTERN) {
+            g->out_root[i] = -1;
+            g->out_ext[i] = nd->ext;
+        } else if (tr->b.nodes[nd->root].kind == JN_EXTERN) {
+            g->out_root[i] = -1;
+            g->out_ext[i] = tr->b.nodes[nd->root].ext;
+        } else {
+            g->out_root[i] = nd->root;
+            for (int k = 0; k < nouts; k++)
+                if (outs[k] == nd->root)
+                    g->plan_index[i] = k;
+        }
+    }
+    return 0;
+}
+
 int jit_flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_graph **graph)
 {
     if (tr->flushing)
@@ -77,81 +157,14 @@ int jit_flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_graph
         td_error("jit: out of memory");
         goto done;
     }
-    /* outputs: roots (ops) of the stubs someone besides the trace still holds */
-    char *is_out = td_calloc((size_t)tr->n + 1, 1);
-    if (!is_out) {
-        td_error("jit: out of memory");
+    nouts = find_outputs(tr, forced, nforced, outs);
+    if (nouts < 0)
         goto done;
-    }
-    for (int i = 0; i < nforced; i++) {
-        int id = forced[i] ? jit_stub_node(tr, forced[i]) : -1;
-        if (id >= 0 && tr->b.nodes[tr->b.nodes[id].root].kind == JN_OP)
-            is_out[tr->b.nodes[id].root] = 1;
-    }
-    for (int i = 0; i < tr->n; i++) {
-        tide_tensor *s = tr->b.nodes[i].stub;
-        if (s && !s->storage && s->refcount > 1)
-            is_out[tr->b.nodes[i].root] = 1;
-    }
-    for (int i = 0; i < tr->n; i++)
-        if (is_out[i])
-            outs[nouts++] = i;
-    free(is_out);
     c = jit_lookup_or_compile(tr, tr->b.nodes, tr->n, tr->next, outs, nouts);
     if (!c)
         goto done;
-    if (graph) {
-        g = td_calloc(1, sizeof *g);
-        if (!g) {
-            td_error("jit: out of memory");
-            goto done;
-        }
-        g->plan = c;
-        g->nnodes = tr->n;
-        g->nodes = td_malloc(sizeof *g->nodes * (size_t)(tr->n ? tr->n : 1));
-        g->ninputs = tr->ninputs;
-        g->nexterns = tr->next;
-        g->captured = td_calloc((size_t)(tr->next ? tr->next : 1), sizeof *g->captured);
-        g->noutputs = nforced;
-        g->out_root = td_calloc((size_t)nforced + 1, sizeof(int));
-        g->out_ext = td_calloc((size_t)nforced + 1, sizeof(int));
-        g->out_view = td_calloc((size_t)nforced + 1, sizeof(jit_node));
-        g->plan_index = td_calloc((size_t)nforced + 1, sizeof(int));
-        if (!g->nodes || !g->captured || !g->out_root || !g->out_ext || !g->out_view ||
-            !g->plan_index) {
-            td_error("jit: out of memory");
-            goto done;
-        }
-        memcpy(g->nodes, tr->b.nodes, sizeof *g->nodes * (size_t)tr->n);
-        for (int i = 0; i < tr->n; i++)
-            g->nodes[i].stub = NULL;
-        for (int i = tr->ninputs; i < tr->next; i++)
-            g->captured[i] = tide_retain(tr->b.ext[i]);
-        for (int i = 0; i < nforced; i++) {
-            int id = forced[i] ? jit_stub_node(tr, forced[i]) : -1;
-            if (id < 0)
-                id = forced[i] ? jit_map_find(tr, forced[i]) : -1;
-            if (id < 0) {
-                td_error("tide_jit_end: output %d was not computed or read by the capture", i);
-                goto done;
-            }
-            const jit_node *nd = &tr->b.nodes[id];
-            g->out_view[i] = *nd;
-            g->out_view[i].stub = NULL;
-            if (nd->kind == JN_EXTERN) {
-                g->out_root[i] = -1;
-                g->out_ext[i] = nd->ext;
-            } else if (tr->b.nodes[nd->root].kind == JN_EXTERN) {
-                g->out_root[i] = -1;
-                g->out_ext[i] = tr->b.nodes[nd->root].ext;
-            } else {
-                g->out_root[i] = nd->root;
-                for (int k = 0; k < nouts; k++)
-                    if (outs[k] == nd->root)
-                        g->plan_index[i] = k;
-            }
-        }
-    }
+    if (graph && capture_graph(tr, c, forced, nforced, outs, nouts, &g) < 0)
+        goto done;
     rc = run_segment(tr, c, outs, nouts);
 done:
     if (c && !g) /* a graph keeps the reference (tide_graph_free drops it) */

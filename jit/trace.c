@@ -230,107 +230,70 @@ static bool side_op(const jit_trace *tr, const td_meta *meta, const tide_tensor 
     return true;
 }
 
-tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_tensor *dst,
-                            tide_tensor *const *in, int nin, const tide_attrs *attrs,
-                               const tide_tensor *out_view)
+/* Why an op cannot be captured (C capture mode): the error, naming the op and its device. */
+static tide_tensor *refuse_capture(tide_op op, const td_meta *meta, int nin)
 {
-    jit_trace *tr = ctx;
-    if (op == TIDE_OP_TO && !tr->capture) {
-        /* a copy between devices is not traced: what is pending runs (a break), then the copy */
-        if (tr->n > 0) {
-            if (jit_flush(tr, NULL, 0, NULL) < 0)
-                return NULL;
-            td_log("jit", "break: to %s runs eagerly%s%s", meta->device->name,
-                   *jit_where() ? " at " : "", jit_where());
-            jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
-        }
-        return run_eager(op, meta, dst, in, nin, attrs, out_view);
+    const char *why = op == TIDE_OP_TO ? "a copy between devices is not captured"
+                      : nin > JIT_MAX_IN ? "it has more inputs than a node holds"
+                      : meta->device != tide_cpu_device()
+                          ? "a captured graph runs on the cpu (tide_graph_run)"
+                          : "its device runs no fusion groups";
+    td_error("jit: %s with %d inputs on %s cannot be captured: %s", tide_op_name(op), nin,
+             meta->device->name, why);
+    return NULL;
+}
+
+/* Notes the storage an in-place op writes: an op after it that reads the storage without
+ * going through the trace is no side op (see side_op). */
+static int note_written_storage(jit_trace *tr, const tide_storage *storage)
+{
+    if (tr->nwstor == tr->b.wstorcap) {
+        int nc = tr->b.wstorcap ? 2 * tr->b.wstorcap : 16;
+        const tide_storage **ns = td_realloc(tr->b.wstor, sizeof *ns * (size_t)nc);
+        if (!ns)
+            return td_error("jit: out of memory");
+        tr->b.wstor = ns;
+        tr->b.wstorcap = nc;
     }
-    /* with no segment pending and a device other than the CPU in use (the registry lists each
-     * opened device once), a scalar op runs at once too: it is most likely a wrapped number
-     * cast for that device's op (a CPU segment of it would only break) */
-    tide_device *first = td_device_opened(0);
-    bool other = first && (first != tide_cpu_device() || td_device_opened(1));
-    if (!tr->capture && (tr->n > 0 ? tr->dev && meta->device != tr->dev : other) &&
-        side_op(tr, meta, dst, in, nin, out_view))
-        return run_eager(op, meta, dst, in, nin, attrs, out_view);
-    if (tr->n > 0 && tr->dev && meta->device != tr->dev && !tr->capture) {
-        /* the segment is on one device: run what is pending, and start one on this device */
-        if (jit_flush(tr, NULL, 0, NULL) < 0)
-            return NULL;
-        td_log("jit", "break: %s runs on %s after ops on %s%s%s", tide_op_name(op),
-               meta->device->name, tr->dev->name, *jit_where() ? " at " : "", jit_where());
-        jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
-    }
-    if (!traceable(tr, op, meta, nin)) {
-        if (tr->capture) {
-            const char *why = op == TIDE_OP_TO ? "a copy between devices is not captured"
-                              : nin > JIT_MAX_IN ? "it has more inputs than a node holds"
-                              : meta->device != tide_cpu_device()
-                                  ? "a captured graph runs on the cpu (tide_graph_run)"
-                                  : "its device runs no fusion groups";
-            td_error("jit: %s with %d inputs on %s cannot be captured: %s", tide_op_name(op), nin,
-                     meta->device->name, why);
-            return NULL;
-        }
-        /* a graph break: run what is pending, then this op eagerly */
-        if (jit_flush(tr, NULL, 0, NULL) < 0)
-            return NULL;
-        td_log("jit", "break: %s is not traced (run eagerly)%s%s", tide_op_name(op),
-               *jit_where() ? " at " : "", jit_where());
-        jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
-        return run_eager(op, meta, dst, in, nin, attrs, out_view);
-    }
-    tr->dev = meta->device;
-    /* a very long segment (a whole loop inside one jit call) runs in pieces, so compiles stay
-     * fast and memory bounded */
-    if (!tr->capture && tr->n >= SEGMENT_MAX_NODES) {
-        td_log("jit", "break: %d ops pending; running them", tr->n);
-        jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
-        if (jit_flush(tr, NULL, 0, NULL) < 0)
-            return NULL;
-    }
-    int ids[JIT_MAX_IN];
-    for (int i = 0; i < nin; i++) {
-        ids[i] = jit_node_of(tr, in[i]);
-        if (ids[i] < 0)
-            return NULL;
-    }
-    if (dst) {
-        int d = jit_node_of(tr, dst);
-        if (d < 0)
-            return NULL;
-        jit_node *nd = new_node(tr);
-        if (!nd)
-            return NULL;
-        nd->kind = JN_INPLACE;
-        nd->device = meta->device;
-        nd->op = op;
-        nd->dtype = dst->dtype;
-        nd->ndim = dst->ndim;
-        memcpy(nd->shape, dst->shape, sizeof(int64_t) * dst->ndim);
-        nd->nin = nin + 1;
-        nd->in[0] = d;
-        for (int i = 0; i < nin; i++)
-            nd->in[i + 1] = ids[i];
-        if (attrs)
-            nd->attrs = *attrs;
-        tr->nwrites++;
-        if (dst->storage) {
-            if (tr->nwstor == tr->b.wstorcap) {
-                int nc = tr->b.wstorcap ? 2 * tr->b.wstorcap : 16;
-                const tide_storage **ns = td_realloc(tr->b.wstor, sizeof *ns * (size_t)nc);
-                if (!ns) {
-                    td_error("jit: out of memory");
-                    return NULL;
-                }
-                tr->b.wstor = ns;
-                tr->b.wstorcap = nc;
-            }
-            tr->b.wstor[tr->nwstor++] = dst->storage;
-        }
-        return tide_retain(dst);
-    }
+    tr->b.wstor[tr->nwstor++] = storage;
+    return 0;
+}
+
+/* Records an in-place op into dst (its node reads dst's node then the inputs'); dst stands
+ * for its own result. */
+static tide_tensor *record_inplace(jit_trace *tr, tide_op op, const td_meta *meta,
+                                   tide_tensor *dst, const int *ids, int nin,
+                                   const tide_attrs *attrs)
+{
+    int d = jit_node_of(tr, dst);
+    if (d < 0)
+        return NULL;
+    jit_node *nd = new_node(tr);
+    if (!nd)
+        return NULL;
+    nd->kind = JN_INPLACE;
+    nd->device = meta->device;
+    nd->op = op;
+    nd->dtype = dst->dtype;
+    nd->ndim = dst->ndim;
+    memcpy(nd->shape, dst->shape, sizeof(int64_t) * dst->ndim);
+    nd->nin = nin + 1;
+    nd->in[0] = d;
+    for (int i = 0; i < nin; i++)
+        nd->in[i + 1] = ids[i];
+    if (attrs)
+        nd->attrs = *attrs;
+    tr->nwrites++;
+    if (dst->storage && note_written_storage(tr, dst->storage) < 0)
+        return NULL;
+    return tide_retain(dst);
+}
+
+/* Records an op with a fresh result: a view of its input's root where the op made one
+ * (out_view), else a stub tensor without storage standing for the node's value. */
+static tide_tensor *record_op(jit_trace *tr, tide_op op, const td_meta *meta, const int *ids,
+                              int nin, const tide_attrs *attrs, const tide_tensor *out_view)
+{
     jit_node *nd = new_node(tr);
     if (!nd)
         return NULL;
@@ -368,6 +331,69 @@ tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_ten
     stub->trace_node = (void *)(intptr_t)(id + 1);
     tr->b.nodes[id].stub = tide_retain(stub);
     return stub;
+}
+
+tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_tensor *dst,
+                            tide_tensor *const *in, int nin, const tide_attrs *attrs,
+                               const tide_tensor *out_view)
+{
+    jit_trace *tr = ctx;
+    if (op == TIDE_OP_TO && !tr->capture) {
+        /* a copy between devices is not traced: what is pending runs (a break), then the copy */
+        if (tr->n > 0) {
+            if (jit_flush(tr, NULL, 0, NULL) < 0)
+                return NULL;
+            td_log("jit", "break: to %s runs eagerly%s%s", meta->device->name,
+                   *jit_where() ? " at " : "", jit_where());
+            jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
+        }
+        return run_eager(op, meta, dst, in, nin, attrs, out_view);
+    }
+    /* with no segment pending and a device other than the CPU in use (the registry lists each
+     * opened device once), a scalar op runs at once too: it is most likely a wrapped number
+     * cast for that device's op (a CPU segment of it would only break) */
+    tide_device *first = td_device_opened(0);
+    bool other = first && (first != tide_cpu_device() || td_device_opened(1));
+    if (!tr->capture && (tr->n > 0 ? tr->dev && meta->device != tr->dev : other) &&
+        side_op(tr, meta, dst, in, nin, out_view))
+        return run_eager(op, meta, dst, in, nin, attrs, out_view);
+    if (tr->n > 0 && tr->dev && meta->device != tr->dev && !tr->capture) {
+        /* the segment is on one device: run what is pending, and start one on this device */
+        if (jit_flush(tr, NULL, 0, NULL) < 0)
+            return NULL;
+        td_log("jit", "break: %s runs on %s after ops on %s%s%s", tide_op_name(op),
+               meta->device->name, tr->dev->name, *jit_where() ? " at " : "", jit_where());
+        jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
+    }
+    if (!traceable(tr, op, meta, nin)) {
+        if (tr->capture)
+            return refuse_capture(op, meta, nin);
+        /* a graph break: run what is pending, then this op eagerly */
+        if (jit_flush(tr, NULL, 0, NULL) < 0)
+            return NULL;
+        td_log("jit", "break: %s is not traced (run eagerly)%s%s", tide_op_name(op),
+               *jit_where() ? " at " : "", jit_where());
+        jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
+        return run_eager(op, meta, dst, in, nin, attrs, out_view);
+    }
+    tr->dev = meta->device;
+    /* a very long segment (a whole loop inside one jit call) runs in pieces, so compiles stay
+     * fast and memory bounded */
+    if (!tr->capture && tr->n >= SEGMENT_MAX_NODES) {
+        td_log("jit", "break: %d ops pending; running them", tr->n);
+        jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
+        if (jit_flush(tr, NULL, 0, NULL) < 0)
+            return NULL;
+    }
+    int ids[JIT_MAX_IN];
+    for (int i = 0; i < nin; i++) {
+        ids[i] = jit_node_of(tr, in[i]);
+        if (ids[i] < 0)
+            return NULL;
+    }
+    if (dst)
+        return record_inplace(tr, op, meta, dst, ids, nin, attrs);
+    return record_op(tr, op, meta, ids, nin, attrs, out_view);
 }
 
 /* A thread's last trace, its buffers (nodes, map, key) kept for the next session: growing

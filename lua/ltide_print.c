@@ -212,6 +212,43 @@ static void add_suffix(char *out, size_t size, int *line_len, const char *s)
     }
 }
 
+/* PyTorch's keywords after the values, each where it differs from the default: device,
+ * size (an empty tensor's shape), dtype, grad_fn or requires_grad; then the closing ")". */
+static void add_keywords(char *out, size_t cap, int *line_len, tide_tensor *t)
+{
+    char suffix[200];
+    int nd = tide_ndim(t);
+    int64_t numel = tide_numel(t);
+    tide_dtype dtype = tide_get_dtype(t);
+    const char *dev = tide_device_name(t);
+    if (dev && strcmp(dev, "cpu") != 0) {
+        snprintf(suffix, sizeof suffix, "device='%s'", dev);
+        add_suffix(out, cap, line_len, suffix);
+    }
+    if (numel == 0 && nd != 1) {
+        char shape[160];
+        snprintf(suffix, sizeof suffix, "size=%s", lt_shape_str(shape, sizeof shape, t));
+        add_suffix(out, cap, line_len, suffix);
+    }
+    bool show_dtype = dtype != TIDE_FLOAT32 &&
+                      (numel == 0 || (dtype != TIDE_INT64 && dtype != TIDE_BOOL));
+    if (show_dtype) {
+        snprintf(suffix, sizeof suffix, "dtype=tide.%s", tide_dtype_name(dtype));
+        add_suffix(out, cap, line_len, suffix);
+    }
+    tide_clear_error();
+    const char *grad_fn = tide_grad_fn_name(t);
+    if (grad_fn) {
+        snprintf(suffix, sizeof suffix, "grad_fn=<%s>", grad_fn);
+        add_suffix(out, cap, line_len, suffix);
+    } else if (tide_requires_grad(t)) {
+        add_suffix(out, cap, line_len, "requires_grad=true");
+    }
+    tide_clear_error(); /* autograd may not be there yet: printing never fails for it */
+    size_t used = strlen(out);
+    snprintf(out + used, cap - used, ")");
+}
+
 void lt_pushtensorstring(lua_State *L, tide_tensor *t)
 {
     int nd = tide_ndim(t);
@@ -260,34 +297,8 @@ void lt_pushtensorstring(lua_State *L, tide_tensor *t)
     const char *body = lua_tolstring(L, -1, &len);
     const char *nl = strrchr(body, '\n');
     int line_len = (int)(nl ? len - (size_t)(nl - body) + 1 : len + 1);
-    char out[1024] = "", suffix[200];
-    const char *dev = tide_device_name(t);
-    if (dev && strcmp(dev, "cpu") != 0) {
-        snprintf(suffix, sizeof suffix, "device='%s'", dev);
-        add_suffix(out, sizeof out, &line_len, suffix);
-    }
-    if (numel == 0 && nd != 1) {
-        char shape[160];
-        snprintf(suffix, sizeof suffix, "size=%s", lt_shape_str(shape, sizeof shape, t));
-        add_suffix(out, sizeof out, &line_len, suffix);
-    }
-    bool show_dtype = dtype != TIDE_FLOAT32 &&
-                      (numel == 0 || (dtype != TIDE_INT64 && dtype != TIDE_BOOL));
-    if (show_dtype) {
-        snprintf(suffix, sizeof suffix, "dtype=tide.%s", tide_dtype_name(dtype));
-        add_suffix(out, sizeof out, &line_len, suffix);
-    }
-    tide_clear_error();
-    const char *grad_fn = tide_grad_fn_name(t);
-    if (grad_fn) {
-        snprintf(suffix, sizeof suffix, "grad_fn=<%s>", grad_fn);
-        add_suffix(out, sizeof out, &line_len, suffix);
-    } else if (tide_requires_grad(t)) {
-        add_suffix(out, sizeof out, &line_len, "requires_grad=true");
-    }
-    tide_clear_error(); /* autograd may not be there yet: printing never fails for it */
-    size_t used = strlen(out);
-    snprintf(out + used, sizeof out - used, ")");
+    char out[1024] = "";
+    add_keywords(out, sizeof out, &line_len, t);
     lua_pushstring(L, out);
     lua_concat(L, 2);
     lua_replace(L, sslot);

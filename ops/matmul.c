@@ -37,29 +37,31 @@ static bool same_shape(const tide_tensor *t, int ndim, const int64_t *shape)
     return true;
 }
 
-tide_tensor *tide_matmul(const tide_tensor *a, const tide_tensor *b)
+/* The user's mistakes that no broadcasting can fix: a scalar, bool, two devices, or inner
+ * dims that differ. 0 when a @ b can be formed, else -1 with the error set. */
+static int check_operands(const tide_tensor *a, const tide_tensor *b)
 {
     if (td_check_tensor("matmul", "first input", a) < 0 ||
         td_check_tensor("matmul", "second input", b) < 0)
-        return NULL;
+        return -1;
     char da[200], db[200], s1[160], s2[160];
     if (a->ndim == 0 || b->ndim == 0) {
         td_error("matmul: both inputs need at least 1 dim, got %s and %s (use mul for a "
                  "scalar)",
                  describe(da, sizeof da, a), describe(db, sizeof db, b));
-        return NULL;
+        return -1;
     }
     if (a->dtype == TIDE_BOOL || b->dtype == TIDE_BOOL) {
         td_error("matmul: bool tensors are not supported (%s and %s); cast to an integer or "
                  "floating dtype first",
                  describe(da, sizeof da, a), describe(db, sizeof db, b));
-        return NULL;
+        return -1;
     }
     if (a->device != b->device) {
         td_error("matmul: inputs on different devices (%s on %s, %s on %s)",
                  describe(da, sizeof da, a), a->device->name, describe(db, sizeof db, b),
                  b->device->name);
-        return NULL;
+        return -1;
     }
     int na = a->ndim, nb = b->ndim;
     int64_t ka = a->shape[na - 1], kb = nb == 1 ? b->shape[0] : b->shape[nb - 2];
@@ -67,8 +69,18 @@ tide_tensor *tide_matmul(const tide_tensor *a, const tide_tensor *b)
         td_error("matmul: shapes %s and %s cannot be multiplied (%lld != %lld)",
                  td_shape_str(s1, sizeof s1, na, a->shape),
                  td_shape_str(s2, sizeof s2, nb, b->shape), (long long)ka, (long long)kb);
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+tide_tensor *tide_matmul(const tide_tensor *a, const tide_tensor *b)
+{
+    if (check_operands(a, b) < 0)
+        return NULL;
+    char s1[160], s2[160];
+    int na = a->ndim, nb = b->ndim;
+    int64_t ka = a->shape[na - 1];
     /* Batch dims: everything before the matrix dims (a 1-D operand has none). */
     int bna = na > 2 ? na - 2 : 0, bnb = nb > 2 ? nb - 2 : 0, nbatch;
     int64_t batch[TIDE_MAX_DIMS];

@@ -622,13 +622,12 @@ static bool prefetch_before(const jit_group *g, const jit_slot *ms)
     return g->row_mode ? ms->vkind != JV_SCALAR : ms->vkind == JV_FULL;
 }
 
-static char *render(const jit_plan *c, const jit_group *g, int index, const tile_pair *pairs)
+/* The helpers the group calls and its kernels, each extern with the kernel named in a comment:
+ * groups whose text is the same share compiled code, so the text says all that differs. */
+static void emit_declarations(td_sbuf *b, const jit_plan *c, const jit_group *g,
+                              const tile_pair *pairs)
 {
-    td_sbuf b = {0};
-    (void)index;
-    td_emit(&b, "/* tide jit: a fusion group in %s of %lld elements */\n",
-         g->row_mode ? "rows" : "tiles", (long long)g->rowlen);
-    td_emit(&b, "typedef long I;\n"
+    td_emit(b, "typedef long I;\n"
              "extern void jg(const void *d, void *dst, I begin, I n);\n"
              "extern void js(I es, void *dst, const void *src, I n);\n"
              "extern void jr(int op, int dt, int odt, void *out, const void *x, I n);\n"
@@ -643,7 +642,7 @@ static char *render(const jit_plan *c, const jit_group *g, int index, const tile
         if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
             continue;
         int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
-        td_emit(&b, "extern void k%d(I n, void *o%s); /* %s %s%s */\n", s,
+        td_emit(b, "extern void k%d(I n, void *o%s); /* %s %s%s */\n", s,
              nd->op == TIDE_OP_WHERE ? ", const void *c, const void *a, const void *b"
              : tide_op_is_unary((tide_op)nd->op) ? ", const void *a"
                                                    : ", const void *a, const void *b",
@@ -655,31 +654,24 @@ static char *render(const jit_plan *c, const jit_group *g, int index, const tile
             /* the text names the kernel whole: groups with the same text share compiled code */
             const jit_node *n1 = &c->nodes[g->slots[g->members[k]].node];
             const jit_node *n2 = &c->nodes[g->slots[g->members[pairs[k].second]].node];
-            td_emit(&b, "extern void f%d(I n, void *o, const void *a, const void *b, const void *c);"
+            td_emit(b, "extern void f%d(I n, void *o, const void *a, const void *b, const void *c);"
                         " /* %s then %s(%s) %s */\n", g->members[pairs[k].second],
                     tide_op_name((tide_op)n1->op), tide_op_name((tide_op)n2->op),
                     pairs[k].cfirst ? "c, t" : "t, c", tide_dtype_name((tide_dtype)n1->dtype));
         }
-    td_emit(&b, "void grp(void **A, I r0, I r1, char *S)\n{\n    I r, s0, n;\n");
-    td_emit(&b, "    I N = *(const I *)A[%d]; /* elements in the domain: a runtime size */\n",
-         g->nargs);
-    for (int s = 0; s < g->nslots; s++)
-        td_emit(&b, "    char *p%d;\n", s);
-    int stream_es = 0; /* the widest output that may stream */
-    for (int s = 0; s < g->nslots; s++)
-        if (g->slots[s].stream >= 0 && g->slots[s].es > stream_es)
-            stream_es = g->slots[s].es;
-    if (stream_es)
-        td_emit(&b, "    I big = N * %d >= %lldL; /* outputs stream past the caches */\n",
-                stream_es, (long long)TD_JIT_STREAM_BYTES);
-    td_emit(&b, "    I far = N >= %lldL; /* operands come from memory, not cache */\n",
-            (long long)(TD_JIT_PREFETCH_BYTES / 4));
+}
+
+/* Before the rows: the scalar operands (pointers, splatted to a row where read as one) and the
+ * scalar members, computed once (the first range stores an output). */
+static void emit_scalars(td_sbuf *b, const jit_plan *c, const jit_group *g,
+                         const tile_pair *pairs)
+{
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         if (!sl->member && sl->vkind == JV_SCALAR) {
-            td_emit(&b, "    p%d = (char *)A[%d];\n", s, sl->arg);
+            td_emit(b, "    p%d = (char *)A[%d];\n", s, sl->arg);
             if (sl->splat >= 0 && splat_read(c, g, pairs, s))
-                td_emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", sl->es, (long long)sl->splat, s,
+                td_emit(b, "    js(%d, S+%lld, p%d, %lldL);\n", sl->es, (long long)sl->splat, s,
                      (long long)g->rowlen);
         }
     }
@@ -688,37 +680,44 @@ static char *render(const jit_plan *c, const jit_group *g, int index, const tile
         const jit_slot *ms = &g->slots[s];
         if (ms->vkind != JV_SCALAR)
             continue;
-        td_emit(&b, "    p%d = S+%lld;\n", s, (long long)ms->scratch);
-        emit_compute(&b, c, g, s, "1", -1);
+        td_emit(b, "    p%d = S+%lld;\n", s, (long long)ms->scratch);
+        emit_compute(b, c, g, s, "1", -1);
         if (ms->output)
-            td_emit(&b, "    if (r0 == 0) memcpy(A[%d], p%d, %d);\n", ms->arg, s, ms->es);
+            td_emit(b, "    if (r0 == 0) memcpy(A[%d], p%d, %d);\n", ms->arg, s, ms->es);
         if (ms->splat >= 0 && splat_read(c, g, pairs, s))
-            td_emit(&b, "    js(%d, S+%lld, p%d, %lldL);\n", ms->es, (long long)ms->splat, s,
+            td_emit(b, "    js(%d, S+%lld, p%d, %lldL);\n", ms->es, (long long)ms->splat, s,
                  (long long)g->rowlen);
     }
-    td_emit(&b, "    for (r = r0; r < r1; r++) {\n        s0 = r * %lldL;\n", (long long)g->rowlen);
-    if (g->row_mode)
-        td_emit(&b, "        n = %lldL;\n", (long long)g->rowlen);
-    else
-        td_emit(&b, "        n = N - s0;\n        if (n > %lldL) n = %lldL;\n",
-             (long long)g->rowlen, (long long)g->rowlen);
+}
+
+/* In a row: the pointers to its non-scalar inputs, read in place or gathered into scratch. */
+static void emit_row_inputs(td_sbuf *b, const jit_plan *c, const jit_group *g,
+                            const tile_pair *pairs)
+{
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
         if (sl->member || sl->vkind == JV_SCALAR)
             continue;
         if (sl->direct) {
-            td_emit(&b, "        p%d = (char *)A[%d] + s0 * %d;\n", s, sl->arg, sl->es);
+            td_emit(b, "        p%d = (char *)A[%d] + s0 * %d;\n", s, sl->arg, sl->es);
             continue;
         }
-        td_emit(&b, "        p%d = S+%lld;\n", s, (long long)sl->scratch);
+        td_emit(b, "        p%d = S+%lld;\n", s, (long long)sl->scratch);
         if (sl->vkind == JV_FULL) {
-            td_emit(&b, "        jg(A[%d], p%d, s0, n);\n", sl->arg, s);
+            td_emit(b, "        jg(A[%d], p%d, s0, n);\n", sl->arg, s);
         } else {
-            td_emit(&b, "        jg(A[%d], p%d, r, 1);\n", sl->arg, s);
+            td_emit(b, "        jg(A[%d], p%d, r, 1);\n", sl->arg, s);
             if (sl->splat >= 0 && splat_read(c, g, pairs, s))
-                td_emit(&b, "        js(%d, S+%lld, p%d, n);\n", sl->es, (long long)sl->splat, s);
+                td_emit(b, "        js(%d, S+%lld, p%d, n);\n", sl->es, (long long)sl->splat, s);
         }
     }
+}
+
+/* In a row: each member's kernel call (or its fused pair's), with its output's pointer and
+ * what follows the call: a streamed or written-back store, a splat of a row value. */
+static void emit_row_kernels(td_sbuf *b, const jit_plan *c, const jit_group *g,
+                             const tile_pair *pairs)
+{
     /* the tile's kernel calls, each preceded by a piece of the prefetches (a fused pair is one
      * call: two pieces back to back made the tanh chain 8% slower, the line-fill buffers full) */
     int nfull = 0, kfull = 0, first = -1; /* first: the member whose pair the next call ends */
@@ -734,39 +733,73 @@ static char *render(const jit_plan *c, const jit_group *g, int index, const tile
             continue;
         }
         if (ms->output && ms->stream >= 0)
-            td_emit(&b, "        p%d = big ? S+%lld : (char *)A[%d] + s0 * %d;\n", s,
+            td_emit(b, "        p%d = big ? S+%lld : (char *)A[%d] + s0 * %d;\n", s,
                     (long long)ms->stream, ms->arg, ms->es);
         else if (ms->output)
-            td_emit(&b, "        p%d = (char *)A[%d] + %s * %d;\n", s, ms->arg,
+            td_emit(b, "        p%d = (char *)A[%d] + %s * %d;\n", s, ms->arg,
                  ms->vkind == JV_FULL ? "s0" : "r", ms->es);
         else
-            td_emit(&b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
+            td_emit(b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
         if (prefetch_before(g, ms))
-            emit_prefetch(&b, g, nfull, kfull++);
+            emit_prefetch(b, g, nfull, kfull++);
         if (first >= 0) {
-            td_emit(&b, "        f%d(n, p%d", s, s);
+            td_emit(b, "        f%d(n, p%d", s, s);
             for (int j = 0; j < 3; j++) {
-                td_emit(&b, ", ");
-                operand(&b, g, ms, pairs[first].ops[j], -1);
+                td_emit(b, ", ");
+                operand(b, g, ms, pairs[first].ops[j], -1);
             }
-            td_emit(&b, "); /* %s then %s */\n",
+            td_emit(b, "); /* %s then %s */\n",
                     tide_op_name((tide_op)c->nodes[g->slots[g->members[first]].node].op),
                     tide_op_name((tide_op)c->nodes[ms->node].op));
             first = -1;
         } else {
-            td_emit(&b, "    ");
-            emit_compute(&b, c, g, s, ms->vkind == JV_FULL ? "n" : "1",
+            td_emit(b, "    ");
+            emit_compute(b, c, g, s, ms->vkind == JV_FULL ? "n" : "1",
                          pairs[k].one ? pairs[k].one_slot : -1);
         }
         if (ms->output && ms->stream >= 0)
-            td_emit(&b, "        if (big) jw((char *)A[%d] + s0 * %d, p%d, n * %d);\n", ms->arg,
+            td_emit(b, "        if (big) jw((char *)A[%d] + s0 * %d, p%d, n * %d);\n", ms->arg,
                     ms->es, s, ms->es);
         if (ms->into >= 0)
-            td_emit(&b, "        memcpy((char *)A[%d] + s0 * %d, p%d, n * %d); /* write-back */\n",
+            td_emit(b, "        memcpy((char *)A[%d] + s0 * %d, p%d, n * %d); /* write-back */\n",
                  ms->arg, ms->es, s, ms->es);
         if (ms->vkind == JV_ROW && ms->splat >= 0 && splat_read(c, g, pairs, s))
-            td_emit(&b, "        js(%d, S+%lld, p%d, n);\n", ms->es, (long long)ms->splat, s);
+            td_emit(b, "        js(%d, S+%lld, p%d, n);\n", ms->es, (long long)ms->splat, s);
     }
+}
+
+/* The C text of group g: grp(A, r0, r1, S) runs its rows (or tiles) r0..r1-1; A holds the
+ * operands, then N; S is the scratch. NULL when out of memory. */
+static char *render(const jit_plan *c, const jit_group *g, int index, const tile_pair *pairs)
+{
+    td_sbuf b = {0};
+    (void)index;
+    td_emit(&b, "/* tide jit: a fusion group in %s of %lld elements */\n",
+         g->row_mode ? "rows" : "tiles", (long long)g->rowlen);
+    emit_declarations(&b, c, g, pairs);
+    td_emit(&b, "void grp(void **A, I r0, I r1, char *S)\n{\n    I r, s0, n;\n");
+    td_emit(&b, "    I N = *(const I *)A[%d]; /* elements in the domain: a runtime size */\n",
+         g->nargs);
+    for (int s = 0; s < g->nslots; s++)
+        td_emit(&b, "    char *p%d;\n", s);
+    int stream_es = 0; /* the widest output that may stream */
+    for (int s = 0; s < g->nslots; s++)
+        if (g->slots[s].stream >= 0 && g->slots[s].es > stream_es)
+            stream_es = g->slots[s].es;
+    if (stream_es)
+        td_emit(&b, "    I big = N * %d >= %lldL; /* outputs stream past the caches */\n",
+                stream_es, (long long)TD_JIT_STREAM_BYTES);
+    td_emit(&b, "    I far = N >= %lldL; /* operands come from memory, not cache */\n",
+            (long long)(TD_JIT_PREFETCH_BYTES / 4));
+    emit_scalars(&b, c, g, pairs);
+    td_emit(&b, "    for (r = r0; r < r1; r++) {\n        s0 = r * %lldL;\n", (long long)g->rowlen);
+    if (g->row_mode)
+        td_emit(&b, "        n = %lldL;\n", (long long)g->rowlen);
+    else
+        td_emit(&b, "        n = N - s0;\n        if (n > %lldL) n = %lldL;\n",
+             (long long)g->rowlen, (long long)g->rowlen);
+    emit_row_inputs(&b, c, g, pairs);
+    emit_row_kernels(&b, c, g, pairs);
     td_emit(&b, "    }\n");
     if (stream_es)
         td_emit(&b, "    if (big) jf();\n");
@@ -776,6 +809,37 @@ static char *render(const jit_plan *c, const jit_group *g, int index, const tile
         return NULL;
     }
     return b.s;
+}
+
+/* The names the group's text declares extern: the helpers, then each member's kernel (or the
+ * fused pair's function) for this plan's ops and dtypes. */
+static void add_symbols(TCCState *s, const jit_plan *c, const jit_group *g, const tile_pair *pairs)
+{
+    tcc_add_symbol(s, "jg", (const void *)td_jit_gather);
+    tcc_add_symbol(s, "js", (const void *)td_jit_splat);
+    tcc_add_symbol(s, "jr", (const void *)td_jit_reduce);
+    tcc_add_symbol(s, "jc", (const void *)td_jit_cast);
+    tcc_add_symbol(s, "jp", (const void *)td_jit_prefetch);
+    tcc_add_symbol(s, "jw", (const void *)td_jit_stream);
+    tcc_add_symbol(s, "jf", (const void *)td_jit_stream_fence);
+    tcc_add_symbol(s, "memcpy", (const void *)memcpy);
+    for (int k = 0; k < g->nmembers; k++) {
+        int sl = g->members[k];
+        const jit_node *nd = &c->nodes[g->slots[sl].node];
+        if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
+            continue;
+        int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
+        char name[32];
+        snprintf(name, sizeof name, "k%d", sl);
+        tcc_add_symbol(s, name, pairs[k].one ? (const void *)pairs[k].one
+                                             : td_jit_tile_kernel(nd->op, kdt));
+    }
+    for (int k = 0; k < g->nmembers; k++)
+        if (pairs[k].second >= 0) {
+            char name[32];
+            snprintf(name, sizeof name, "f%d", g->members[pairs[k].second]);
+            tcc_add_symbol(s, name, (const void *)pairs[k].fn);
+        }
 }
 
 /* g->source through libtcc into g->fn, or the shared code of a group with the same text; where
@@ -800,31 +864,7 @@ static void compile_group(const jit_plan *c, jit_group *g, int index, const tile
         tcc_set_error_func(s, &err, tcc_error_cb);
         tcc_set_options(s, "-nostdlib");
         tcc_set_output_type(s, TCC_OUTPUT_MEMORY);
-        tcc_add_symbol(s, "jg", (const void *)td_jit_gather);
-        tcc_add_symbol(s, "js", (const void *)td_jit_splat);
-        tcc_add_symbol(s, "jr", (const void *)td_jit_reduce);
-        tcc_add_symbol(s, "jc", (const void *)td_jit_cast);
-        tcc_add_symbol(s, "jp", (const void *)td_jit_prefetch);
-        tcc_add_symbol(s, "jw", (const void *)td_jit_stream);
-        tcc_add_symbol(s, "jf", (const void *)td_jit_stream_fence);
-        tcc_add_symbol(s, "memcpy", (const void *)memcpy);
-        for (int k = 0; k < g->nmembers; k++) {
-            int sl = g->members[k];
-            const jit_node *nd = &c->nodes[g->slots[sl].node];
-            if (nd->op == TIDE_OP_CAST || (nd->op >= TIDE_OP_SUM && nd->op <= TIDE_OP_MIN))
-                continue;
-            int kdt = nd->op == TIDE_OP_WHERE ? nd->dtype : c->nodes[nd->in[0]].dtype;
-            char name[32];
-            snprintf(name, sizeof name, "k%d", sl);
-            tcc_add_symbol(s, name, pairs[k].one ? (const void *)pairs[k].one
-                                                 : td_jit_tile_kernel(nd->op, kdt));
-        }
-        for (int k = 0; k < g->nmembers; k++)
-            if (pairs[k].second >= 0) {
-                char name[32];
-                snprintf(name, sizeof name, "f%d", g->members[pairs[k].second]);
-                tcc_add_symbol(s, name, (const void *)pairs[k].fn);
-            }
+        add_symbols(s, c, g, pairs);
         ok = tcc_compile_string(s, g->source) == 0 && tcc_relocate(s, TCC_RELOCATE_AUTO) >= 0;
         if (ok)
             g->fn = (void (*)(void **, int64_t, int64_t, char *))tcc_get_symbol(s, "grp");
