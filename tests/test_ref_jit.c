@@ -126,6 +126,20 @@ static tide_tensor *p_select(tide_tensor *const *in)
     return r;
 }
 
+/* int32: where(x > y, |x * y - 7|, maximum(x, y)) + sum of the row (y broadcast from a
+ * column): integer arithmetic wraps and sums are exact: exact everywhere. */
+static tide_tensor *p_ints(tide_tensor *const *in)
+{
+    int dim = 1;
+    tide_tensor *c = tide_gt(in[0], in[1]), *m = tide_mul(in[0], in[1]);
+    tide_tensor *d = tide_sub_scalar(m, 7), *a = tide_abs(d), *mx = tide_maximum(in[0], in[1]);
+    tide_tensor *w = tide_where(c, a, mx), *s = tide_sum(w, &dim, 1, true);
+    tide_tensor *s32 = tide_cast(s, TIDE_INT32), *r = tide_add(w, s32);
+    tide_release(c), tide_release(m), tide_release(d), tide_release(a), tide_release(mx);
+    tide_release(w), tide_release(s), tide_release(s32);
+    return r;
+}
+
 /* float64: log(exp(x) * y + 1) with y broadcast over rows: CPU exp and log 2 ulp each (SLEEF
  * u10 + glibc's 1): exp's error scaled by |exp(x) y| / (exp(x) y + 1) <= 1 through log's
  * derivative: relative to the result, which is >= log(1 + e^-2 * 0.5) > 0.06: rel 2 + 2 + 2
@@ -153,6 +167,8 @@ static const program programs[] = {
      false},
     {"select", p_select, 3, {TIDE_FLOAT32, TIDE_INT32, TIDE_FLOAT32}, {2, 2, 0},
      {{31, 19}, {31, 19}, {0}}, -4, 5, {"group", NULL}, {0, 0, 0}, {0, 0, 0}, false},
+    {"ints", p_ints, 2, {TIDE_INT32, TIDE_INT32}, {2, 2}, {{21, 30}, {21, 1}}, -50, 50,
+     {"rows of 30", NULL}, {0, 0, 0}, {0, 0, 0}, false},
     {"f64", p_f64, 2, {TIDE_FLOAT64, TIDE_FLOAT64}, {2, 1}, {{17, 26}, {26}}, -2, 2,
      {"group", NULL}, {6, 1e-6, 0}, {0, 0, 0}, true},
 };
