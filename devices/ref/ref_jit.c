@@ -79,7 +79,7 @@ int ref_jit_compile(tide_device *dev, const void *plan, void *group, int index)
     jit_group *g = group;
     ref_program *pr = td_malloc(sizeof *pr + sizeof(ref_member) * (size_t)g->nmembers);
     if (!pr)
-        return -1;
+        return td_error("ref: out of memory compiling a jit group of %d members", g->nmembers);
     pr->nmembers = g->nmembers;
     for (int k = 0; k < g->nmembers; k++) {
         ref_member *m = &pr->m[k];
@@ -207,7 +207,7 @@ int ref_jit_run(tide_device *dev, const void *plan, const void *group, tide_tens
         rowlen *= g->domain[d];
     tide_tensor **v = td_calloc((size_t)g->nslots * 2, sizeof *v), **cells = v + g->nslots;
     if (!v)
-        return -1;
+        return td_error("ref: out of memory running a jit group of %d slots", g->nslots);
     int rc = 0;
     for (int s = 0; s < g->nslots && rc == 0; s++) {
         v[s] = t[s];
