@@ -101,8 +101,15 @@ static int ref_synchronize(tide_device *dev)
     return 0;
 }
 
-/* jit_compile/jit_run/jit_free stay NULL: the jit records no op on this device (jit/trace.c,
- * traceable) and runs each one eagerly at a graph break. */
+bool ref_jit_member(tide_device *dev, int op, int dtype);
+int64_t ref_jit_epilogue_rows(tide_device *dev, const void *plan, int p);
+int ref_jit_compile(tide_device *dev, const void *plan, void *group, int index);
+int ref_jit_run(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t);
+void ref_jit_free(tide_device *dev, void *group);
+
+/* The jit hooks: ref_jit.c interprets every fusion group. jit_group_after_write: a member reads
+ * each operand when it computes its own element (members run in program order within a row),
+ * so a member after a fused write-back reads the written elements. */
 static tide_device ref_device = {
     .name = "ref",
     .host_buffers = true,
@@ -113,6 +120,12 @@ static tide_device ref_device = {
     .host_ptr = ref_host_ptr,
     .run = ref_run,
     .synchronize = ref_synchronize,
+    .jit_member = ref_jit_member,
+    .jit_epilogue_rows = ref_jit_epilogue_rows,
+    .jit_compile = ref_jit_compile,
+    .jit_run = ref_jit_run,
+    .jit_free = ref_jit_free,
+    .jit_group_after_write = true,
 };
 
 static int ref_count(void) { return 1; }

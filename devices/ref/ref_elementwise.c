@@ -50,24 +50,34 @@ static bool unary_int(tide_op op, int dtype, int64_t v, int64_t *r)
     }
 }
 
+bool ref_unary_has_kernel(tide_op op, int dtype)
+{
+    int64_t r;
+    if (dtype == TIDE_BOOL)
+        return op == TIDE_OP_LOGICAL_NOT;
+    return ref_is_float(dtype) || unary_int(op, dtype, 0, &r);
+}
+
+void ref_unary_at(tide_op op, tide_tensor *out, int64_t oo, const tide_tensor *x, int64_t xo)
+{
+    int64_t r;
+    if (ref_is_float(x->dtype) && op == TIDE_OP_LOGICAL_NOT)
+        ref_set_i(out, oo, ref_get_f(x, xo) == 0);
+    else if (ref_is_float(x->dtype))
+        ref_set_f(out, oo, unary_float(op, ref_get_f(x, xo)));
+    else if (unary_int(op, x->dtype, ref_get_i(x, xo), &r))
+        ref_set_i(out, oo, r);
+}
+
 int ref_unary(tide_op op, tide_tensor *out, const tide_tensor *x)
 {
-    bool fl = ref_is_float(x->dtype);
-    if (x->dtype == TIDE_BOOL && op != TIDE_OP_LOGICAL_NOT)
+    if (!ref_unary_has_kernel(op, x->dtype))
         return ref_no_kernel(op, x->dtype);
-    int64_t r, idx[TIDE_MAX_DIMS];
-    if (!fl && !unary_int(op, x->dtype, 0, &r))
-        return ref_no_kernel(op, x->dtype);
+    int64_t idx[TIDE_MAX_DIMS];
     int64_t n = ref_numel(out);
     for (int64_t i = 0; i < n; i++) {
         ref_unflatten(out->ndim, out->shape, i, idx);
-        int64_t xo = ref_offset_bcast(x, out->ndim, idx), oo = ref_offset(out, idx);
-        if (fl && op == TIDE_OP_LOGICAL_NOT)
-            ref_set_i(out, oo, ref_get_f(x, xo) == 0);
-        else if (fl)
-            ref_set_f(out, oo, unary_float(op, ref_get_f(x, xo)));
-        else if (unary_int(op, x->dtype, ref_get_i(x, xo), &r))
-            ref_set_i(out, oo, r);
+        ref_unary_at(op, out, ref_offset(out, idx), x, ref_offset_bcast(x, out->ndim, idx));
     }
     return 0;
 }
@@ -132,41 +142,50 @@ static bool binary_int(tide_op op, int dtype, int64_t a, int64_t b, int64_t *r)
     }
 }
 
-static int binary_at(tide_op op, tide_tensor *out, int64_t oo, const tide_tensor *a, int64_t ao,
-                     const tide_tensor *b, int64_t bo)
+static bool is_logic(tide_op op)
 {
-    if (is_comparison(op) || op == TIDE_OP_LOGICAL_AND || op == TIDE_OP_LOGICAL_OR) {
-        if (ref_is_float(a->dtype))
-            ref_set_i(out, oo, COMPARE(op, ref_get_f(a, ao), ref_get_f(b, bo)));
-        else
-            ref_set_i(out, oo, COMPARE(op, ref_get_i(a, ao), ref_get_i(b, bo)));
-        return 0;
-    }
-    if (ref_is_float(a->dtype)) {
-        ref_set_f(out, oo, binary_float(op, ref_get_f(a, ao), ref_get_f(b, bo)));
-        return 0;
-    }
+    return is_comparison(op) || op == TIDE_OP_LOGICAL_AND || op == TIDE_OP_LOGICAL_OR;
+}
+
+bool ref_binary_has_kernel(tide_op op, int dtype)
+{
     int64_t r;
-    if (!binary_int(op, a->dtype, ref_get_i(a, ao), ref_get_i(b, bo), &r))
-        return ref_no_kernel(op, a->dtype);
-    ref_set_i(out, oo, r);
-    return 0;
+    return is_logic(op) || ref_is_float(dtype) || binary_int(op, dtype, 1, 1, &r);
+}
+
+void ref_binary_at(tide_op op, tide_tensor *out, int64_t oo, const tide_tensor *a, int64_t ao,
+                   const tide_tensor *b, int64_t bo)
+{
+    int64_t r;
+    if (is_logic(op) && ref_is_float(a->dtype))
+        ref_set_i(out, oo, COMPARE(op, ref_get_f(a, ao), ref_get_f(b, bo)));
+    else if (is_logic(op))
+        ref_set_i(out, oo, COMPARE(op, ref_get_i(a, ao), ref_get_i(b, bo)));
+    else if (ref_is_float(a->dtype))
+        ref_set_f(out, oo, binary_float(op, ref_get_f(a, ao), ref_get_f(b, bo)));
+    else if (binary_int(op, a->dtype, ref_get_i(a, ao), ref_get_i(b, bo), &r))
+        ref_set_i(out, oo, r);
 }
 
 int ref_binary(tide_op op, tide_tensor *out, const tide_tensor *a, const tide_tensor *b)
 {
-    int64_t r, idx[TIDE_MAX_DIMS];
-    bool logic = is_comparison(op) || op == TIDE_OP_LOGICAL_AND || op == TIDE_OP_LOGICAL_OR;
-    if (!logic && !ref_is_float(a->dtype) && !binary_int(op, a->dtype, 1, 1, &r))
+    int64_t idx[TIDE_MAX_DIMS];
+    if (!ref_binary_has_kernel(op, a->dtype))
         return ref_no_kernel(op, a->dtype); /* checked before anything is written */
     int64_t n = ref_numel(out);
     for (int64_t i = 0; i < n; i++) {
         ref_unflatten(out->ndim, out->shape, i, idx);
-        if (binary_at(op, out, ref_offset(out, idx), a, ref_offset_bcast(a, out->ndim, idx), b,
-                      ref_offset_bcast(b, out->ndim, idx)) < 0)
-            return -1;
+        ref_binary_at(op, out, ref_offset(out, idx), a, ref_offset_bcast(a, out->ndim, idx), b,
+                      ref_offset_bcast(b, out->ndim, idx));
     }
     return 0;
+}
+
+void ref_where_at(tide_tensor *out, int64_t oo, const tide_tensor *cond, int64_t co,
+                  const tide_tensor *a, int64_t ao, const tide_tensor *b, int64_t bo)
+{
+    bool c = ref_get_i(cond, co) != 0;
+    ref_convert(out, oo, c ? a : b, c ? ao : bo);
 }
 
 int ref_where(tide_tensor *out, const tide_tensor *cond, const tide_tensor *a,
@@ -176,9 +195,8 @@ int ref_where(tide_tensor *out, const tide_tensor *cond, const tide_tensor *a,
     int64_t n = ref_numel(out);
     for (int64_t i = 0; i < n; i++) {
         ref_unflatten(out->ndim, out->shape, i, idx);
-        bool c = ref_get_i(cond, ref_offset_bcast(cond, out->ndim, idx)) != 0;
-        const tide_tensor *pick = c ? a : b;
-        ref_convert(out, ref_offset(out, idx), pick, ref_offset_bcast(pick, out->ndim, idx));
+        ref_where_at(out, ref_offset(out, idx), cond, ref_offset_bcast(cond, out->ndim, idx), a,
+                     ref_offset_bcast(a, out->ndim, idx), b, ref_offset_bcast(b, out->ndim, idx));
     }
     return 0;
 }

@@ -53,6 +53,32 @@ int64_t ref_offset(const tide_tensor *t, const int64_t *idx);
 /* "ref: <op> has no kernel for dtype <dtype>"; returns -1. */
 int ref_no_kernel(tide_op op, int dtype);
 
+/* ---- one element of each fusible op ------------------------------------------------------
+ * The eager kernels below loop over these, and the group interpreter (ref_jit.c) calls them for
+ * each member at each element: the same numerics by construction. Operands are read at their
+ * storage offsets, the result written at oo. */
+
+/* Whether ref computes op on operands of dtype (else the eager kernel fails: ref_no_kernel). */
+bool ref_unary_has_kernel(tide_op op, int dtype);
+bool ref_binary_has_kernel(tide_op op, int dtype);
+void ref_unary_at(tide_op op, tide_tensor *out, int64_t oo, const tide_tensor *x, int64_t xo);
+void ref_binary_at(tide_op op, tide_tensor *out, int64_t oo, const tide_tensor *a, int64_t ao,
+                   const tide_tensor *b, int64_t bo);
+void ref_where_at(tide_tensor *out, int64_t oo, const tide_tensor *cond, int64_t co,
+                  const tide_tensor *a, int64_t ao, const tide_tensor *b, int64_t bo);
+
+/* A reduction's accumulator (sum/prod/max/min): double for float operands, wrapping int64 for
+ * the others; started, fed the reduced elements in row-major order, stored once. */
+typedef struct ref_acc {
+    double f;
+    int64_t i;
+    bool nan;
+} ref_acc;
+ref_acc ref_acc_start(tide_op op);
+void ref_acc_add(tide_op op, ref_acc *a, const tide_tensor *x, int64_t off);
+/* fl: the operand is a float dtype */
+void ref_acc_store(tide_op op, const ref_acc *a, bool fl, tide_tensor *out, int64_t oo);
+
 /* ---- kernels: out as core/device.h describes it; 0 or -1 with the error set --------------- */
 
 int ref_unary(tide_op op, tide_tensor *out, const tide_tensor *x);

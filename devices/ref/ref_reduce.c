@@ -8,15 +8,9 @@
 
 #include "ref_internal.h"
 
-typedef struct red_acc {
-    double f;
-    int64_t i;
-    bool nan;
-} red_acc;
-
-static red_acc acc_start(tide_op op)
+ref_acc ref_acc_start(tide_op op)
 {
-    red_acc a = {.nan = false};
+    ref_acc a = {.nan = false};
     switch (op) {
     case TIDE_OP_SUM: a.f = 0, a.i = 0; break;
     case TIDE_OP_PROD: a.f = 1, a.i = 1; break;
@@ -26,7 +20,7 @@ static red_acc acc_start(tide_op op)
     return a;
 }
 
-static void acc_add(tide_op op, red_acc *a, const tide_tensor *x, int64_t off)
+void ref_acc_add(tide_op op, ref_acc *a, const tide_tensor *x, int64_t off)
 {
     if (ref_is_float(x->dtype)) {
         double v = ref_get_f(x, off);
@@ -50,6 +44,14 @@ static void acc_add(tide_op op, red_acc *a, const tide_tensor *x, int64_t off)
     }
 }
 
+void ref_acc_store(tide_op op, const ref_acc *a, bool fl, tide_tensor *out, int64_t oo)
+{
+    if (fl)
+        ref_set_f(out, oo, a->nan && op != TIDE_OP_SUM && op != TIDE_OP_PROD ? NAN : a->f);
+    else
+        ref_set_i(out, oo, a->i);
+}
+
 int ref_reduce(tide_op op, tide_tensor *out, const tide_tensor *x, const int64_t *dims, int ndims)
 {
     bool fl = ref_is_float(x->dtype);
@@ -62,17 +64,14 @@ int ref_reduce(tide_op op, tide_tensor *out, const tide_tensor *x, const int64_t
     for (int64_t o = 0; o < nout; o++) {
         ref_unflatten(out->ndim, out->shape, o, idx);
         int64_t oo = ref_offset(out, idx);
-        red_acc a = acc_start(op);
+        ref_acc a = ref_acc_start(op);
         for (int64_t r = 0; r < m; r++) {
             ref_unflatten(ndims, rshape, r, ridx);
             for (int k = 0; k < ndims; k++)
                 idx[dims[k]] = ridx[k];
-            acc_add(op, &a, x, ref_offset(x, idx));
+            ref_acc_add(op, &a, x, ref_offset(x, idx));
         }
-        if (fl)
-            ref_set_f(out, oo, a.nan && op != TIDE_OP_SUM && op != TIDE_OP_PROD ? NAN : a.f);
-        else
-            ref_set_i(out, oo, a.i);
+        ref_acc_store(op, &a, fl, out, oo);
     }
     return 0;
 }
