@@ -20,6 +20,9 @@ struct tide_device {
     const char *name;
     /* Buffers are host pointers (td_tensor_data then reads them without a call). */
     bool host_buffers;
+    /* A number no other open device has (the CPU's is 0; the registry numbers the others as
+     * it opens them): what the jit's cache keys hold for a node's device. */
+    uint8_t key_id;
     /* A buffer of nbytes (64-byte aligned where that means anything), or NULL when out of
      * memory. The handle is opaque to everyone but the device. */
     void *(*alloc)(tide_device *dev, size_t nbytes);
@@ -89,6 +92,8 @@ tide_device *td_device_lookup(const char *name, char *why, size_t n);
 /* Kinds registered, and kind i's provider (NULL past the end). */
 int td_device_kind_count(void);
 const td_device_provider *td_device_kind(int i);
+/* Whether a device other than the CPU has been opened (an atomic read: the jit asks per op). */
+bool td_device_others_opened(void);
 /* The devices opened so far, in order of opening (NULL past the end); for sync and stats. */
 tide_device *td_device_opened(int i);
 

@@ -27,6 +27,9 @@ static struct opened {
 static int nopened;
 static pthread_once_t registered = PTHREAD_ONCE_INIT;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int others_opened; /* atomic: a device other than the CPU was opened */
+
+bool td_device_others_opened(void) { return __atomic_load_n(&others_opened, __ATOMIC_RELAXED); }
 
 void td_device_register(const td_device_provider *p)
 {
@@ -110,6 +113,10 @@ static tide_device *open_locked(int k, int index, char *why, size_t n)
     tide_device *d = kinds[k]->open(index, why, n);
     if (d)
         opened[nopened++] = (struct opened){k, index, d};
+    if (d && d != tide_cpu_device()) {
+        d->key_id = (uint8_t)nopened; /* 1..MAX_OPENED: the CPU keeps 0 */
+        __atomic_store_n(&others_opened, 1, __ATOMIC_RELAXED);
+    }
     return d;
 }
 
@@ -120,6 +127,8 @@ tide_device *td_device_lookup(const char *name, char *why, size_t n)
         why = spare;
         n = sizeof spare;
     }
+    if (name && strcmp(name, "cpu") == 0) /* always present: no lock (wrapped numbers ask) */
+        return tide_cpu_device();
     pthread_once(&registered, register_all);
     if (!name) {
         snprintf(why, n, "device name is NULL");

@@ -52,7 +52,7 @@ typedef struct key_buf {
 } key_buf;
 
 /* More than the entries key_node writes for one node. */
-#define KEY_NODE_MAX (9 + JIT_MAX_IN + 3 * TIDE_MAX_DIMS + 2 * TIDE_MAX_DIMS)
+#define KEY_NODE_MAX (8 + JIT_MAX_IN + 3 * TIDE_MAX_DIMS + 2 * TIDE_MAX_DIMS)
 
 /* Room for KEY_NODE_MAX more entries; false (the buffer dropped) when memory ran out. */
 static bool key_reserve(key_buf *k)
@@ -74,8 +74,8 @@ static inline void kput(key_buf *k, int64_t x) { k->v[k->n++] = x; }
 static void key_node(key_buf *k, const jit_node *nd)
 {
     kput(k, nd->kind | (int64_t)nd->op << 8 | (int64_t)nd->dtype << 24 |
-                (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48);
-    kput(k, (int64_t)(intptr_t)nd->device);
+                (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48 |
+                (int64_t)nd->device->key_id << 56);
     for (int i = 0; i < nd->nin; i++)
         kput(k, nd->in[i]);
     kput(k, nd->root);

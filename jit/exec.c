@@ -47,9 +47,9 @@ static tide_tensor *alloc_node(const exec_ctx *x, tide_tensor *arena, int node)
  * and operands when the group is its epilogue. */
 static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
 {
-    tide_tensor *tbuf[32];
+    tide_tensor *tbuf[128]; /* a group has up to 48 members and their operands */
     size_t nt = (size_t)g->nslots + 3;
-    tide_tensor **t = nt <= 32 ? tbuf : td_calloc(nt, sizeof *t);
+    tide_tensor **t = nt <= 128 ? tbuf : td_calloc(nt, sizeof *t);
     if (!t)
         return td_error("jit: out of memory");
     int rc = 0;

@@ -349,12 +349,11 @@ tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_ten
         }
         return run_eager(op, meta, dst, in, nin, attrs, out_view);
     }
-    /* with no segment pending and a device other than the CPU in use (the registry lists each
-     * opened device once), a scalar op runs at once too: it is most likely a wrapped number
-     * cast for that device's op (a CPU segment of it would only break) */
-    tide_device *first = td_device_opened(0);
-    bool other = first && (first != tide_cpu_device() || td_device_opened(1));
-    if (!tr->capture && (tr->n > 0 ? tr->dev && meta->device != tr->dev : other) &&
+    /* with no segment pending and a device other than the CPU in use, a scalar op runs at once
+     * too: it is most likely a wrapped number cast for that device's op (a CPU segment of it
+     * would only break) */
+    if (!tr->capture &&
+        (tr->n > 0 ? tr->dev && meta->device != tr->dev : td_device_others_opened()) &&
         side_op(tr, meta, dst, in, nin, out_view))
         return run_eager(op, meta, dst, in, nin, attrs, out_view);
     if (tr->n > 0 && tr->dev && meta->device != tr->dev && !tr->capture) {

@@ -193,7 +193,7 @@ tide_tensor *tide_eye(int64_t n, int64_t m, tide_dtype dtype) { return tide_eye_
 
 static tide_tensor *wrapped(const void *value, tide_dtype dtype)
 {
-    tide_tensor *t = tide_from_data_on("cpu", value, 0, NULL, dtype);
+    tide_tensor *t = td_from_data_on(tide_cpu_device(), value, 0, NULL, dtype);
     if (t)
         t->flags |= TD_WRAPPED_NUMBER;
     return t;

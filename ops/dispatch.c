@@ -21,8 +21,10 @@ static int record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int
     return 0;
 }
 
-tide_tensor *td_run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
-                          const tide_attrs *attrs)
+/* Inlined into td_dispatch: every eager op takes this path (the call showed in callgrind's
+ * count per op). */
+static inline __attribute__((always_inline)) tide_tensor *
+run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin, const tide_attrs *attrs)
 {
     tide_tensor *out =
         td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape, meta->dtype);
@@ -36,6 +38,12 @@ tide_tensor *td_run_eager(tide_op op, const td_meta *meta, tide_tensor *const *i
         return NULL;
     }
     return out;
+}
+
+tide_tensor *td_run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
+                          const tide_attrs *attrs)
+{
+    return run_eager(op, meta, in, nin, attrs);
 }
 
 int td_run_eager_into(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
@@ -55,7 +63,7 @@ tide_tensor *td_dispatch(tide_op op, const td_meta *meta, tide_tensor *const *in
 {
     td_hooks *h = &thread_hooks;
     tide_tensor *out = h->trace ? h->trace(h->trace_ctx, op, meta, NULL, in, nin, attrs, NULL)
-                                : td_run_eager(op, meta, in, nin, attrs);
+                                : run_eager(op, meta, in, nin, attrs);
     if (!out)
         return NULL;
     if (record_grad(op, out, in, nin, attrs) < 0) {

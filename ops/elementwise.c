@@ -7,15 +7,15 @@
 
 #include "dispatch.h"
 
-/* The device the op runs on. Wrapped numbers and 0-dim CPU tensors go with any device (the
- * device copies them over); other operands on two devices are an error naming both. */
+/* The device the op runs on. Wrapped numbers and 0-dim tensors in host memory go with any
+ * device (the device copies them over); other operands on two devices are an error naming both. */
 static tide_device *device_of(const char *op, tide_tensor *const *ts, const char *const *names,
                               int n)
 {
     int first = -1;
     for (int i = 0; i < n; i++) {
         if ((ts[i]->flags & TD_WRAPPED_NUMBER) ||
-            (ts[i]->ndim == 0 && ts[i]->device == tide_cpu_device()))
+            (ts[i]->ndim == 0 && ts[i]->device->host_buffers))
             continue;
         if (first < 0) {
             first = i;

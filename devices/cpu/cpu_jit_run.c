@@ -250,15 +250,22 @@ int td_cpu_jit_run(tide_device *dev, const void *plan, const void *group, tide_t
     jit_gather gbuf[32];
     /* args[nargs]: the domain's element count, a runtime value of the generated code */
     void **args = g->nargs < 64 ? argbuf : td_malloc(sizeof(void *) * (size_t)(g->nargs + 1));
-    jit_gather *gathers = g->nslots <= 32 ? gbuf : td_malloc(sizeof *gathers * (size_t)g->nslots);
+    int ngathers = 0; /* operands read through strides: one descriptor each */
+    for (int s = 0; s < g->nslots; s++)
+        ngathers += !g->slots[s].member && !g->slots[s].direct && g->slots[s].vkind != JV_SCALAR;
+    jit_gather *gathers = ngathers <= 32 ? gbuf : td_malloc(sizeof *gathers * (size_t)ngathers);
     int rc = 0;
     if (!args || !gathers) {
         rc = td_error("jit: out of memory");
         goto done;
     }
-    for (int s = 0; s < g->nslots; s++)
-        if (g->slots[s].arg >= 0)
-            args[g->slots[s].arg] = slot_arg(g, &g->slots[s], t[s], &gathers[s]);
+    for (int s = 0, gi = 0; s < g->nslots; s++) {
+        const jit_slot *sl = &g->slots[s];
+        if (sl->arg < 0)
+            continue;
+        bool gathered = !sl->member && !sl->direct && sl->vkind != JV_SCALAR;
+        args[sl->arg] = slot_arg(g, sl, t[s], gathered ? &gathers[gi++] : NULL);
+    }
     args[g->nargs] = (void *)&g->numel;
     if (g->producer >= 0) {
         rc = run_epilogue(c, g, args, t);
