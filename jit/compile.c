@@ -157,7 +157,7 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
         goto oom;
     memcpy(c->nodes, nodes, sizeof *c->nodes * (size_t)n);
     /* a segment's ops are on one device (trace.c); one of only outside tensors runs nothing */
-    c->device = n > 0 ? nodes[0].device : tide_cpu_device();
+    c->device = n > 0 ? nodes[0].device : td_default_device(); /* empty: runs nothing */
     for (int i = 0; i < n; i++) {
         c->nodes[i].stub = NULL;
         c->alias[i] = i;

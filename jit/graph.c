@@ -1,6 +1,7 @@
 /*
  * graph.c — the C capture API: tide_jit_begin/tide_jit_end record a graph with declared inputs,
- * tide_graph_run replays it on new inputs (guarded: same shapes, dtypes, strides; on the CPU).
+ * tide_graph_run replays it on new inputs (guarded: same shapes, dtypes, strides and devices as
+ * captured). A capture runs on one device: an op on another is refused.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,9 +112,9 @@ static int check_input(const tide_graph *g, int i, const tide_tensor *t)
                         "with %s (make it contiguous or capture again)", i,
                         td_shape_str(a, sizeof a, t->ndim, t->strides),
                         td_shape_str(b, sizeof b, nd->ndim, nd->strides));
-    if (t->device != tide_cpu_device())
-        return td_error("tide_graph_run: input %d is on %s; the graph runs on cpu", i,
-                        t->device->name);
+    if (t->device != nd->device)
+        return td_error("tide_graph_run: input %d is on %s; the graph was captured with it on %s",
+                        i, t->device->name, nd->device->name);
     return 0;
 }
 

@@ -191,13 +191,11 @@ static tide_tensor *new_stub(const td_meta *meta)
 }
 
 
-/* Ops the recorder hands to the eager kernels at a break instead of tracing them: ops on a
- * device that runs no fusion groups (no jit_run), and in C capture mode ops off the CPU
- * (tide_graph_run replays on the CPU). */
-static bool traceable(const jit_trace *tr, tide_op op, const td_meta *meta, int nin)
+/* Ops the recorder hands to the eager kernels at a break instead of tracing them: copies
+ * between devices, and ops on a device that runs no fusion groups (no jit_run). */
+static bool traceable(tide_op op, const td_meta *meta, int nin)
 {
-    return op != TIDE_OP_TO && nin <= JIT_MAX_IN && meta->device->jit_run &&
-           (!tr->capture || meta->device == tide_cpu_device());
+    return op != TIDE_OP_TO && nin <= JIT_MAX_IN && meta->device->jit_run;
 }
 
 /* Runs an op eagerly with the recorder off. */
@@ -235,9 +233,7 @@ static tide_tensor *refuse_capture(tide_op op, const td_meta *meta, int nin)
 {
     const char *why = op == TIDE_OP_TO ? "a copy between devices is not captured"
                       : nin > JIT_MAX_IN ? "it has more inputs than a node holds"
-                      : meta->device != tide_cpu_device()
-                          ? "a captured graph runs on the cpu (tide_graph_run)"
-                          : "its device runs no fusion groups";
+                                         : "its device runs no fusion groups";
     td_error("jit: %s with %d inputs on %s cannot be captured: %s", tide_op_name(op), nin,
              meta->device->name, why);
     return NULL;
@@ -356,6 +352,11 @@ tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_ten
         (tr->n > 0 ? tr->dev && meta->device != tr->dev : td_device_others_opened()) &&
         side_op(tr, meta, dst, in, nin, out_view))
         return run_eager(op, meta, dst, in, nin, attrs, out_view);
+    if (tr->capture && tr->dev && meta->device != tr->dev && traceable(op, meta, nin)) {
+        td_error("jit: %s on %s cannot be captured after ops on %s: a captured graph runs on "
+                 "one device", tide_op_name(op), meta->device->name, tr->dev->name);
+        return NULL;
+    }
     if (tr->n > 0 && tr->dev && meta->device != tr->dev && !tr->capture) {
         /* the segment is on one device: run what is pending, and start one on this device */
         if (jit_flush(tr, NULL, 0, NULL) < 0)
@@ -364,7 +365,7 @@ tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_ten
                meta->device->name, tr->dev->name, *jit_where() ? " at " : "", jit_where());
         jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
     }
-    if (!traceable(tr, op, meta, nin)) {
+    if (!traceable(op, meta, nin)) {
         if (tr->capture)
             return refuse_capture(op, meta, nin);
         /* a graph break: run what is pending, then this op eagerly */

@@ -286,6 +286,36 @@ static void test_inplace(void)
 }
 
 /* the shader's SPIR-V went into TIDE_VULKAN_CACHE_DIR */
+/* A C capture of Vulkan ops (tanh(x) * y, rows summed): it replays on new Vulkan inputs with
+ * the eager shaders' values (the fused shader runs the same op bodies: 1e-6 relative covers a
+ * driver's contraction of a*b+c), and refuses inputs on the cpu. */
+static void test_capture(void)
+{
+    int64_t shape[2] = {64, 33};
+    tide_tensor *x = on(randt(2, shape, TIDE_FLOAT32, -2, 2), "vulkan");
+    tide_tensor *y = on(randt(2, shape, TIDE_FLOAT32, -2, 2), "vulkan");
+    tide_tensor *in[2] = {x, y};
+    CHECK(x && y && tide_jit_begin(in, 2) == 0, "capture begin: %s", tide_last_error());
+    tide_tensor *t = tide_tanh(x), *m = t ? tide_mul(t, y) : NULL;
+    tide_tensor *s = m ? tide_sum(m, (const int[]){1}, 1, false) : NULL;
+    tide_graph *g = tide_jit_end(&s, s ? 1 : 0);
+    CHECK(g != NULL, "capture of Vulkan ops: %s", tide_last_error());
+    tide_tensor *x2 = on(randt(2, shape, TIDE_FLOAT32, -2, 2), "vulkan"), *got = NULL;
+    tide_tensor *in2[2] = {x2, y}, *t2 = tide_tanh(x2), *m2 = tide_mul(t2, y);
+    tide_tensor *want = tide_sum(m2, (const int[]){1}, 1, false);
+    CHECK(g && tide_graph_run(g, in2, 2, &got) == 0, "replay: %s", tide_last_error());
+    check_close("captured Vulkan graph", got, want, 1e-6, 1e-6);
+    CHECK(got && strcmp(tide_device_name(got), "vulkan") == 0, "the replay's result is on %s",
+          got ? tide_device_name(got) : "nothing");
+    tide_tensor *xc = on(x2, "cpu"), *in3[2] = {xc, y}, *bad = NULL;
+    CHECK(g && tide_graph_run(g, in3, 2, &bad) < 0 && strstr(tide_last_error(), "on cpu"),
+          "a replay on a cpu input: %s", tide_last_error());
+    tide_graph_free(g);
+    tide_release(t), tide_release(m), tide_release(s), tide_release(x2), tide_release(t2);
+    tide_release(m2), tide_release(want), tide_release(got), tide_release(xc);
+    tide_release(x), tide_release(y);
+}
+
 static void test_disk_cache(void)
 {
     DIR *d = opendir(cache_dir);
@@ -333,6 +363,7 @@ int main(void)
     tide_release(pv);
     test_chains();
     test_inplace();
+    test_capture();
     test_disk_cache();
     tide_shutdown();
     return test_summary("test_vulkan_jit");
