@@ -477,7 +477,7 @@ TIDE_API void tide_jit_cache_clear(void);
  * tide_to "cpu") or tide_sync. */
 /* A copy of t on device ("cpu", "vulkan", "vulkan:1"); a new reference to t when it is already
  * there. A dispatched op (TO): autograd records it (the gradient goes back to t's device) and
- * the jit runs it at a graph break. */
+ * the jit traces it in the segment of t's device. */
 TIDE_API tide_tensor *tide_to(const tide_tensor *t, const char *device);
 /* Waits until every queued kernel and copy of every device has finished. 0 or -1. */
 TIDE_API int tide_sync(void);

@@ -161,8 +161,10 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
     for (int i = 0; i < n; i++) {
         c->nodes[i].stub = NULL;
         c->alias[i] = i;
-        if (nodes[i].kind != JN_EXTERN)
-            c->device = nodes[i].device;
+        if (nodes[i].kind != JN_EXTERN) /* a TO runs where its source is */
+            c->device = nodes[i].op == TIDE_OP_TO && nodes[i].kind == JN_OP
+                            ? nodes[nodes[i].in[0]].device
+                            : nodes[i].device;
     }
     c->view = (jit_plan){hash, n, c->nodes, c->device};
     c->noutputs = noutputs;

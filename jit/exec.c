@@ -30,9 +30,8 @@ static tide_tensor *alloc_node(const exec_ctx *x, tide_tensor *arena, int node)
 {
     const jit_node *nd = &x->c->nodes[node];
     int64_t off = x->c->arena_off[node];
-    if (off < 0 || !arena)
-        return td_tensor_new("jit", x->c->device, nd->ndim, nd->shape,
-                             (tide_dtype)nd->dtype);
+    if (off < 0 || !arena) /* own storage, on the node's device (a TO's is its destination) */
+        return td_tensor_new("jit", nd->device, nd->ndim, nd->shape, (tide_dtype)nd->dtype);
     int64_t strides[TIDE_MAX_DIMS];
     td_contiguous_strides(nd->ndim, nd->shape, strides);
     tide_tensor *t = td_tensor_view(arena, nd->ndim, nd->shape, strides, 0);
@@ -124,7 +123,8 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
             const tide_attrs *attrs = nd->op == TIDE_OP_RANDOM ? &rt_nodes[st->node].attrs
                                                                : &nd->attrs;
             if (td_numel(nd->ndim, nd->shape) > 0 &&
-                dev->run(dev, (tide_op)nd->op, out, in, nd->nin, attrs) < 0)
+                (nd->op == TIDE_OP_TO ? td_copy_between_devices(out, in[0])
+                                      : dev->run(dev, (tide_op)nd->op, out, in, nd->nin, attrs)) < 0)
                 goto done;
         } else { /* JS_INPLACE */
             tide_tensor *dst = in[0];

@@ -120,7 +120,9 @@ int jit_plan_memory(jit_compiled *c, const char *is_output)
     note_lifetimes(c, first, last);
     int nreq = 0;
     for (int i = 0; i < n; i++) {
-        if (first[i] < 0 || is_output[i] || c->nodes[i].kind != JN_OP)
+        /* a copy's result on another device (TO) gets its own storage there */
+        if (first[i] < 0 || is_output[i] || c->nodes[i].kind != JN_OP ||
+            c->nodes[i].device != c->device)
             continue;
         int64_t bytes = jit_numel(&c->nodes[i]) * (int64_t)td_dtype_sizes[c->nodes[i].dtype];
         req[nreq++] = (buf_req){i, (bytes + 63) / 64 * 64, first[i],

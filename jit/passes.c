@@ -77,7 +77,7 @@ static uint64_t node_hash(const jit_node *nd)
 static bool node_equal(const jit_node *a, const jit_node *b)
 {
     if (a->kind != b->kind || a->op != b->op || a->dtype != b->dtype || a->nin != b->nin ||
-        a->epoch != b->epoch || !jit_same_shape(a->ndim, a->shape, b->ndim, b->shape) ||
+        a->device != b->device || a->epoch != b->epoch || !jit_same_shape(a->ndim, a->shape, b->ndim, b->shape) ||
         memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) != 0 || a->root != b->root)
         return false;
     if (a->kind == JN_VIEW &&

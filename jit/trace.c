@@ -191,11 +191,18 @@ static tide_tensor *new_stub(const td_meta *meta)
 }
 
 
-/* Ops the recorder hands to the eager kernels at a break instead of tracing them: copies
- * between devices, and ops on a device that runs no fusion groups (no jit_run). */
-static bool traceable(tide_op op, const td_meta *meta, int nin)
+/* Ops the recorder hands to the eager kernels at a break instead of tracing them: ops whose
+ * device (run_device) runs no fusion groups (no jit_run), and ops with too many inputs. */
+static bool traceable(const tide_device *dev, int nin)
 {
-    return op != TIDE_OP_TO && nin <= JIT_MAX_IN && meta->device->jit_run;
+    return nin <= JIT_MAX_IN && dev->jit_run;
+}
+
+/* The device whose segment an op belongs to: a copy between devices (TO) runs in its source's
+ * segment, its result living on the destination. */
+static tide_device *run_device(tide_op op, const td_meta *meta, tide_tensor *const *in)
+{
+    return op == TIDE_OP_TO ? in[0]->device : meta->device;
 }
 
 /* Runs an op eagerly with the recorder off. */
@@ -231,9 +238,8 @@ static bool side_op(const jit_trace *tr, const td_meta *meta, const tide_tensor 
 /* Why an op cannot be captured (C capture mode): the error, naming the op and its device. */
 static tide_tensor *refuse_capture(tide_op op, const td_meta *meta, int nin)
 {
-    const char *why = op == TIDE_OP_TO ? "a copy between devices is not captured"
-                      : nin > JIT_MAX_IN ? "it has more inputs than a node holds"
-                                         : "its device runs no fusion groups";
+    const char *why =
+        nin > JIT_MAX_IN ? "it has more inputs than a node holds" : "its device runs no fusion groups";
     td_error("jit: %s with %d inputs on %s cannot be captured: %s", tide_op_name(op), nin,
              meta->device->name, why);
     return NULL;
@@ -334,38 +340,28 @@ tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_ten
                                const tide_tensor *out_view)
 {
     jit_trace *tr = ctx;
-    if (op == TIDE_OP_TO && !tr->capture) {
-        /* a copy between devices is not traced: what is pending runs (a break), then the copy */
-        if (tr->n > 0) {
-            if (jit_flush(tr, NULL, 0, NULL) < 0)
-                return NULL;
-            td_log("jit", "break: to %s runs eagerly%s%s", meta->device->name,
-                   *jit_where() ? " at " : "", jit_where());
-            jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
-        }
-        return run_eager(op, meta, dst, in, nin, attrs, out_view);
-    }
+    tide_device *rd = run_device(op, meta, in);
     /* with no segment pending and a device other than the CPU in use, a scalar op runs at once
      * too: it is most likely a wrapped number cast for that device's op (a CPU segment of it
      * would only break) */
     if (!tr->capture &&
-        (tr->n > 0 ? tr->dev && meta->device != tr->dev : td_device_others_opened()) &&
+        (tr->n > 0 ? tr->dev && rd != tr->dev : td_device_others_opened()) &&
         side_op(tr, meta, dst, in, nin, out_view))
         return run_eager(op, meta, dst, in, nin, attrs, out_view);
-    if (tr->capture && tr->dev && meta->device != tr->dev && traceable(op, meta, nin)) {
+    if (tr->capture && tr->dev && rd != tr->dev && traceable(rd, nin)) {
         td_error("jit: %s on %s cannot be captured after ops on %s: a captured graph runs on "
-                 "one device", tide_op_name(op), meta->device->name, tr->dev->name);
+                 "one device", tide_op_name(op), rd->name, tr->dev->name);
         return NULL;
     }
-    if (tr->n > 0 && tr->dev && meta->device != tr->dev && !tr->capture) {
+    if (tr->n > 0 && tr->dev && rd != tr->dev && !tr->capture) {
         /* the segment is on one device: run what is pending, and start one on this device */
         if (jit_flush(tr, NULL, 0, NULL) < 0)
             return NULL;
-        td_log("jit", "break: %s runs on %s after ops on %s%s%s", tide_op_name(op),
-               meta->device->name, tr->dev->name, *jit_where() ? " at " : "", jit_where());
+        td_log("jit", "break: %s runs on %s after ops on %s%s%s", tide_op_name(op), rd->name,
+               tr->dev->name, *jit_where() ? " at " : "", jit_where());
         jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
     }
-    if (!traceable(op, meta, nin)) {
+    if (!traceable(rd, nin)) {
         if (tr->capture)
             return refuse_capture(op, meta, nin);
         /* a graph break: run what is pending, then this op eagerly */
@@ -376,7 +372,7 @@ tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_ten
         jit_stats_add(tr, 0, 0, 0, 1, 0, 0);
         return run_eager(op, meta, dst, in, nin, attrs, out_view);
     }
-    tr->dev = meta->device;
+    tr->dev = rd;
     /* a very long segment (a whole loop inside one jit call) runs in pieces, so compiles stay
      * fast and memory bounded */
     if (!tr->capture && tr->n >= SEGMENT_MAX_NODES) {

@@ -140,7 +140,7 @@ H.test("to is recorded: the gradient comes back to the CPU", function()
   H.values(v.grad, { 2, -2 }, 0) -- d(v^2)/dv = 2v, exact
 end)
 
-H.test("to under the jit: runs at a break, recorded by autograd", function()
+H.test("to under the jit: traced in its source's segment, recorded by autograd", function()
   local f = tide.jit(function(x)
     local y = (x * 3):to("vulkan"):mul(2):to("cpu"):sum()
     y:backward()
@@ -154,8 +154,17 @@ H.test("to under the jit: runs at a break, recorded by autograd", function()
     H.eq(x.grad.device, "cpu")
     H.values(x.grad, { 6, 6, 6 }, 0, "call " .. i)
   end
-  -- each call: the CPU segment before the first to ends there, the Vulkan one before the second
-  H.ok(f:stats().breaks >= 2, "to ends the pending segment: " .. f:stats().breaks)
+  -- each call: the CPU segment ends with its copy to Vulkan (the copy is a node of it), the
+  -- Vulkan segment (mul, the copy back, and backward's copies) likewise: a later call compiles
+  -- nothing and runs every segment, copies included, from the cache
+  local st = f:stats()
+  H.ok(st.breaks >= 2, "a segment is on one device: " .. st.breaks)
+  local before = f:stats()
+  f(tide.tensor({ 1.0, 2.0, 4.0 }, { requires_grad = true }))
+  local after = f:stats()
+  H.eq(after.compiles, before.compiles, "a fourth call compiles nothing")
+  H.ok(after.hits - before.hits >= 3, "its segments (with the copies) hit the cache: "
+       .. (after.hits - before.hits))
   -- a transposed view of a traced result, moved both ways
   local g = tide.jit(function(a) return (a * 2):t():to("vulkan"):to("cpu"):t():to("vulkan") end)
   local a = tide.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }, { dtype = "float32" })
