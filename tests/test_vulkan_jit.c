@@ -289,18 +289,24 @@ static void test_inplace(void)
 /* A C capture of Vulkan ops (tanh(x) * y, rows summed): it replays on new Vulkan inputs with
  * the eager shaders' values (the fused shader runs the same op bodies: 1e-6 relative covers a
  * driver's contraction of a*b+c), and refuses inputs on the cpu. */
+static tide_tensor *rand_vulkan(int ndim, const int64_t *shape)
+{
+    tide_tensor *c = randt(ndim, shape, TIDE_FLOAT32, -2, 2), *v = on(c, "vulkan");
+    tide_release(c);
+    return v;
+}
+
 static void test_capture(void)
 {
     int64_t shape[2] = {64, 33};
-    tide_tensor *x = on(randt(2, shape, TIDE_FLOAT32, -2, 2), "vulkan");
-    tide_tensor *y = on(randt(2, shape, TIDE_FLOAT32, -2, 2), "vulkan");
+    tide_tensor *x = rand_vulkan(2, shape), *y = rand_vulkan(2, shape);
     tide_tensor *in[2] = {x, y};
     CHECK(x && y && tide_jit_begin(in, 2) == 0, "capture begin: %s", tide_last_error());
     tide_tensor *t = tide_tanh(x), *m = t ? tide_mul(t, y) : NULL;
     tide_tensor *s = m ? tide_sum(m, (const int[]){1}, 1, false) : NULL;
     tide_graph *g = tide_jit_end(&s, s ? 1 : 0);
     CHECK(g != NULL, "capture of Vulkan ops: %s", tide_last_error());
-    tide_tensor *x2 = on(randt(2, shape, TIDE_FLOAT32, -2, 2), "vulkan"), *got = NULL;
+    tide_tensor *x2 = rand_vulkan(2, shape), *got = NULL;
     tide_tensor *in2[2] = {x2, y}, *t2 = tide_tanh(x2), *m2 = tide_mul(t2, y);
     tide_tensor *want = tide_sum(m2, (const int[]){1}, 1, false);
     CHECK(g && tide_graph_run(g, in2, 2, &got) == 0, "replay: %s", tide_last_error());
