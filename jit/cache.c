@@ -211,7 +211,8 @@ jit_compiled *jit_lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n,
         return c;
     }
     double t0 = jit_now_ms();
-    c = jit_compile(nodes, n, nexterns, outs, nouts, h);
+    /* the segment's device; one of only outside tensors runs nothing */
+    c = jit_compile(nodes, n, nexterns, outs, nouts, tr->dev ? tr->dev : td_default_device(), h);
     if (!c)
         return NULL;
     c->compile_ms = jit_now_ms() - t0;

@@ -139,7 +139,7 @@ static void dump_plan(const jit_compiled *c)
 }
 
 jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int *outputs,
-                          int noutputs, uint64_t hash)
+                          int noutputs, tide_device *device, uint64_t hash)
 {
     jit_compiled *c = td_calloc(1, sizeof *c);
     char *live = td_malloc((size_t)n + 1), *is_output = td_calloc((size_t)n + 1, 1),
@@ -156,15 +156,10 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
     if (!c->nodes || !c->alias || !c->consts || !c->outputs)
         goto oom;
     memcpy(c->nodes, nodes, sizeof *c->nodes * (size_t)n);
-    /* a segment's ops are on one device (trace.c); one of only outside tensors runs nothing */
-    c->device = n > 0 ? nodes[0].device : td_default_device(); /* empty: runs nothing */
+    c->device = device;
     for (int i = 0; i < n; i++) {
         c->nodes[i].stub = NULL;
         c->alias[i] = i;
-        if (nodes[i].kind != JN_EXTERN) /* a TO runs where its source is */
-            c->device = nodes[i].op == TIDE_OP_TO && nodes[i].kind == JN_OP
-                            ? nodes[nodes[i].in[0]].device
-                            : nodes[i].device;
     }
     c->view = (jit_plan){hash, n, c->nodes, c->device};
     c->noutputs = noutputs;

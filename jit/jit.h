@@ -70,9 +70,10 @@ static inline bool jit_same_shape(int na, const int64_t *a, int nb, const int64_
 }
 
 /* Builds the plan for nodes[0..n) with the given outputs (passes, fusion, memory plan, code
- * generation). NULL with the error set. */
+ * generation) to run on device, the segment's (trace.c: where its ops run). NULL with the
+ * error set. */
 jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int *outputs,
-                          int noutputs, uint64_t hash);
+                          int noutputs, tide_device *device, uint64_t hash);
 void jit_compiled_free(jit_compiled *c);
 /* Runs a plan: ext are the external tensors, nodes the trace's nodes (runtime attributes:
  * RANDOM's seed and offset, FILL values). values receives a new reference per output node
