@@ -12,7 +12,9 @@
 
 #define BIND_ALIGN 32 /* bindings start on a 32-byte boundary: u64vec4, vec4 and uint views work */
 
-static char why_not[200]; /* why the last attempt declined to use a shader (under the lock) */
+/* why the last attempt on this thread declined to use a shader: per thread, since each Vulkan
+ * device has a lock of its own and two devices may run ops at once */
+static _Thread_local char why_not[200];
 
 static int decline(const char *fmt, const char *arg)
 {
