@@ -56,6 +56,10 @@ struct tide_device {
     int (*jit_run)(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t);
     void (*jit_free)(tide_device *dev, void *group);
     bool jit_group_after_write;
+    /* jit_runtime_sizes: the device's jit_compile/jit_run read a symbolic group's sizes at run
+     * time (jit/group.h, step 4), so the jit may give it plans with symbolic dims; without it
+     * every shape gets its own plan. */
+    bool jit_runtime_sizes;
 };
 
 /* The CPU device; always present. */

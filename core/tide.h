@@ -464,6 +464,26 @@ TIDE_API int tide_jit_function_admit(tide_jit_function *f, tide_tensor *const *a
                                      uint64_t other, const char *where);
 TIDE_API tide_jit_stats *tide_jit_function_stats(tide_jit_function *f);
 TIDE_API bool tide_jit_function_is_eager(const tide_jit_function *f);
+/* Symbolic dims (jit/README.md). A call whose tensor arguments differ from a signature met
+ * before only in sizes of 2 or more makes those dims dynamic: it is the same signature, and its
+ * trace's plans take the sizes at run time (one compile serves every size; sizes 0 and 1
+ * specialize). tide_jit_function_set_dynamic declares dims (bit d of dims: dim d, 0-based) of
+ * argument arg (0-based, < 16) dynamic from the first call; set_static(f, true) keeps a plan
+ * per shape (every shape its own signature). Both before the first call. */
+TIDE_API int tide_jit_function_set_dynamic(tide_jit_function *f, int arg, uint32_t dims);
+TIDE_API void tide_jit_function_set_static(tide_jit_function *f, bool static_only);
+/* The dims that became (or were declared) dynamic: their count; the first max into args[] and
+ * dims[] (0-based). */
+TIDE_API int tide_jit_function_dynamic_dims(const tide_jit_function *f, int *args, int *dims,
+                                            int max);
+/* Why the function's plans recompiled, the i-th of the latest 32 kept (NULL past them): "argument
+ * 1 dim 1 was 64, now 37: dim made symbolic", "input 2 dim 1 was 3, now 1 (sizes 0 and 1
+ * specialize): compiled for this shape", ... */
+TIDE_API const char *tide_jit_function_recompile_reason(const tide_jit_function *f, int i);
+/* A trace session for a call that tide_jit_function_admit admitted: with f's statistics, and
+ * its dynamic dims' sizes in this call (so its plans can be symbolic). 0 or -1. */
+TIDE_API int tide_jit_trace_begin_function(tide_jit_function *f,
+                                           const char *(*where)(void *ctx), void *ctx);
 /* Drops the compiled plans the cache holds (later captures and traces compile again). A live
  * tide_graph keeps its own plan, freed with the graph, so graphs still run. Safe while other
  * threads run ops and graphs. */

@@ -46,46 +46,80 @@ void jit_stats_add(jit_trace *tr, int compiles, int hits, int misses, int breaks
 
 /* ---- keys and the cache -------------------------------------------------------------------- */
 
+/* A key being built: the structure (v) and the sizes (dims, each with its node: symbolic.c). */
 typedef struct key_buf {
     int64_t *v;
     size_t n, cap;
+    int64_t *dims;
+    int *dim_node;
+    size_t nd, dcap;
 } key_buf;
 
-/* More than the entries key_node writes for one node. */
+/* More than the entries key_node writes for one node, in each part. */
 #define KEY_NODE_MAX (8 + JIT_MAX_IN + 3 * TIDE_MAX_DIMS + 2 * TIDE_MAX_DIMS)
 
-/* Room for KEY_NODE_MAX more entries; false (the buffer dropped) when memory ran out. */
+/* Room for KEY_NODE_MAX more entries in both parts; false when memory ran out. */
 static bool key_reserve(key_buf *k)
 {
-    if (k->n + KEY_NODE_MAX <= k->cap)
-        return true;
-    size_t nc = k->cap ? 2 * k->cap : 4096;
-    int64_t *nv = td_realloc(k->v, sizeof *nv * nc);
-    if (!nv)
-        return false;
-    k->v = nv;
-    k->cap = nc;
+    if (k->n + KEY_NODE_MAX > k->cap) {
+        size_t nc = k->cap ? 2 * k->cap : 4096;
+        int64_t *nv = td_realloc(k->v, sizeof *nv * nc);
+        if (!nv)
+            return false;
+        k->v = nv;
+        k->cap = nc;
+    }
+    if (k->nd + KEY_NODE_MAX > k->dcap) {
+        size_t nc = k->dcap ? 2 * k->dcap : 4096;
+        int64_t *nd = td_realloc(k->dims, sizeof *nd * nc);
+        if (nd)
+            k->dims = nd;
+        int *nn = nd ? td_realloc(k->dim_node, sizeof *nn * nc) : NULL;
+        if (!nn)
+            return false;
+        k->dim_node = nn;
+        k->dcap = nc;
+    }
     return true;
 }
 
 /* Called after key_reserve: no bounds check (a call per entry showed in the trace's profile). */
 static inline void kput(key_buf *k, int64_t x) { k->v[k->n++] = x; }
-
-static void key_node(key_buf *k, const jit_node *nd)
+static inline void dput(key_buf *k, int64_t x, int node)
 {
+    k->dim_node[k->nd] = node;
+    k->dims[k->nd++] = x;
+}
+
+/* Whether a layout is contiguous: part of the structure, since a plan reads such an operand in
+ * place (its sizes may be symbolic, its contiguity may not change). */
+static bool node_contiguous(const jit_node *nd)
+{
+    int64_t expect = 1;
+    for (int d = nd->ndim - 1; d >= 0; d--) {
+        if (nd->shape[d] != 1 && nd->strides[d] != expect)
+            return false;
+        expect *= nd->shape[d];
+    }
+    return true;
+}
+
+static void key_node(key_buf *k, const jit_node *nd, int i)
+{
+    bool layout = nd->kind == JN_VIEW || nd->kind == JN_EXTERN;
     kput(k, nd->kind | (int64_t)nd->op << 8 | (int64_t)nd->dtype << 24 |
                 (int64_t)nd->ndim << 32 | (int64_t)nd->flags << 40 | (int64_t)nd->nin << 48 |
                 (int64_t)nd->device->key_id << 56);
-    for (int i = 0; i < nd->nin; i++)
-        kput(k, nd->in[i]);
-    kput(k, nd->root);
-    for (int i = 0; i < nd->ndim; i++)
-        kput(k, nd->shape[i]);
-    if (nd->kind == JN_VIEW || nd->kind == JN_EXTERN) {
-        for (int i = 0; i < nd->ndim; i++)
-            kput(k, nd->strides[i]);
+    for (int j = 0; j < nd->nin; j++)
+        kput(k, nd->in[j]);
+    kput(k, nd->root | (int64_t)(layout && node_contiguous(nd)) << 32);
+    for (int d = 0; d < nd->ndim; d++)
+        dput(k, nd->shape[d], i);
+    if (layout) {
+        for (int d = 0; d < nd->ndim; d++)
+            dput(k, nd->strides[d], i);
         if (nd->kind == JN_VIEW)
-            kput(k, nd->offset);
+            dput(k, nd->offset, i);
         else
             kput(k, nd->storage_class);
     }
@@ -93,11 +127,16 @@ static void key_node(key_buf *k, const jit_node *nd)
         const tide_attrs *a = &nd->attrs;
         kput(k, a->nints | (int64_t)a->keepdim << 32);
         bool random = nd->op == TIDE_OP_RANDOM;
-        for (int i = 0; i < a->nints && i < 2 * TIDE_MAX_DIMS; i++)
-            kput(k, random && i > 0 ? 0 : a->ints[i]); /* seed and offset are runtime */
-        for (int i = 0; i < 3; i++) {
+        /* a view's attributes are sizes (its layout is what runs); an op's are its meaning */
+        for (int j = 0; j < a->nints && j < 2 * TIDE_MAX_DIMS; j++) {
+            if (nd->kind == JN_VIEW)
+                dput(k, a->ints[j], i);
+            else
+                kput(k, random && j > 0 ? 0 : a->ints[j]); /* seed and offset are runtime */
+        }
+        for (int j = 0; j < 3; j++) {
             int64_t bits;
-            memcpy(&bits, &a->values[i], sizeof bits);
+            memcpy(&bits, &a->values[j], sizeof bits);
             kput(k, bits);
         }
     }
@@ -130,14 +169,29 @@ static uint64_t key_hash(const int64_t *v, size_t n)
     return r;
 }
 
-/* The compiled plan for key, or NULL. Counts a hit. */
-static jit_compiled *cache_find(uint64_t hash, const int64_t *key, size_t len)
+/* The plan for a segment, or NULL: a static plan of the same structure and sizes first, else
+ * (where allowed: not for a function with dynamic = false) a symbolic one whose guards hold.
+ * *similar receives the latest plan of the same structure (what a miss generalizes from), or
+ * NULL. Under cache_lock. */
+static jit_compiled *cache_find(uint64_t hash, const key_buf *k, const jit_node *nodes,
+                                bool symbolic_ok, jit_compiled **similar)
 {
-    jit_compiled *c = cache[hash % CACHE_BUCKETS];
-    for (; c; c = c->next)
-        if (c->hash == hash && c->key_len == len && memcmp(c->key, key, len * sizeof *key) == 0)
-            return c;
-    return NULL;
+    jit_compiled *symbolic = NULL;
+    *similar = NULL;
+    for (jit_compiled *c = cache[hash % CACHE_BUCKETS]; c; c = c->next) {
+        if (c->hash != hash || c->key_len != k->n ||
+            memcmp(c->key, k->v, k->n * sizeof *k->v) != 0 || c->dims_len != k->nd)
+            continue;
+        if (!*similar)
+            *similar = c; /* buckets are newest first */
+        if (!c->dim_class) {
+            if (memcmp(c->dims, k->dims, k->nd * sizeof *k->dims) == 0)
+                return c;
+        } else if (symbolic_ok && !symbolic && jit_guards_hold(c, k->dims, nodes)) {
+            symbolic = c;
+        }
+    }
+    return symbolic;
 }
 
 void tide_jit_cache_clear(void)
@@ -176,58 +230,128 @@ static void release_hook(bool shutting_down)
 
 static void register_release_hook(void) { td_on_release(release_hook); }
 
+/* The key of nodes with outputs into k (the trace's buffers, kept for the next segment). */
+static bool build_key(jit_trace *tr, key_buf *k, const jit_node *nodes, int n, const int *outs,
+                      int nouts)
+{
+    *k = (key_buf){tr->b.key, 0, tr->b.key_cap, tr->b.dims, tr->b.dim_node, 0, tr->b.dims_cap};
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+        if ((ok = key_reserve(k)))
+            key_node(k, &nodes[i], i);
+    ok = ok && key_reserve(k);
+    if (ok)
+        kput(k, -1);
+    for (int i = 0; i < nouts && ok; i++)
+        if ((ok = key_reserve(k)))
+            kput(k, outs[i]);
+    tr->b.key = k->v;
+    tr->b.key_cap = k->cap;
+    tr->b.dims = k->dims;
+    tr->b.dim_node = k->dim_node;
+    tr->b.dims_cap = k->dcap;
+    if (!ok)
+        td_error("jit: out of memory for a cache key");
+    return ok;
+}
+
+/* Keeps the key and sizes in plan c: static, or symbolic where sym says (NULL: static). */
+static int keep_key(jit_compiled *c, const key_buf *k, uint64_t h, const char *sym)
+{
+    c->hash = h;
+    c->key = td_malloc(sizeof *k->v * k->n);
+    c->dims = td_malloc(sizeof *k->dims * (k->nd ? k->nd : 1));
+    if (!c->key || !c->dims)
+        return td_error("jit: out of memory for a cache key");
+    memcpy(c->key, k->v, sizeof *k->v * k->n);
+    memcpy(c->dims, k->dims, sizeof *k->dims * k->nd);
+    c->key_len = k->n;
+    c->dims_len = k->nd;
+    return sym ? jit_symbolic_classes(k->dims, sym, k->nd, &c->dim_class) : 0;
+}
+
+/* Says why a segment of a structure met before missed, and what the new plan does about it. */
+static void note_recompile(jit_trace *tr, const jit_compiled *similar, const key_buf *k,
+                           const jit_node *nodes, bool symbolic)
+{
+    char why[200], line[320];
+    jit_explain_miss(similar, k->dims, k->dim_node, nodes, why, sizeof why);
+    tide_device *dev = tr->dev ? tr->dev : td_default_device();
+    snprintf(line, sizeof line, "%s: %s", why,
+             symbolic ? "sizes made symbolic"
+             : tr->static_only ? "compiled for this shape (dynamic = false)"
+             : !dev->jit_runtime_sizes ? "compiled for this shape (its device has no runtime sizes)"
+                                       : "compiled for this shape");
+    td_log("jit", "recompile%s%s: %s", *jit_where() ? " at " : "", jit_where(), line);
+    if (tr->fn)
+        jit_function_note_recompile(tr->fn, line);
+}
+
+/* Compiles the plan of a segment that missed (similar: the latest plan of its structure, or
+ * NULL), symbolic where jit_choose_symbolic says. NULL with the error set. */
+static jit_compiled *compile_segment(jit_trace *tr, const key_buf *k, uint64_t h,
+                                     const jit_node *nodes, int n, int nexterns,
+                                     const int *outs, int nouts, const jit_compiled *similar)
+{
+    char *sym = td_malloc(k->nd ? k->nd : 1);
+    if (!sym) {
+        td_error("jit: out of memory");
+        return NULL;
+    }
+    bool symbolic = jit_choose_symbolic(tr, similar, k->dims, k->nd, sym);
+    char *node_sym = symbolic ? jit_symbolic_nodes(sym, k->dim_node, k->nd, n) : NULL;
+    if (similar)
+        note_recompile(tr, similar, k, nodes, symbolic);
+    jit_compiled *c = NULL;
+    if (!symbolic || node_sym) {
+        double t0 = jit_now_ms();
+        /* the segment's device; one of only outside tensors runs nothing */
+        c = jit_compile(nodes, n, nexterns, outs, nouts, tr->dev ? tr->dev : td_default_device(),
+                        h, node_sym);
+        if (c)
+            c->compile_ms = jit_now_ms() - t0;
+        if (c && keep_key(c, k, h, symbolic ? sym : NULL) < 0) {
+            jit_compiled_free(c);
+            c = NULL;
+        }
+    }
+    free(sym);
+    free(node_sym);
+    return c;
+}
+
 /* Finds or compiles the plan of nodes with outputs. NULL with the error set. */
 jit_compiled *jit_lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n, int nexterns,
                                        const int *outs, int nouts)
 {
-    key_buf k = {tr->b.key, 0, tr->b.key_cap};
-    bool ok = true;
-    for (int i = 0; i < n && ok; i++)
-        if ((ok = key_reserve(&k)))
-            key_node(&k, &nodes[i]);
-    ok = ok && key_reserve(&k);
-    if (ok)
-        kput(&k, -1);
-    for (int i = 0; i < nouts && ok; i++)
-        if ((ok = key_reserve(&k)))
-            kput(&k, outs[i]);
-    tr->b.key = k.v; /* kept for the next segment (the cache stores a copy) */
-    tr->b.key_cap = k.cap;
-    if (!ok) {
-        td_error("jit: out of memory for a cache key");
+    key_buf k;
+    if (!build_key(tr, &k, nodes, n, outs, nouts))
         return NULL;
-    }
     uint64_t h = key_hash(k.v, k.n);
     static pthread_once_t hook_once = PTHREAD_ONCE_INIT;
     pthread_once(&hook_once, register_release_hook);
+    jit_compiled *similar;
     pthread_mutex_lock(&cache_lock);
-    jit_compiled *c = cache_find(h, k.v, k.n);
+    jit_compiled *c = cache_find(h, &k, nodes, !tr->static_only, &similar);
     if (c)
         __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED); /* the caller's */
+    if (similar) /* kept alive while it is read below */
+        __atomic_add_fetch(&similar->refs, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&cache_lock);
     if (c) {
+        jit_plan_release(similar);
         jit_stats_add(tr, 0, 1, 0, 0, 0, 0);
-        td_log("jit", "hit: %d nodes%s%s", n, *jit_where() ? " at " : "", jit_where());
+        td_log("jit", "hit: %d nodes%s%s%s", n, c->dim_class ? " (symbolic plan)" : "",
+               *jit_where() ? " at " : "", jit_where());
         return c;
     }
-    double t0 = jit_now_ms();
-    /* the segment's device; one of only outside tensors runs nothing */
-    c = jit_compile(nodes, n, nexterns, outs, nouts, tr->dev ? tr->dev : td_default_device(), h);
+    c = compile_segment(tr, &k, h, nodes, n, nexterns, outs, nouts, similar);
+    jit_plan_release(similar);
     if (!c)
         return NULL;
-    c->compile_ms = jit_now_ms() - t0;
     c->refs = 1; /* the caller's */
-    c->hash = h;
-    c->key = td_malloc(sizeof *k.v * k.n);
-    if (!c->key) {
-        jit_compiled_free(c);
-        td_error("jit: out of memory for a cache key");
-        return NULL;
-    }
-    memcpy(c->key, k.v, sizeof *k.v * k.n);
-    c->key_len = k.n;
     pthread_mutex_lock(&cache_lock);
-    jit_compiled *other = cache_find(h, k.v, k.n);
+    jit_compiled *other = cache_find(h, &k, nodes, !tr->static_only, &similar);
     if (other) { /* another thread compiled the same graph meanwhile */
         __atomic_add_fetch(&other->refs, 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&cache_lock);
@@ -246,8 +370,9 @@ jit_compiled *jit_lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n,
     if (full)
         td_log("jit", "the cache holds %d plans: this one runs without being kept", CACHE_MAX);
     jit_stats_add(tr, 1, 0, 1, 0, 0, c->compile_ms);
-    td_log("jit", "miss: compiled %d nodes into %d steps (%d fused groups) in %.2f ms%s%s", n,
-           c->nsteps, c->ngroups, c->compile_ms, *jit_where() ? " at " : "", jit_where());
+    td_log("jit", "miss: compiled %d nodes into %d steps (%d fused groups%s) in %.2f ms%s%s", n,
+           c->nsteps, c->ngroups, c->dim_class ? ", symbolic" : "", c->compile_ms,
+           *jit_where() ? " at " : "", jit_where());
     return c;
 }
 

@@ -74,6 +74,10 @@ void jit_compiled_free(jit_compiled *c)
     free(c->outputs);
     free(c->arena_off);
     free(c->release_after);
+    free(c->bufs);
+    free(c->dims);
+    free(c->dim_class);
+    free(c->node_sym);
     free(c->key);
     free(c);
 }
@@ -139,7 +143,7 @@ static void dump_plan(const jit_compiled *c)
 }
 
 jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int *outputs,
-                          int noutputs, tide_device *device, uint64_t hash)
+                          int noutputs, tide_device *device, uint64_t hash, const char *node_sym)
 {
     jit_compiled *c = td_calloc(1, sizeof *c);
     char *live = td_malloc((size_t)n + 1), *is_output = td_calloc((size_t)n + 1, 1),
@@ -156,6 +160,11 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
     if (!c->nodes || !c->alias || !c->consts || !c->outputs)
         goto oom;
     memcpy(c->nodes, nodes, sizeof *c->nodes * (size_t)n);
+    if (node_sym) {
+        if (!(c->node_sym = td_malloc((size_t)n + 1)))
+            goto oom;
+        memcpy(c->node_sym, node_sym, (size_t)n);
+    }
     c->device = device;
     for (int i = 0; i < n; i++) {
         c->nodes[i].stub = NULL;

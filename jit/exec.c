@@ -13,11 +13,15 @@ typedef struct exec_ctx {
     const jit_compiled *c;
     tide_tensor *const *ext;
     tide_tensor **vals;
+    /* the plan's nodes and arena, or in a symbolic plan those bound to the run's sizes */
+    const jit_node *nodes;
+    const int64_t *arena_off;
+    jit_plan view;
 } exec_ctx;
 
 static tide_tensor *value(const exec_ctx *x, int node)
 {
-    const jit_node *nd = &x->c->nodes[node];
+    const jit_node *nd = &x->nodes[node];
     switch (nd->kind) {
     case JN_EXTERN: return x->ext[nd->ext];
     case JN_CONST: return x->c->consts[node];
@@ -28,8 +32,8 @@ static tide_tensor *value(const exec_ctx *x, int node)
 /* The tensor a node's result is written to: a slice of the arena or its own storage. */
 static tide_tensor *alloc_node(const exec_ctx *x, tide_tensor *arena, int node)
 {
-    const jit_node *nd = &x->c->nodes[node];
-    int64_t off = x->c->arena_off[node];
+    const jit_node *nd = &x->nodes[node];
+    int64_t off = x->arena_off[node];
     if (off < 0 || !arena) /* own storage, on the node's device (a TO's is its destination) */
         return td_tensor_new("jit", nd->device, nd->ndim, nd->shape, (tide_dtype)nd->dtype);
     int64_t strides[TIDE_MAX_DIMS];
@@ -54,7 +58,7 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
     int rc = 0;
     t[g->nslots] = t[g->nslots + 1] = t[g->nslots + 2] = NULL;
     if (g->producer >= 0) { /* its result first: the group reads it in place */
-        const jit_node *p = &x->c->nodes[g->producer];
+        const jit_node *p = &x->nodes[g->producer];
         t[g->nslots] = x->vals[g->producer] = alloc_node(x, arena, g->producer);
         t[g->nslots + 1] = value(x, p->in[0]);
         t[g->nslots + 2] = value(x, p->in[1]);
@@ -76,25 +80,49 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
             t[s] = value(x, sl->node);
         }
     }
+    jit_group bound; /* a symbolic group gets the run's sizes (group.h) */
+    jit_bind_group(g, x->nodes, &bound);
     if (rc == 0)
-        rc = x->c->device->jit_run(x->c->device, &x->c->view, g, t);
+        rc = x->c->device->jit_run(x->c->device, &x->view, &bound, t);
     if (t != tbuf)
         free(t);
     return rc;
 }
 
+/* A symbolic plan's nodes and arena for the run's sizes (rt_nodes): into x; the arena's size,
+ * or -1. */
+static int64_t bind_sizes(exec_ctx *x, const jit_node *rt_nodes, jit_node **nodes, int64_t **off)
+{
+    const jit_compiled *c = x->c;
+    *nodes = jit_bind_nodes(c, rt_nodes);
+    *off = td_malloc(sizeof(int64_t) * (size_t)(c->nnodes ? c->nnodes : 1));
+    if (!*nodes || !*off)
+        return td_error("jit: out of memory");
+    memcpy(*off, c->arena_off, sizeof(int64_t) * (size_t)c->nnodes);
+    x->nodes = *nodes;
+    x->arena_off = *off;
+    x->view.nodes = *nodes;
+    return jit_place_arena(c, *nodes, *off);
+}
+
 int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *rt_nodes,
                 tide_tensor **out_values)
 {
-    exec_ctx x = {c, ext, td_calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof(tide_tensor *))};
+    exec_ctx x = {c, ext, td_calloc((size_t)(c->nnodes ? c->nnodes : 1), sizeof(tide_tensor *)),
+                  c->nodes, c->arena_off, c->view};
     if (!x.vals)
         return td_error("jit: out of memory");
     tide_device *dev = c->device;
     tide_tensor *arena = NULL;
+    jit_node *bound_nodes = NULL;
+    int64_t *bound_off = NULL;
     int rc = -1;
-    if (c->arena_bytes > 0) {
-        int64_t nb = c->arena_bytes;
-        arena = td_tensor_new("jit arena", dev, 1, &nb, TIDE_UINT8);
+    int64_t arena_bytes = c->dim_class ? bind_sizes(&x, rt_nodes, &bound_nodes, &bound_off)
+                                       : c->arena_bytes;
+    if (arena_bytes < 0)
+        goto done;
+    if (arena_bytes > 0) {
+        arena = td_tensor_new("jit arena", dev, 1, &arena_bytes, TIDE_UINT8);
         if (!arena)
             goto done;
     }
@@ -105,7 +133,7 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
                 goto done;
             continue;
         }
-        const jit_node *nd = &c->nodes[st->node];
+        const jit_node *nd = &x.nodes[st->node];
         tide_tensor *in[JIT_MAX_IN];
         for (int k = 0; k < nd->nin; k++)
             in[k] = value(&x, nd->in[k]);
@@ -137,7 +165,7 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
     }
     for (int k = 0; k < c->noutputs; k++) {
         tide_tensor *v = value(&x, c->outputs[k]);
-        if (v && c->nodes[c->outputs[k]].kind == JN_CONST) /* a fresh copy per run */
+        if (v && x.nodes[c->outputs[k]].kind == JN_CONST) /* a fresh copy per run */
             v = NULL;
         out_values[k] = tide_retain(v);
     }
@@ -146,6 +174,8 @@ done:
     for (int i = 0; i < c->nnodes; i++)
         tide_release(x.vals[i]);
     free(x.vals);
+    free(bound_nodes);
+    free(bound_off);
     tide_release(arena);
     return rc;
 }

@@ -12,7 +12,6 @@
 #include "../core/strbuf.h"
 #include "jit.h"
 
-#define ROW_MAX 32768 /* longest row a fused reduction keeps in scratch */
 #define TILE 1024     /* elements per tile of an elementwise group (a device may lower it) */
 
 /* ---- fusion grouping ---------------------------------------------------------------------- */
@@ -30,6 +29,7 @@ typedef struct grouper {
     bool has_domain;
     int ndim;
     int64_t domain[TIDE_MAX_DIMS];
+    int domain_node; /* whose shape the domain is */
     int row_mode, nred;
     int64_t rowlen;
     int nmem;
@@ -93,7 +93,7 @@ static int join_kind(grouper *gp, int i)
         int64_t rl = 1;
         for (int j = x->ndim - k; j < x->ndim; j++)
             rl *= x->shape[j];
-        if (rl > ROW_MAX || rl == 0)
+        if (rl > JIT_ROW_MAX || rl == 0)
             return -1;
         int xm = member_index(gp, nd->in[0]);
         if (xm >= 0 && gp->vk[xm] != JV_FULL)
@@ -141,6 +141,7 @@ static void add_member(grouper *gp, int i, int vk)
         if (!gp->has_domain) {
             gp->has_domain = true;
             gp->ndim = x->ndim;
+            gp->domain_node = nd->in[0];
             memcpy(gp->domain, x->shape, sizeof(int64_t) * x->ndim);
         }
         if (!gp->row_mode) {
@@ -153,6 +154,7 @@ static void add_member(grouper *gp, int i, int vk)
     } else if (vk == JV_FULL && !gp->has_domain) {
         gp->has_domain = true;
         gp->ndim = nd->ndim;
+        gp->domain_node = i;
         memcpy(gp->domain, nd->shape, sizeof(int64_t) * nd->ndim);
     }
     gp->mem[gp->nmem] = i;
@@ -215,14 +217,17 @@ static void set_extent(jit_group *g, const grouper *gp)
     g->numel = td_numel(gp->ndim, gp->domain);
     g->row_mode = gp->row_mode;
     g->nred = gp->nred;
+    g->domain_node = gp->domain_node;
+    g->symbolic = gp->c->node_sym && gp->c->node_sym[gp->domain_node];
     if (gp->row_mode) {
         g->rowlen = gp->rowlen;
         g->nrows = g->numel / g->rowlen;
     } else { /* tiles no longer than the domain: splats and scratch stay small */
-        /* a power of two, so domains of nearby sizes (batch 128 and 96) share generated code */
+        /* a power of two, so domains of nearby sizes (batch 128 and 96) share generated code;
+         * a symbolic domain's tiles are whole (its size is a run's) */
         int64_t tile = TILE;
         g->rowlen = 1;
-        while (g->rowlen < g->numel && g->rowlen < tile)
+        while ((g->rowlen < g->numel || g->symbolic) && g->rowlen < tile)
             g->rowlen *= 2;
         g->nrows = (g->numel + g->rowlen - 1) / g->rowlen;
     }

@@ -91,6 +91,8 @@ typedef struct jit_group {
     int64_t rowlen;  /* elements per row (row mode) or per tile (elementwise: a power of two up to
                       * 1024, which the device's jit_compile may lower, updating nrows) */
     int64_t nrows;
+    int symbolic;    /* its domain has symbolic dims: sizes are bound per run (step 4 above) */
+    int domain_node; /* a node whose shape is the domain (a FULL member or a reduction's input) */
     int nslots;
     jit_slot *slots;
     int nmembers;

@@ -13,6 +13,8 @@
 #include "group.h"
 #include "../ops/dispatch.h"
 
+#define JIT_ROW_MAX 32768 /* longest row a fused reduction keeps in scratch */
+
 /* ---- the compiled plan -------------------------------------------------------------------- */
 
 typedef enum jit_step_kind { JS_VIEW, JS_KERNEL, JS_INPLACE, JS_GROUP } jit_step_kind;
@@ -44,6 +46,18 @@ typedef struct jit_compiled {
     int nconsts;
     tide_tensor **consts; /* node -> folded constant (indexed by node), NULL elsewhere */
     int nexterns;
+    /* symbolic dims (cache.c, jit/README.md): the key's sizes (shapes, strides, view offsets
+     * and view attributes, in key order) apart from its structure; per size its class, -1 for
+     * a static size (a hit needs the same value), else every size of a class is equal and at
+     * least 2 at a hit; per node whether its shape holds a symbolic size. A static plan has
+     * dim_class and node_sym NULL. */
+    int64_t *dims;
+    size_t dims_len;
+    int *dim_class;
+    char *node_sym;
+    /* the memory plan's buffers in placement order, placed again per run in a symbolic plan */
+    int nbufs;
+    struct jit_buf *bufs;
     double compile_ms;
     struct tide_device *device; /* where it runs (a segment is on one device) */
     jit_plan view;              /* what its device sees (group.h), set before groups compile */
@@ -58,6 +72,16 @@ int jit_run_passes(jit_compiled *c, char *live, char *is_output, char *written);
 int jit_schedule(jit_compiled *c, const char *live, const char *is_output, const char *written);
 void jit_fuse_epilogues(jit_compiled *c, const char *written);
 int jit_plan_memory(jit_compiled *c, const char *is_output);
+/* A symbolic plan's arena for one run: each buffer's offset (off, by node) for the run's
+ * shapes (nodes), placed in the compile's order. Its size in bytes. */
+int64_t jit_place_arena(const jit_compiled *c, const jit_node *nodes, int64_t *off);
+/* A symbolic plan's sizes for one run: c's nodes with the shapes, strides and view offsets of
+ * the run's trace (rt). NULL with the error set. */
+jit_node *jit_bind_nodes(const jit_compiled *c, const jit_node *rt);
+/* Group g bound to a run's shapes (nodes): its domain, numel, nrows, and rowlen in row mode. */
+void jit_bind_group(const jit_group *g, const jit_node *nodes, jit_group *out);
+/* Whether a symbolic plan's groups accept the run's shapes (a fused row fits in scratch). */
+bool jit_plan_fits(const jit_compiled *c, const jit_node *nodes);
 
 static inline bool jit_is_reduce(int op)
 {
@@ -70,10 +94,11 @@ static inline bool jit_same_shape(int na, const int64_t *a, int nb, const int64_
 }
 
 /* Builds the plan for nodes[0..n) with the given outputs (passes, fusion, memory plan, code
- * generation) to run on device, the segment's (trace.c: where its ops run). NULL with the
- * error set. */
+ * generation) to run on device, the segment's (trace.c: where its ops run). node_sym (NULL: a
+ * static plan) marks the nodes whose shapes hold symbolic sizes: they are never folded, and
+ * groups over them are symbolic (group.h). NULL with the error set. */
 jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int *outputs,
-                          int noutputs, tide_device *device, uint64_t hash);
+                          int noutputs, tide_device *device, uint64_t hash, const char *node_sym);
 void jit_compiled_free(jit_compiled *c);
 /* Runs a plan: ext are the external tensors, nodes the trace's nodes (runtime attributes:
  * RANDOM's seed and offset, FILL values). values receives a new reference per output node

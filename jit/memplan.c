@@ -12,14 +12,15 @@
 
 /* ---- memory plan --------------------------------------------------------------------------- */
 
-typedef struct buf_req {
+/* A buffer of the arena: its node, bytes, and the steps it lives through. */
+typedef struct jit_buf {
     int node;
     int64_t bytes, first, last;
-} buf_req;
+} jit_buf;
 
 static int cmp_req(const void *a, const void *b)
 {
-    const buf_req *x = a, *y = b;
+    const jit_buf *x = a, *y = b;
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : x->node - y->node;
 }
 
@@ -71,9 +72,11 @@ static void note_lifetimes(jit_compiled *c, int *first, int *last)
             last[c->nodes[i].root] = last[i];
 }
 
-/* Places the buffers, the largest first (req sorted by cmp_req): each at the lowest offset of
- * the arena that overlaps no placed buffer alive at the same time. The arena's size. */
-static int64_t place_buffers(jit_compiled *c, const buf_req *req, int nreq)
+/* Places the buffers in order (at compile time the largest first, sorted by cmp_req): each at
+ * the lowest offset of the arena that overlaps no placed buffer alive at the same time. Any
+ * order gives a valid plan, so a symbolic plan places them again per run in the same order.
+ * Offsets into off (by node); the arena's size. */
+static int64_t place_buffers(const jit_buf *req, int nreq, int64_t *off_of)
 {
     int64_t top = 0;
     for (int r = 0; r < nreq; r++) {
@@ -82,21 +85,27 @@ static int64_t place_buffers(jit_compiled *c, const buf_req *req, int nreq)
         for (bool moved = true; moved;) {
             moved = false;
             for (int q = 0; q < r; q++) {
-                const buf_req *p = &req[q];
+                const jit_buf *p = &req[q];
                 if (p->last < req[r].first || req[r].last < p->first)
                     continue;
-                int64_t po = c->arena_off[p->node];
+                int64_t po = off_of[p->node];
                 if (off < po + p->bytes && po < off + req[r].bytes) {
                     off = po + p->bytes;
                     moved = true;
                 }
             }
         }
-        c->arena_off[req[r].node] = off;
+        off_of[req[r].node] = off;
         if (off + req[r].bytes > top)
             top = off + req[r].bytes;
     }
     return top;
+}
+
+static int64_t buffer_bytes(const jit_node *nd)
+{
+    int64_t bytes = jit_numel(nd) * (int64_t)td_dtype_sizes[nd->dtype];
+    return (bytes + 63) / 64 * 64;
 }
 
 int jit_plan_memory(jit_compiled *c, const char *is_output)
@@ -104,7 +113,7 @@ int jit_plan_memory(jit_compiled *c, const char *is_output)
     int n = c->nnodes;
     int *first = td_malloc(sizeof(int) * (size_t)n);
     int *last = td_malloc(sizeof(int) * (size_t)n);
-    buf_req *req = td_malloc(sizeof *req * (size_t)(n ? n : 1));
+    jit_buf *req = td_malloc(sizeof *req * (size_t)(n ? n : 1));
     c->arena_off = td_malloc(sizeof(int64_t) * (size_t)n);
     if (!first || !last || !req || !c->arena_off) {
         free(first);
@@ -124,16 +133,31 @@ int jit_plan_memory(jit_compiled *c, const char *is_output)
         if (first[i] < 0 || is_output[i] || c->nodes[i].kind != JN_OP ||
             c->nodes[i].device != c->device)
             continue;
-        int64_t bytes = jit_numel(&c->nodes[i]) * (int64_t)td_dtype_sizes[c->nodes[i].dtype];
-        req[nreq++] = (buf_req){i, (bytes + 63) / 64 * 64, first[i],
+        req[nreq++] = (jit_buf){i, buffer_bytes(&c->nodes[i]), first[i],
                                 last[i] < first[i] ? first[i] : last[i]};
     }
     qsort(req, (size_t)nreq, sizeof *req, cmp_req);
-    int64_t top = place_buffers(c, req, nreq);
-    c->arena_bytes = top;
+    c->arena_bytes = place_buffers(req, nreq, c->arena_off);
     free(first);
-    free(req);
     c->release_after = last;
+    c->bufs = req;
+    c->nbufs = nreq;
     return 0;
+}
+
+int64_t jit_place_arena(const jit_compiled *c, const jit_node *nodes, int64_t *off)
+{
+    if (c->nbufs == 0)
+        return 0;
+    jit_buf *req = td_malloc(sizeof *req * (size_t)c->nbufs);
+    if (!req)
+        return td_error("jit: out of memory");
+    for (int r = 0; r < c->nbufs; r++) {
+        req[r] = c->bufs[r];
+        req[r].bytes = buffer_bytes(&nodes[req[r].node]);
+    }
+    int64_t top = place_buffers(req, c->nbufs, off);
+    free(req);
+    return top;
 }
 

@@ -157,7 +157,9 @@ static int forward_clones(jit_compiled *c, char *is_output, char *written)
 static int fold_pass(jit_compiled *c, int i, bool protected_node)
 {
     jit_node *nd = &c->nodes[i];
+    /* a symbolic shape is a run's: its value cannot be computed once */
     if (nd->kind != JN_OP || protected_node || jit_numel(nd) > FOLD_MAX_NUMEL ||
+        (c->node_sym && c->node_sym[i]) ||
         nd->op == TIDE_OP_RANDOM || !c->device->host_buffers) /* constants are read on the host */
         return 0;
     bool all_const = nd->op == TIDE_OP_FILL || nd->op == TIDE_OP_IOTA;

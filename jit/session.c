@@ -24,6 +24,8 @@ void jit_trace_destroy(void *p)
     free(tr->b.map_key);
     free(tr->b.map_val);
     free(tr->b.key);
+    free(tr->b.dims);
+    free(tr->b.dim_node);
     free(tr);
 }
 

@@ -26,8 +26,11 @@ typedef struct trace_buffers {
     int map_cap;
     const tide_storage **wstor; /* storages of outside tensors written in this segment */
     int wstorcap;
-    int64_t *key; /* the cache key being built */
+    int64_t *key; /* the cache key being built: the segment's structure */
     size_t key_cap;
+    int64_t *dims; /* and its sizes (symbolic.c), each with the node it belongs to */
+    int *dim_node;
+    size_t dims_cap;
 } trace_buffers;
 
 typedef struct jit_trace {
@@ -47,6 +50,12 @@ typedef struct jit_trace {
     td_hooks saved;
     int flushing;
     tide_device *dev; /* the device of the pending segment's ops (a segment is on one) */
+    /* symbolic dims (symbolic.c): the function traced (NULL: a bare session or a capture), the
+     * sizes of its dynamic argument dims in this call, and whether plans stay per shape */
+    struct tide_jit_function *fn;
+    int ndyn;
+    int64_t dyn[16];
+    bool static_only;
 } jit_trace;
 
 
@@ -84,6 +93,20 @@ void jit_stats_add(jit_trace *tr, int compiles, int hits, int misses, int breaks
                    double ms);
 jit_compiled *jit_lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n, int nexterns,
                                     const int *outs, int nouts);
+/* symbolic dims (symbolic.c): whether plan c accepts a segment's sizes (dims) and nodes;
+ * which sizes a new plan makes symbolic (sym[p], given the latest plan of the same structure or
+ * NULL; false when none, or the device or the function keeps plans per shape); the plan's
+ * classes and symbolic nodes from sym; why a segment missed plan `similar` (for the log and
+ * f:stats()). */
+bool jit_guards_hold(const jit_compiled *c, const int64_t *dims, const jit_node *nodes);
+bool jit_choose_symbolic(const jit_trace *tr, const jit_compiled *similar, const int64_t *dims,
+                         size_t ndims, char *sym);
+int jit_symbolic_classes(const int64_t *dims, const char *sym, size_t ndims, int **dim_class);
+char *jit_symbolic_nodes(const char *sym, const int *dim_node, size_t ndims, int nnodes);
+void jit_explain_miss(const jit_compiled *similar, const int64_t *dims, const int *dim_node,
+                      const jit_node *nodes, char *buf, size_t size);
+/* A recompile's reason, kept by the traced function (signatures.c) for f:stats(). */
+void jit_function_note_recompile(struct tide_jit_function *fn, const char *reason);
 /* segments (segment.c): ends the segment (forced: the capture's outputs; graph: receives the
  * capture's graph); resets the trace for the next one */
 int jit_flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_graph **graph);

@@ -7,8 +7,12 @@
  *
  * opts: {max_signatures = 8}: after that many distinct argument signatures (shapes, dtypes,
  * requires_grad of the tensor arguments) the function falls back to eager for good, and says
- * once (TIDE_LOG=jit) which argument and dim kept changing.
- *   f:stats() -> {compiles, hits, misses, breaks, fallbacks, compile_ms}
+ * once (TIDE_LOG=jit) which argument and dim kept changing. A shape that differs from one met
+ * before only in sizes of 2 or more is the same signature: those dims become dynamic and the
+ * plans take them at run time (jit/README.md, "Symbolic dims"). {dynamic = false} keeps a plan
+ * per shape; {dynamic = {[1] = {1}}} declares argument 1's dim 1 dynamic from the first call.
+ *   f:stats() -> {compiles, hits, misses, breaks, fallbacks, compile_ms, dynamic_dims,
+ *                 recompile_reasons}
  */
 #include <string.h>
 
@@ -98,7 +102,7 @@ static int jit_call(lua_State *L)
         lua_call(L, top - 1, LUA_MULTRET);
         return lua_gettop(L);
     }
-    if (tide_jit_trace_begin(tide_jit_function_stats(j->fn), where_cb, j) < 0)
+    if (tide_jit_trace_begin_function(j->fn, where_cb, j) < 0)
         return lt_raise(L, NULL);
     tide_jit_trace_on_break(break_cb, j);
     /* Temporaries Lua no longer references must not count as results of the segment: they are
@@ -141,10 +145,36 @@ static void push_stats(lua_State *L, const tide_jit_stats *s)
     lua_setfield(L, -2, "compile_ms");
 }
 
+/* f:stats() adds the function's dynamic dims ({{arg, dim}, ...}, 1-based) and its latest
+ * recompile reasons (strings, oldest first). */
+static void push_dynamic(lua_State *L, const tide_jit_function *f)
+{
+    int args[64], dims[64];
+    int n = tide_jit_function_dynamic_dims(f, args, dims, 64);
+    lua_createtable(L, n < 64 ? n : 64, 0);
+    for (int i = 0; i < n && i < 64; i++) {
+        lua_createtable(L, 2, 0);
+        lua_pushinteger(L, args[i] + 1);
+        lua_rawseti(L, -2, 1);
+        lua_pushinteger(L, dims[i] + 1);
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "dynamic_dims");
+    lua_newtable(L);
+    const char *r;
+    for (int i = 0; (r = tide_jit_function_recompile_reason(f, i)); i++) {
+        lua_pushstring(L, r);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "recompile_reasons");
+}
+
 static int jit_stats(lua_State *L)
 {
     lt_jit *j = luaL_checkudata(L, 1, JIT_MT);
     push_stats(L, tide_jit_function_stats(j->fn));
+    push_dynamic(L, j->fn);
     return 1;
 }
 
@@ -165,14 +195,56 @@ static int jit_tostring(lua_State *L)
     return 1;
 }
 
-/* tide.jit(fn [, {max_signatures = 8}]) */
+/* One entry of opts.dynamic: [arg] = {dim, ...} (1-based) into f. */
+static void declare_dynamic(lua_State *L, tide_jit_function *f, int arg_index, int dims_index)
+{
+    if (!lua_isinteger(L, arg_index) || lua_tointeger(L, arg_index) < 1 ||
+        lua_tointeger(L, arg_index) > 16 || !lua_istable(L, dims_index))
+        luaL_error(L, "jit: dynamic = {[argument] = {dim, ...}}: arguments are 1..16, each with "
+                      "a table of dims (got [%s] = %s)", luaL_tolstring(L, arg_index, NULL),
+                   luaL_typename(L, dims_index));
+    uint32_t mask = 0;
+    lua_Integer n = luaL_len(L, dims_index);
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_geti(L, dims_index, k);
+        lua_Integer d = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+        if (d < 1 || d > TIDE_MAX_DIMS)
+            luaL_error(L, "jit: dynamic: argument %d: dims are 1..%d, got %s",
+                       (int)lua_tointeger(L, arg_index), TIDE_MAX_DIMS, luaL_tolstring(L, -1, NULL));
+        mask |= 1u << (d - 1);
+        lua_pop(L, 1);
+    }
+    if (tide_jit_function_set_dynamic(f, (int)lua_tointeger(L, arg_index) - 1, mask) < 0)
+        lt_raise(L, NULL);
+}
+
+/* opts.dynamic (at the top of the stack): false (a plan per shape), true (the default:
+ * dims that change become symbolic), or {[arg] = {dims}} declared symbolic from the start. */
+static void set_dynamic(lua_State *L, tide_jit_function *f)
+{
+    int t = lua_gettop(L);
+    if (lua_isboolean(L, t)) {
+        tide_jit_function_set_static(f, !lua_toboolean(L, t));
+        return;
+    }
+    if (!lua_istable(L, t))
+        luaL_error(L, "jit: dynamic must be true, false or {[argument] = {dim, ...}}, got %s",
+                   luaL_typename(L, t));
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        declare_dynamic(L, f, lua_gettop(L) - 1, lua_gettop(L));
+        lua_pop(L, 1);
+    }
+}
+
+/* tide.jit(fn [, {max_signatures = 8, dynamic = true}]) */
 static int f_jit(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TFUNCTION);
     int max_sigs = 8;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
-        static const char *const allowed[] = {"max_signatures", NULL};
+        static const char *const allowed[] = {"max_signatures", "dynamic", NULL};
         lt_checkkeys(L, 2, "jit", allowed);
         if (lt_getoption(L, 2, "max_signatures") != LUA_TNIL) {
             int64_t v = lt_checkint(L, -1, "jit", "max_signatures");
@@ -185,6 +257,11 @@ static int f_jit(lua_State *L)
     luaL_setmetatable(L, JIT_MT); /* __gc frees fn, set or not */
     if (!(j->fn = tide_jit_function_new(max_sigs)))
         return lt_raise(L, NULL);
+    if (!lua_isnoneornil(L, 2)) {
+        if (lt_getoption(L, 2, "dynamic") != LUA_TNIL)
+            set_dynamic(L, j->fn);
+        lua_pop(L, 1);
+    }
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
     return 1;

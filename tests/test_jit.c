@@ -1179,6 +1179,7 @@ static void test_function_fallback(void)
     tide_tensor *a = tide_zeros(1, &s2, TIDE_FLOAT32), *b = tide_zeros(1, &s3, TIDE_FLOAT32),
                 *c = tide_zeros(1, &s4, TIDE_FLOAT32);
     CHECK(f && a && b && c, "%s", tide_last_error());
+    tide_jit_function_set_static(f, true); /* sizes 2 and 3: two signatures */
     CHECK(tide_jit_function_admit(f, &a, 1, 0, NULL) == 1, "first signature traced");
     CHECK(tide_jit_function_admit(f, &b, 1, 0, NULL) == 1, "second signature traced");
     CHECK(tide_jit_function_admit(f, &a, 1, 0, NULL) == 1, "a seen signature traced");

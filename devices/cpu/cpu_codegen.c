@@ -550,12 +550,52 @@ typedef struct code_entry {
 #define CODE_BUCKETS 256
 static code_entry *code_cache[CODE_BUCKETS]; /* under tcc_lock */
 
+/* A symbolic row group's sizes are the run's (jit/group.h, step 4): its row length is L and its
+ * scratch layout O (both arguments of the generated code, set by cpu_jit_run.c), so one text
+ * serves every size. Elementwise groups keep constants: their tiles do not change with size. */
+static bool runtime_rows(const jit_group *g) { return g->symbolic && g->row_mode; }
+
+enum { AT_SCRATCH, AT_SPLAT, AT_STREAM }; /* which buffer of a slot (O[3 * slot + which]) */
+
+/* The address of slot s's buffer in the scratch. */
+static void emit_at(td_sbuf *b, const jit_group *g, int s, int which)
+{
+    const jit_slot *sl = &g->slots[s];
+    int64_t off = which == AT_SCRATCH ? sl->scratch : which == AT_SPLAT ? sl->splat : sl->stream;
+    if (runtime_rows(g))
+        td_emit(b, "S+O[%d]", 3 * s + which);
+    else
+        td_emit(b, "S+%lld", (long long)off);
+}
+
+/* A row's (or tile's) length. */
+static void emit_len(td_sbuf *b, const jit_group *g)
+{
+    if (runtime_rows(g))
+        td_emit(b, "L");
+    else
+        td_emit(b, "%lldL", (long long)g->rowlen);
+}
+
+/* js(...): slot s's single value splatted over its splat buffer, n elements (NULL: a row). */
+static void emit_splat(td_sbuf *b, const jit_group *g, int s, const char *indent, const char *n)
+{
+    td_emit(b, "%sjs(%d, ", indent, g->slots[s].es);
+    emit_at(b, g, s, AT_SPLAT);
+    td_emit(b, ", p%d, ", s);
+    if (n)
+        td_emit(b, "%s", n);
+    else
+        emit_len(b, g);
+    td_emit(b, ");\n");
+}
+
 /* The operand expression member ms reads for its j-th input. */
 static void operand(td_sbuf *b, const jit_group *g, const jit_slot *ms, int q, int in_place)
 {
     const jit_slot *qs = &g->slots[q];
     if (ms->vkind == JV_FULL && qs->vkind != JV_FULL && q != in_place)
-        td_emit(b, "S+%lld", (long long)qs->splat);
+        emit_at(b, g, q, AT_SPLAT);
     else
         td_emit(b, "p%d", q);
 }
@@ -572,7 +612,9 @@ static void emit_compute(td_sbuf *b, const jit_plan *c, const jit_group *g, int 
     if (op >= TIDE_OP_SUM && op <= TIDE_OP_MIN) {
         td_emit(b, "    jr(%d, %d, %d, p%d, ", op, x->dtype, nd->dtype, s);
         operand(b, g, ms, jit_slot_of(g, nd->in[0]), -1);
-        td_emit(b, ", %lldL); /* %s */\n", (long long)g->rowlen, tide_op_name((tide_op)op));
+        td_emit(b, ", ");
+        emit_len(b, g);
+        td_emit(b, "); /* %s */\n", tide_op_name((tide_op)op));
         return;
     }
     if (op == TIDE_OP_CAST && x->dtype == nd->dtype && !ms->output) {
@@ -607,10 +649,17 @@ static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
         const jit_slot *sl = &g->slots[s];
         bool in = !sl->member && sl->vkind == JV_FULL && sl->direct;
         bool out = sl->member && sl->output && sl->vkind == JV_FULL;
-        if (in || out)
-            td_emit(b, "        if (far%s) jp(A[%d], s0 + %lldL, %lldL, N, %d, %d);\n",
-                    out && sl->stream >= 0 ? " && !big" : "", sl->arg,
-                    (long long)(ahead * g->rowlen + part * chunk), (long long)chunk, sl->es, out);
+        if (!in && !out)
+            continue;
+        td_emit(b, "        if (far%s) jp(A[%d], ", out && sl->stream >= 0 ? " && !big" : "",
+                sl->arg);
+        if (runtime_rows(g)) /* the same offsets, computed from the run's row length */
+            td_emit(b, "s0 + %lld * L + %d * ((L + %d) / %d), (L + %d) / %d", (long long)ahead,
+                    part, nparts - 1, nparts, nparts - 1, nparts);
+        else
+            td_emit(b, "s0 + %lldL, %lldL", (long long)(ahead * g->rowlen + part * chunk),
+                    (long long)chunk);
+        td_emit(b, ", N, %d, %d);\n", sl->es, out);
     }
 }
 
@@ -671,8 +720,7 @@ static void emit_scalars(td_sbuf *b, const jit_plan *c, const jit_group *g,
         if (!sl->member && sl->vkind == JV_SCALAR) {
             td_emit(b, "    p%d = (char *)A[%d];\n", s, sl->arg);
             if (sl->splat >= 0 && splat_read(c, g, pairs, s))
-                td_emit(b, "    js(%d, S+%lld, p%d, %lldL);\n", sl->es, (long long)sl->splat, s,
-                     (long long)g->rowlen);
+                emit_splat(b, g, s, "    ", NULL);
         }
     }
     for (int k = 0; k < g->nmembers; k++) {
@@ -680,13 +728,14 @@ static void emit_scalars(td_sbuf *b, const jit_plan *c, const jit_group *g,
         const jit_slot *ms = &g->slots[s];
         if (ms->vkind != JV_SCALAR)
             continue;
-        td_emit(b, "    p%d = S+%lld;\n", s, (long long)ms->scratch);
+        td_emit(b, "    p%d = ", s);
+        emit_at(b, g, s, AT_SCRATCH);
+        td_emit(b, ";\n");
         emit_compute(b, c, g, s, "1", -1);
         if (ms->output)
             td_emit(b, "    if (r0 == 0) memcpy(A[%d], p%d, %d);\n", ms->arg, s, ms->es);
         if (ms->splat >= 0 && splat_read(c, g, pairs, s))
-            td_emit(b, "    js(%d, S+%lld, p%d, %lldL);\n", ms->es, (long long)ms->splat, s,
-                 (long long)g->rowlen);
+            emit_splat(b, g, s, "    ", NULL);
     }
 }
 
@@ -702,13 +751,15 @@ static void emit_row_inputs(td_sbuf *b, const jit_plan *c, const jit_group *g,
             td_emit(b, "        p%d = (char *)A[%d] + s0 * %d;\n", s, sl->arg, sl->es);
             continue;
         }
-        td_emit(b, "        p%d = S+%lld;\n", s, (long long)sl->scratch);
+        td_emit(b, "        p%d = ", s);
+        emit_at(b, g, s, AT_SCRATCH);
+        td_emit(b, ";\n");
         if (sl->vkind == JV_FULL) {
             td_emit(b, "        jg(A[%d], p%d, s0, n);\n", sl->arg, s);
         } else {
             td_emit(b, "        jg(A[%d], p%d, r, 1);\n", sl->arg, s);
             if (sl->splat >= 0 && splat_read(c, g, pairs, s))
-                td_emit(b, "        js(%d, S+%lld, p%d, n);\n", sl->es, (long long)sl->splat, s);
+                emit_splat(b, g, s, "        ", "n");
         }
     }
 }
@@ -732,14 +783,18 @@ static void emit_row_kernels(td_sbuf *b, const jit_plan *c, const jit_group *g,
             first = k; /* computed with its second, never stored */
             continue;
         }
-        if (ms->output && ms->stream >= 0)
-            td_emit(b, "        p%d = big ? S+%lld : (char *)A[%d] + s0 * %d;\n", s,
-                    (long long)ms->stream, ms->arg, ms->es);
-        else if (ms->output)
+        if (ms->output && ms->stream >= 0) {
+            td_emit(b, "        p%d = big ? ", s);
+            emit_at(b, g, s, AT_STREAM);
+            td_emit(b, " : (char *)A[%d] + s0 * %d;\n", ms->arg, ms->es);
+        } else if (ms->output) {
             td_emit(b, "        p%d = (char *)A[%d] + %s * %d;\n", s, ms->arg,
-                 ms->vkind == JV_FULL ? "s0" : "r", ms->es);
-        else
-            td_emit(b, "        p%d = S+%lld;\n", s, (long long)ms->scratch);
+                    ms->vkind == JV_FULL ? "s0" : "r", ms->es);
+        } else {
+            td_emit(b, "        p%d = ", s);
+            emit_at(b, g, s, AT_SCRATCH);
+            td_emit(b, ";\n");
+        }
         if (prefetch_before(g, ms))
             emit_prefetch(b, g, nfull, kfull++);
         if (first >= 0) {
@@ -764,7 +819,7 @@ static void emit_row_kernels(td_sbuf *b, const jit_plan *c, const jit_group *g,
             td_emit(b, "        memcpy((char *)A[%d] + s0 * %d, p%d, n * %d); /* write-back */\n",
                  ms->arg, ms->es, s, ms->es);
         if (ms->vkind == JV_ROW && ms->splat >= 0 && splat_read(c, g, pairs, s))
-            td_emit(b, "        js(%d, S+%lld, p%d, n);\n", ms->es, (long long)ms->splat, s);
+            emit_splat(b, g, s, "        ", "n");
     }
 }
 
@@ -780,6 +835,10 @@ static char *render(const jit_plan *c, const jit_group *g, int index, const tile
     td_emit(&b, "void grp(void **A, I r0, I r1, char *S)\n{\n    I r, s0, n;\n");
     td_emit(&b, "    I N = *(const I *)A[%d]; /* elements in the domain: a runtime size */\n",
          g->nargs);
+    if (runtime_rows(g))
+        td_emit(&b, "    I L = *(const I *)A[%d]; /* elements per row */\n"
+                    "    const I *O = (const I *)A[%d]; /* the scratch's layout */\n",
+                g->nargs + 1, g->nargs + 2);
     for (int s = 0; s < g->nslots; s++)
         td_emit(&b, "    char *p%d;\n", s);
     int stream_es = 0; /* the widest output that may stream */
@@ -792,12 +851,17 @@ static char *render(const jit_plan *c, const jit_group *g, int index, const tile
     td_emit(&b, "    I far = N >= %lldL; /* operands come from memory, not cache */\n",
             (long long)(TD_JIT_PREFETCH_BYTES / 4));
     emit_scalars(&b, c, g, pairs);
-    td_emit(&b, "    for (r = r0; r < r1; r++) {\n        s0 = r * %lldL;\n", (long long)g->rowlen);
-    if (g->row_mode)
-        td_emit(&b, "        n = %lldL;\n", (long long)g->rowlen);
-    else
+    td_emit(&b, "    for (r = r0; r < r1; r++) {\n        s0 = r * ");
+    emit_len(&b, g);
+    td_emit(&b, ";\n");
+    if (g->row_mode) {
+        td_emit(&b, "        n = ");
+        emit_len(&b, g);
+        td_emit(&b, ";\n");
+    } else {
         td_emit(&b, "        n = N - s0;\n        if (n > %lldL) n = %lldL;\n",
              (long long)g->rowlen, (long long)g->rowlen);
+    }
     emit_row_inputs(&b, c, g, pairs);
     emit_row_kernels(&b, c, g, pairs);
     td_emit(&b, "    }\n");

@@ -126,6 +126,7 @@ static tide_device cpu_device = {
     .jit_run = td_cpu_jit_run,
     .jit_free = td_cpu_jit_free,
     .jit_group_after_write = true,
+    .jit_runtime_sizes = true,
 };
 
 tide_device *tide_cpu_device(void) { return &cpu_device; }

@@ -241,15 +241,60 @@ static void *slot_arg(const jit_group *g, const jit_slot *sl, tide_tensor *t, ji
     return d;
 }
 
+/* A symbolic row group's scratch for the run's row length (group.h, step 4): g bound to the
+ * run's sizes, its slots laid out again into the copy *out (slots: its own array), and the
+ * layout as the generated code reads it (cpu_codegen.c: O[3 * slot + buffer]). 0 or -1. */
+static int layout_rows(const jit_plan *c, const jit_group *g, jit_group *out, jit_slot **slots,
+                       int64_t **offsets)
+{
+    *out = *g;
+    *slots = td_malloc(sizeof **slots * (size_t)g->nslots);
+    *offsets = td_malloc(sizeof **offsets * 3 * (size_t)g->nslots);
+    if (!*slots || !*offsets)
+        return td_error("jit: out of memory");
+    for (int s = 0; s < g->nslots; s++) {
+        (*slots)[s] = g->slots[s];
+        (*slots)[s].scratch = (*slots)[s].splat = (*slots)[s].stream = -1;
+    }
+    out->slots = *slots;
+    td_cpu_jit_layout(c, out);
+    for (int s = 0; s < g->nslots; s++) {
+        (*offsets)[3 * s] = out->slots[s].scratch;
+        (*offsets)[3 * s + 1] = out->slots[s].splat;
+        (*offsets)[3 * s + 2] = out->slots[s].stream;
+    }
+    return 0;
+}
+
+/* The arguments of the generated code: each slot's (its data, or a gather descriptor for an
+ * operand read through strides), then the domain's element count, then for a symbolic row
+ * group its row length and scratch layout. */
+static void fill_args(const jit_group *g, tide_tensor *const *t, void **args, jit_gather *gathers,
+                      const int64_t *offsets)
+{
+    for (int s = 0, gi = 0; s < g->nslots; s++) {
+        const jit_slot *sl = &g->slots[s];
+        if (sl->arg < 0)
+            continue;
+        bool gathered = !sl->member && !sl->direct && sl->vkind != JV_SCALAR;
+        args[sl->arg] = slot_arg(g, sl, t[s], gathered ? &gathers[gi++] : NULL);
+    }
+    args[g->nargs] = (void *)&g->numel;
+    args[g->nargs + 1] = (void *)&g->rowlen;
+    args[g->nargs + 2] = (void *)offsets;
+}
+
 int td_cpu_jit_run(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t)
 {
     (void)dev;
     const jit_plan *c = plan;
     const jit_group *g = group;
-    void *argbuf[65];
+    void *argbuf[67];
     jit_gather gbuf[32];
-    /* args[nargs]: the domain's element count, a runtime value of the generated code */
-    void **args = g->nargs < 64 ? argbuf : td_malloc(sizeof(void *) * (size_t)(g->nargs + 1));
+    jit_group relaid;
+    jit_slot *slots = NULL;
+    int64_t *offsets = NULL;
+    void **args = g->nargs < 64 ? argbuf : td_malloc(sizeof(void *) * (size_t)(g->nargs + 3));
     int ngathers = 0; /* operands read through strides: one descriptor each */
     for (int s = 0; s < g->nslots; s++)
         ngathers += !g->slots[s].member && !g->slots[s].direct && g->slots[s].vkind != JV_SCALAR;
@@ -259,14 +304,12 @@ int td_cpu_jit_run(tide_device *dev, const void *plan, const void *group, tide_t
         rc = td_error("jit: out of memory");
         goto done;
     }
-    for (int s = 0, gi = 0; s < g->nslots; s++) {
-        const jit_slot *sl = &g->slots[s];
-        if (sl->arg < 0)
-            continue;
-        bool gathered = !sl->member && !sl->direct && sl->vkind != JV_SCALAR;
-        args[sl->arg] = slot_arg(g, sl, t[s], gathered ? &gathers[gi++] : NULL);
+    if (g->symbolic && g->row_mode) {
+        if ((rc = layout_rows(c, g, &relaid, &slots, &offsets)) < 0)
+            goto done;
+        g = &relaid;
     }
-    args[g->nargs] = (void *)&g->numel;
+    fill_args(g, t, args, gathers, offsets);
     if (g->producer >= 0) {
         rc = run_epilogue(c, g, args, t);
     } else {
@@ -280,5 +323,7 @@ done:
         free(args);
     if (gathers != gbuf)
         free(gathers);
+    free(slots);
+    free(offsets);
     return rc;
 }

@@ -126,6 +126,7 @@ static tide_device ref_device = {
     .jit_run = ref_jit_run,
     .jit_free = ref_jit_free,
     .jit_group_after_write = true,
+    .jit_runtime_sizes = true,
 };
 
 static int ref_count(void) { return 1; }
