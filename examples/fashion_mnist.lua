@@ -162,8 +162,10 @@ print(("model (%d parameters):\n%s"):format(model:num_parameters(), tostring(mod
 print(("optimizer: SGD lr %g momentum 0.9, cosine schedule over %d epochs; batch %d; %d threads")
   :format(args.lr, args.epochs, args.batch_size, tide.get_num_threads()))
 
--- One training step: forward, loss, backward, optimizer step. tide.jit traces it into one graph
--- (compiled once per batch shape, then replayed); --eager runs it op by op.
+-- One training step: forward, loss, backward, optimizer step. tide.jit traces it into one graph,
+-- compiled and then replayed: the first step (creating the momentum buffers), the steady step,
+-- and the partial last batch, whose new size makes the batch dim symbolic; --eager runs it op by
+-- op.
 local function train_step(x, y)
   opt:zero_grad()
   local loss = F.cross_entropy(model(x), y)
@@ -254,6 +256,12 @@ local acc = evaluate(model)
 print(("test accuracy %.2f%% after %d epochs (%s model, %.1f s of training, %d samples/s)")
   :format(100 * acc, args.epochs, args.model, train_time,
           math.floor(args.epochs * #train_set / train_time)))
+if not args.eager then
+  local st = train_step:stats()
+  local last = #train_set % args.batch_size
+  print(("jit: %d compiles, %d hits, %d fallbacks (last batch %d)"):format(st.compiles, st.hits,
+    st.fallbacks, last == 0 and args.batch_size or last))
+end
 
 -- ---- checkpoint ------------------------------------------------------------------------------
 

@@ -156,6 +156,39 @@ static void test_linear(const char *dev)
     tide_jit_function_free(f);
 }
 
+/* relu(g @ w) * 0.5: a product eager cuts into blocks of rows on two threads or more (blocks of
+ * 16k rows), fused with its epilogue block by block */
+static tide_tensor *prog_blocks(tide_tensor *const *in)
+{
+    tide_tensor *p = tide_matmul(in[0], in[1]), *r = tide_relu(p), *o = tide_mul_scalar(r, 0.5);
+    tide_release(p), tide_release(r);
+    return o;
+}
+
+/* A product of 17 or 33 rows is cut by eager into blocks of 16 or 32 and one row: that row is
+ * a gemm call in eager (the whole product's cut), so the epilogue's block must be one too (a
+ * product of one row alone is a gemv, which sums in another order). Static and symbolic plans. */
+static void test_one_row_blocks(bool dynamic)
+{
+    tide_jit_cache_clear();
+    tide_jit_function *f = tide_jit_function_new(8);
+    tide_jit_function_set_static(f, !dynamic);
+    int64_t ws[2] = {256, 512};
+    tide_tensor *w = randn_on("cpu", TIDE_FLOAT32, 2, ws);
+    static const int64_t rows[] = {17, 33, 49, 16, 65};
+    for (int k = 0; k < 5; k++) {
+        int64_t gs[2] = {rows[k], 256};
+        tide_tensor *in[2] = {randn_on("cpu", TIDE_FLOAT32, 2, gs), w};
+        char what[64];
+        snprintf(what, sizeof what, "%s epilogue over %lld rows", dynamic ? "symbolic" : "static",
+                 (long long)rows[k]);
+        check_against_eager(what, "cpu", f, prog_blocks, in, 2);
+        tide_release(in[0]);
+    }
+    tide_release(w);
+    tide_jit_function_free(f);
+}
+
 /* One call of prog_softmax on x of the given shape (and dtype), checked against eager; the
  * compiles it made. */
 static int64_t call_shape(const char *dev, tide_jit_function *f, int64_t b, int64_t t,
@@ -240,6 +273,8 @@ int main(void)
 {
     ref_seed(11);
     test_function_api();
+    test_one_row_blocks(false);
+    test_one_row_blocks(true);
     const char *devs[] = {"cpu", "ref", "vulkan"};
     tide_tensor *probe = tide_from_data_on("vulkan", &(float){1}, 0, NULL, TIDE_FLOAT32);
     /* under valgrind lavapipe compiles shaders ~50x slower: the CPU and ref cover it there */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu_jit.h"
+#include "cpu_kernels.h"
 
 typedef struct group_run {
     const jit_plan *c;
@@ -110,7 +111,10 @@ static int run_product_block(const epilogue_run *er, int64_t batch, int64_t u0, 
     tide_tensor *in[2] = {matrix_rows(er->in0, p->shape, nb, batch, u0, u1),
                           matrix_rows(er->in1, p->shape, nb, batch, 0, er->in1->shape[nb])};
     tide_tensor *out = matrix_rows(er->out, p->shape, nb, batch, u0, u1);
-    int rc = in[0] && in[1] && out ? er->dev->run(er->dev, p->op, out, in, 2, &p->attrs) : -1;
+    /* one matrix of several rows is one gemm in eager, cut by rows: a block of one row is a
+     * gemm then (a product of one row alone is a gemv); a batch's blocks are eager's calls */
+    bool gemm_rows = er->nbatch == 1 && er->units > 1 && er->unit_elems > 1;
+    int rc = in[0] && in[1] && out ? td_cpu_matmul_rows_of(out, in[0], in[1], gemm_rows) : -1;
     tide_release(in[0]);
     tide_release(in[1]);
     tide_release(out);

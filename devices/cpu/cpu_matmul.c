@@ -87,6 +87,8 @@ typedef struct mm_job {
     operand a, b;
     char *out;
     int64_t rows, blocks; /* BLAS tasks: blocks of rows rows per product */
+    bool gemm_rows; /* rows of a product with more: one row is a gemm call too (as the whole
+                     * product's gemm, cut by rows, makes it), never a gemv */
 } mm_job;
 
 /* Element offsets of batch t's matrices in a and b. */
@@ -113,7 +115,7 @@ static void blas_product(const mm_job *j, const char *pa, const char *pb, char *
         if (n == 1)
             td_blas_sgemv(a->trans, m, k, 1.0f, (const float *)pa, a->ld, (const float *)pb,
                           b->trans ? 1 : b->ld, 0.0f, (float *)pc, 1);
-        else if (m == 1)
+        else if (m == 1 && !j->gemm_rows)
             td_blas_sgemv(!b->trans, n, k, 1.0f, (const float *)pb, b->ld, (const float *)pa,
                           a->trans ? a->ld : 1, 0.0f, (float *)pc, 1);
         else
@@ -123,7 +125,7 @@ static void blas_product(const mm_job *j, const char *pa, const char *pb, char *
         if (n == 1)
             td_blas_dgemv(a->trans, m, k, 1.0, (const double *)pa, a->ld, (const double *)pb,
                           b->trans ? 1 : b->ld, 0.0, (double *)pc, 1);
-        else if (m == 1)
+        else if (m == 1 && !j->gemm_rows)
             td_blas_dgemv(!b->trans, n, k, 1.0, (const double *)pb, b->ld, (const double *)pa,
                           a->trans ? a->ld : 1, 0.0, (double *)pc, 1);
         else
@@ -284,8 +286,15 @@ DEFINE_INT_ROWS(uint8_rows, uint8_t, uint32_t)
 
 int td_cpu_matmul(tide_tensor *out, const tide_tensor *a, const tide_tensor *b)
 {
+    return td_cpu_matmul_rows_of(out, a, b, false);
+}
+
+int td_cpu_matmul_rows_of(tide_tensor *out, const tide_tensor *a, const tide_tensor *b,
+                          bool gemm_rows)
+{
     int nd = out->ndim, nb = nd - 2;
     mm_job j = {.nb = nb,
+                .gemm_rows = gemm_rows,
                 .m = out->shape[nb],
                 .n = out->shape[nb + 1],
                 .k = a->shape[nb + 1],
