@@ -5,7 +5,9 @@
 -- reads back into Lua (graph breaks) whose values steer later ops. Each is called three times
 -- on the same arguments (a compile, then cache hits), so a write that a later call must see is
 -- checked too. Only exact float32 ops are used (no transcendental functions), so eager and jit
--- must agree bit for bit. A failure prints the program.
+-- must agree bit for bit. A failure prints the program. Then symbolic dims: programs met with
+-- arguments of several sizes (R x C, R and C from 4 to 11), each size twice, so a plan made
+-- symbolic by one size serves the next ones (jit/README.md).
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local H = require "harness"
 local tide = require "tide"
@@ -16,7 +18,7 @@ local STEPS = 12
 -- a program is a list of steps; each step is {text, fn(env)} where env holds the values
 local function gen(rng)
   local steps = {}
-  local nvals = 2 -- values 1, 2 are the arguments a, b (4x5 float32)
+  local nvals = 2 -- values 1, 2 are the arguments a, b (R x C float32, R and C at least 4)
   local function pick() return rng(1, nvals) end
   local function add(text, fn, makes_value)
     steps[#steps + 1] = { text = text, fn = fn }
@@ -59,8 +61,10 @@ local function gen(rng)
           if v[i]:sum():item() > 0 then v[k] = v[j] - 1 else v[k] = v[j] + 1 end
         end, true)
     elseif r == 12 then
-      add(("v%d = v%d:narrow(1, 2, 2):sum(1, true):expand(4, 5) + v%d"):format(k, i, j),
-        function(v) v[k] = v[i]:narrow(1, 2, 2):sum(1, true):expand(4, 5) + v[j] end, true)
+      add(("v%d = v%d:narrow(1, 2, 2):sum(1, true):expand(R, C) + v%d"):format(k, i, j),
+        function(v)
+          v[k] = v[i]:narrow(1, 2, 2):sum(1, true):expand(v[1]:size(1), v[1]:size(2)) + v[j]
+        end, true)
     else
       local dst = rng(1, 2)
       add(("a%d:sub_(v%d:max(2, true))"):format(dst, i),
@@ -131,5 +135,47 @@ H.test(("%d random programs: jit equals eager, in results and in written argumen
     end
     H.eq(bad, 0, "programs where jit and eager differ")
   end)
+
+H.test("random programs met with several sizes: symbolic plans equal eager", function()
+  local rng = lcg_rng()
+  tide.manual_seed(8)
+  local sizes = { { 4, 5 }, { 6, 5 }, { 4, 9 }, { 7, 11 }, { 5, 5 }, { 9, 6 }, { 11, 4 } }
+  local bad, compiles, calls = 0, 0, 0
+  for p = 1, PROGRAMS // 3 do
+    local steps, nvals = gen(rng)
+    local fn = run_program(steps, nvals)
+    local f = tide.jit(fn)
+    local why
+    for _, rc in ipairs(sizes) do
+      local a0, b0 = tide.randn(rc[1], rc[2]), tide.randn(rc[1], rc[2])
+      local ae, be, aj, bj = a0:clone(), b0:clone(), a0:clone(), b0:clone()
+      for call = 1, 2 do
+        local re, rj = { fn(ae, be) }, { f(aj, bj) }
+        calls = calls + 1
+        local at = ("size %dx%d call %d"):format(rc[1], rc[2], call)
+        for k = 1, #re do
+          if not bits_equal(re[k], rj[k]) then why = at .. (", result %d"):format(k) end
+        end
+        if not bits_equal(ae, aj) then why = at .. ", argument a" end
+        if not bits_equal(be, bj) then why = at .. ", argument b" end
+        if why then break end
+      end
+      if why then break end
+    end
+    local st = f:stats()
+    compiles = compiles + st.compiles
+    if st.fallbacks > 0 then why = why or "fell back to eager" end
+    if why then
+      bad = bad + 1
+      local lines = {}
+      for _, s in ipairs(steps) do lines[#lines + 1] = "  " .. s.text end
+      print(("program %d differs (%s):\n%s"):format(p, why, table.concat(lines, "\n")))
+    end
+  end
+  H.eq(bad, 0, "programs where jit and eager differ over sizes")
+  -- segments per program: a few plans each, not one per size (calls counts every call)
+  H.ok(compiles < calls / 2, ("compiles %d over %d calls"):format(compiles, calls))
+  print(("symbolic random programs: %d compiles over %d calls"):format(compiles, calls))
+end)
 
 H.done()
