@@ -953,6 +953,7 @@ static tide_device *new_tide_device(vk_state *s, const char *name)
         .jit_compile = td_vk_jit_compile,
         .jit_run = td_vk_jit_run,
         .jit_free = td_vk_jit_free,
+        .jit_runtime_sizes = true,
     };
     return d;
 }

@@ -10,12 +10,16 @@
  * disk together with the SPIR-V of each shader, so a second process compiles nothing.
  *
  * A row group (elementwise members into float32 reductions over rows of up to 32768 elements:
- * softmax) is one shader too, a workgroup per row (emit_rows). A group the renderer does not
+ * softmax) is one shader too, a workgroup per row (emit_rows). A symbolic group (jit/group.h,
+ * step 4) reads its sizes from the parameters instead: the domain, each binding's strides and
+ * the row length, set per run from the bound group and the tensors, so one shader serves every
+ * size; which dims broadcast and which operands are contiguous stay the plan's (its guards). A group the renderer does not
  * take (integer reductions, uint8/bool/64-bit values in memory, more than 8 tensors to bind,
  * integer ops the shaders lack) runs its members one by one through the eager shaders
  * (td_vk_run), as it would without the jit: always correct.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,8 @@ extern const char td_vk_common_glsl[]; /* generated: vk_opcodes.h + common.glsl 
 #define JB_MAX (VK_MAX_BINDINGS - 1) /* tensors bound per group */
 #define JS_MAX 16                    /* host scalars per group (parameters) */
 #define LOCAL 256                    /* invocations per workgroup; 4 elements each */
+#define TD_STR_(x) #x
+#define TD_STR(x) TD_STR_(x)
 
 /* A compiled shader, shared by every group with the same text; lives until the device goes. */
 typedef struct vk_jit_entry {
@@ -58,7 +64,12 @@ typedef struct jit_params {
     int32_t n;
     int32_t base[JB_MAX];
     uint32_t sc[JS_MAX];
+    /* a symbolic group's sizes (std430: the same offsets in the shader's Params) */
+    int32_t rowlen;
+    int32_t dom[TIDE_MAX_DIMS];
+    int32_t st[JB_MAX][TIDE_MAX_DIMS];
 } jit_params;
+#define STATIC_PARAMS offsetof(jit_params, rowlen) /* what a static group's shader reads */
 
 /* ---- the text ---------------------------------------------------------------------------------- */
 
@@ -101,6 +112,29 @@ static bool is_direct(const jit_group *g, int nd, const int64_t *shape, const in
         contig *= g->domain[d];
     }
     return direct;
+}
+
+/* The same for a symbolic group (binding bi): the domain's sizes and the binding's strides
+ * are parameters; which dims broadcast (size 1) and which are 1 in the domain are the plan's. */
+static void emit_index_symbolic(td_sbuf *b, const jit_group *g, int bi, int nd,
+                                const int64_t *shape)
+{
+    int lead = g->ndim - nd;
+    td_emit(b, "0; int q = i");
+    for (int d = g->ndim - 1; d >= 0; d--) {
+        int td = d - lead;
+        if (g->domain[d] == 1)
+            continue;
+        bool bcast = td < 0 || shape[td] == 1;
+        if (d == 0) {
+            if (!bcast)
+                td_emit(b, "; r += q * P.st[%d][%d]", bi, td);
+        } else {
+            if (!bcast)
+                td_emit(b, "; r += (q %% P.dom[%d]) * P.st[%d][%d]", d, bi, td);
+            td_emit(b, "; q /= P.dom[%d]", d);
+        }
+    }
 }
 
 static void emit_index(td_sbuf *b, const jit_group *g, int nd, const int64_t *shape,
@@ -266,13 +300,23 @@ static uint32_t reduce_combine(int op, const char **id)
 /* The end of a pass over a row: for reduction member s (its operand slot q) the accumulator
  * folded, then combined across the workgroup through shared memory; for the final pass
  * (s < 0) the stores of the full-row results. */
+/* A row's length in the shader: a constant, or in a symbolic group the parameter. */
+static const char *row_length(const jit_group *g, char *buf, size_t size)
+{
+    if (g->symbolic)
+        return "P.rowlen";
+    snprintf(buf, size, "%lld", (long long)g->rowlen);
+    return buf;
+}
+
 static void emit_pass_end(td_sbuf *b, const jit_plan *c, const jit_group *g,
                           const vk_jit_code *k, int s, int q, uint32_t code, const char *id)
 {
-    long long rowlen = (long long)g->rowlen;
+    char buf[32];
+    const char *rowlen = row_length(g, buf, sizeof buf);
     if (s >= 0) {
         td_emit(b, "    acc = binary_f(%uu, acc, mix(v%d, vec4(%s), greaterThanEqual(ivec4(e) + "
-                "ivec4(0, 1, 2, 3), ivec4(%lld))));\n    }\n", code, q, id, rowlen);
+                "ivec4(0, 1, 2, 3), ivec4(%s))));\n    }\n", code, q, id, rowlen);
         td_emit(b, "    red_sh[t] = binary_f(%uu, binary_f(%uu, acc.xxxx, acc.yyyy), "
                 "binary_f(%uu, acc.zzzz, acc.wwww)).x;\n    barrier();\n"
                 "    for (int h = %d; h > 0; h >>= 1) {\n"
@@ -281,7 +325,7 @@ static void emit_pass_end(td_sbuf *b, const jit_plan *c, const jit_group *g,
                 "    v%d = vec4(red_sh[0]);\n    barrier();\n    }\n",
              code, code, code, LOCAL / 2, code, s);
     } else {
-        td_emit(b, "    for (int j = 0; j < 4; j++) {\n        if (e + j >= %lld) break;\n"
+        td_emit(b, "    for (int j = 0; j < 4; j++) {\n        if (e + j >= %s) break;\n"
                 "        int i = rbase + e + j;\n", rowlen);
         for (int bi = 0; bi < k->nbind; bi++) {
             int o = k->bind_slot[bi];
@@ -302,7 +346,8 @@ static void emit_pass_end(td_sbuf *b, const jit_plan *c, const jit_group *g,
 static int emit_rows(td_sbuf *b, const jit_plan *c, const jit_group *g, vk_jit_code *k,
                      const int *bind_of)
 {
-    long long rowlen = (long long)g->rowlen;
+    char buf[32];
+    const char *rowlen = row_length(g, buf, sizeof buf);
     bool full_out = false;
     for (int bi = 0; bi < k->nbind; bi++) {
         const jit_slot *sl = &g->slots[k->bind_slot[bi]];
@@ -310,7 +355,7 @@ static int emit_rows(td_sbuf *b, const jit_plan *c, const jit_group *g, vk_jit_c
     }
     td_emit(b, "shared float red_sh[%d];\n", LOCAL);
     td_emit(b, "void main()\n{\n    int row = int(group_index());\n    if (row >= P.n) return;\n"
-            "    int t = int(gl_LocalInvocationID.x);\n    int rbase = row * %lld;\n"
+            "    int t = int(gl_LocalInvocationID.x);\n    int rbase = row * %s;\n"
             "    int r0 = rbase, r1 = rbase, r2 = rbase, r3 = rbase;\n", rowlen);
     for (int s = 0; s < g->nslots; s++)
         if (!g->slots[s].member && g->slots[s].vkind != JV_FULL)
@@ -342,10 +387,10 @@ static int emit_rows(td_sbuf *b, const jit_plan *c, const jit_group *g, vk_jit_c
         } else {
             td_emit(b, "    {\n");
         }
-        td_emit(b, "    for (int e = t * 4; e < %lld; e += %d) {\n"
-                "    int l0 = rbase + e, l1 = rbase + min(e + 1, %lld), l2 = rbase + min(e + 2, "
-                "%lld), l3 = rbase + min(e + 3, %lld);\n", rowlen, 4 * LOCAL, rowlen - 1,
-             rowlen - 1, rowlen - 1);
+        td_emit(b, "    for (int e = t * 4; e < %s; e += %d) {\n"
+                "    int l0 = rbase + e, l1 = rbase + min(e + 1, %s - 1), l2 = rbase + min(e + 2, "
+                "%s - 1), l3 = rbase + min(e + 3, %s - 1);\n", rowlen, 4 * LOCAL, rowlen, rowlen,
+             rowlen);
         for (int i = 0; i < g->nslots; i++)
             if (!g->slots[i].member && g->slots[i].vkind == JV_FULL)
                 emit_load(b, c, g, k, i, bind_of, NULL, "l");
@@ -426,7 +471,9 @@ static void emit_header(td_sbuf *b, const jit_plan *c, const jit_group *g,
     td_emit(b, "#version 450\n%s\n", td_vk_common_glsl);
     td_emit(b, "layout(local_size_x = %d) in;\n", LOCAL);
     td_emit(b, "layout(std430, binding = 0) readonly buffer Params { int n; int base[%d]; "
-             "uint sc[%d]; } P;\n", JB_MAX, JS_MAX);
+             "uint sc[%d];%s } P;\n", JB_MAX, JS_MAX, g->symbolic ? " int rowlen; "
+             "int dom[" TD_STR(TIDE_MAX_DIMS) "]; int st[" TD_STR(JB_MAX) "][" TD_STR(TIDE_MAX_DIMS)
+             "];" : "");
     for (int bi = 0; bi < k->nbind; bi++) {
         const jit_slot *sl = &g->slots[k->bind_slot[bi]];
         int dt = c->nodes[sl->member && sl->into >= 0 ? sl->into : sl->node].dtype;
@@ -440,6 +487,12 @@ static void emit_header(td_sbuf *b, const jit_plan *c, const jit_group *g,
                  sl->member ? "" : "readonly ", bi, bi);
     }
     for (int bi = 0; bi < k->nbind; bi++) {
+        if (g->symbolic && !is_direct(g, k->nd[bi], k->shape[bi], k->strides[bi])) {
+            td_emit(b, "int ix%d(int i) { int r = ", bi);
+            emit_index_symbolic(b, g, bi, k->nd[bi], k->shape[bi]);
+            td_emit(b, "; return r; }\n");
+            continue;
+        }
         td_emit(b, "int ix%d(int i) { return ", bi);
         emit_index(b, g, k->nd[bi], k->shape[bi], k->strides[bi]);
         td_emit(b, "; }\n");
@@ -503,7 +556,7 @@ static int render(const jit_plan *c, const jit_group *g, vk_jit_code *k, char **
     *out = NULL;
     if (g->row_mode && (g->rowlen > 32768 || g->rowlen < 1))
         return decline(k, "rows of %lld elements", (long long)g->rowlen);
-    if (g->numel > INT32_MAX - 8)
+    if (!g->symbolic && g->numel > INT32_MAX - 8) /* a symbolic group checks at each run */
         return decline(k, "more than 2^31 elements");
     int bind_of[512];
     if (g->nslots > 512)
@@ -772,6 +825,29 @@ static bool same_layout(const tide_tensor *t, int nd, const int64_t *shape, cons
            memcmp(t->strides, st, sizeof(int64_t) * nd) == 0;
 }
 
+/* A symbolic group's sizes for this run into p: the bound domain, each binding's strides, the
+ * row length. false when they do not fit the shader's 32-bit indices (its ops run one by one). */
+static bool symbolic_params(const jit_group *g, const vk_jit_code *k, tide_tensor *const *t,
+                            jit_params *p)
+{
+    if (g->numel > INT32_MAX - 8)
+        return false;
+    p->rowlen = (int32_t)g->rowlen;
+    for (int d = 0; d < g->ndim; d++)
+        p->dom[d] = (int32_t)g->domain[d];
+    for (int bi = 0; bi < k->nbind; bi++) {
+        const tide_tensor *x = t[k->bind_slot[bi]];
+        if (x->ndim != k->nd[bi])
+            return false;
+        for (int d = 0; d < x->ndim; d++) {
+            if (x->strides[d] > INT32_MAX || x->strides[d] < INT32_MIN)
+                return false;
+            p->st[bi][d] = (int32_t)x->strides[d];
+        }
+    }
+    return true;
+}
+
 int td_vk_jit_run(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t)
 {
     const jit_plan *c = plan;
@@ -788,13 +864,16 @@ int td_vk_jit_run(tide_device *dev, const void *plan, const void *group, tide_te
     vk_binding b[JB_MAX];
     for (int bi = 0; bi < k->nbind; bi++) {
         tide_tensor *x = t[k->bind_slot[bi]];
-        if (!x || x->device != dev || !same_layout(x, k->nd[bi], k->shape[bi], k->strides[bi])) {
+        if (!x || x->device != dev ||
+            (!g->symbolic && !same_layout(x, k->nd[bi], k->shape[bi], k->strides[bi]))) {
             if (__atomic_fetch_add(&k->warned, 1, __ATOMIC_RELAXED) == 0)
                 td_log("jit", "vulkan: a group's operand has another layout than compiled; "
                               "its ops run one by one");
             return run_members(dev, c, g, t);
         }
     }
+    if (g->symbolic && !symbolic_params(g, k, t, &p))
+        return run_members(dev, c, g, t);
     for (int si = 0; si < k->nscal; si++) {
         const tide_tensor *x = t[k->scal_slot[si]];
         const char *d = x ? td_tensor_data(x) : NULL;
@@ -816,7 +895,7 @@ int td_vk_jit_run(tide_device *dev, const void *plan, const void *group, tide_te
         rc = rc < 0 ? -1 : 0;
     }
     if (rc == 0)
-        rc = td_vk_dispatch_pipe(s, k->pipe, &p, sizeof p, b, k->nbind,
+        rc = td_vk_dispatch_pipe(s, k->pipe, &p, g->symbolic ? sizeof p : STATIC_PARAMS, b, k->nbind,
                                  g->row_mode ? (uint64_t)g->nrows
                                              : ((uint64_t)g->numel + 4 * LOCAL - 1) / (4 * LOCAL));
     pthread_mutex_unlock(&s->lock);
