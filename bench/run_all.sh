@@ -43,6 +43,8 @@ done
 export TIDE_CPU_ISA=$best
 section "bench_lua (issue 4) [TIDE_CPU_ISA=$best]";   "$build/lua/tide" "$here/bench_lua.lua"
 section "bench_mlp (issue 5) [TIDE_CPU_ISA=$best]";   "$build/lua/tide" "$here/bench_mlp.lua" 5
+section "bench_symbolic (issue 20) [TIDE_CPU_ISA=$best]"
+"$build/lua/tide" "$here/bench_symbolic.lua" 6 2>&1 | tee "$log/symbolic"
 section "bench_vulkan (issue 7)"
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$vk_icd" ]; then export VK_DRIVER_FILES=$vk_icd; fi
 "$build/bench/bench_vulkan"
@@ -57,3 +59,5 @@ for tier in $tiers; do
     echo "# targets"
     grep -E '(met|NOT met)\)?$' "$log/$tier"
 done
+section "summary: symbolic dims [TIDE_CPU_ISA=$best]"
+grep -E '(met|NOT met)\)?$' "$log/symbolic"

@@ -55,7 +55,7 @@ if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
    grep -qw avx512dq /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
   tiers="$tiers avx512"
 fi
-numeric='^(test_(elementwise|reduce|matmul|conv|movement|indexing|nn|autograd|creation|random|jit|ref_device|ref_jit)|lua_(ops|jit|jit_random|autograd|nn|ref_jit)(_tideprog)?)$'
+numeric='^(test_(elementwise|reduce|matmul|conv|movement|indexing|nn|autograd|creation|random|jit|jit_symbolic|ref_device|ref_jit)|lua_(ops|jit|jit_random|jit_symbolic|autograd|nn|ref_jit)(_tideprog)?)$'
 for tier in $tiers; do
   echo "== numeric suites, TIDE_CPU_ISA=$tier"
   if [ -d build ]; then
