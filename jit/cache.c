@@ -274,14 +274,16 @@ static int keep_key(jit_compiled *c, const key_buf *k, uint64_t h, const char *s
 static void note_recompile(jit_trace *tr, const jit_compiled *similar, const key_buf *k,
                            const jit_node *nodes, bool symbolic)
 {
-    char why[200], line[320];
+    char why[200], line[400];
     jit_explain_miss(similar, k->dims, k->dim_node, nodes, why, sizeof why);
     tide_device *dev = tr->dev ? tr->dev : td_default_device();
-    snprintf(line, sizeof line, "%s: %s", why,
+    snprintf(line, sizeof line, "%s: %s%s", why,
              symbolic ? "sizes made symbolic"
              : tr->static_only ? "compiled for this shape (dynamic = false)"
              : !dev->jit_runtime_sizes ? "compiled for this shape (its device has no runtime sizes)"
-                                       : "compiled for this shape");
+                                       : "compiled for this shape",
+             symbolic && !similar->dim_class ? " (the static plan of the sizes before is kept: "
+                                               "a hit prefers it)" : "");
     td_log("jit", "recompile%s%s: %s", *jit_where() ? " at " : "", jit_where(), line);
     if (tr->fn)
         jit_function_note_recompile(tr->fn, line);
@@ -346,6 +348,7 @@ jit_compiled *jit_lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n,
         return c;
     }
     c = compile_segment(tr, &k, h, nodes, n, nexterns, outs, nouts, similar);
+    bool new_structure = similar == NULL;
     jit_plan_release(similar);
     if (!c)
         return NULL;
@@ -370,8 +373,9 @@ jit_compiled *jit_lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n,
     if (full)
         td_log("jit", "the cache holds %d plans: this one runs without being kept", CACHE_MAX);
     jit_stats_add(tr, 1, 0, 1, 0, 0, c->compile_ms);
-    td_log("jit", "miss: compiled %d nodes into %d steps (%d fused groups%s) in %.2f ms%s%s", n,
-           c->nsteps, c->ngroups, c->dim_class ? ", symbolic" : "", c->compile_ms,
+    td_log("jit", "miss (%s): compiled %d nodes into %d steps (%d fused groups%s) in %.2f ms%s%s",
+           new_structure ? "a structure not met before" : "the guards above", n, c->nsteps,
+           c->ngroups, c->dim_class ? ", symbolic" : "", c->compile_ms,
            *jit_where() ? " at " : "", jit_where());
     return c;
 }

@@ -29,6 +29,7 @@ typedef struct signature {
     uint64_t other; /* what else the caller's signature holds, and the arguments past the recorded */
     int nargs;
     sig_arg args[MAX_SIG_ARGS];
+    uint8_t said_small[MAX_SIG_ARGS]; /* dynamic dims met with size 0 or 1 (said once) */
 } signature;
 
 struct tide_jit_function {
@@ -204,15 +205,35 @@ static bool generalize(tide_jit_function *f, signature *s, const signature *c, c
     return true;
 }
 
+/* A dynamic dim met with size 0 or 1 the first time: its plans specialize (said once). */
+static void note_small(tide_jit_function *f, signature *s, int i, int d, int64_t size,
+                       const char *where)
+{
+    if (s->said_small[i] >> d & 1)
+        return;
+    s->said_small[i] |= (uint8_t)(1u << d);
+    char line[200];
+    snprintf(line, sizeof line, "argument %d dim %d is %lld: sizes 0 and 1 specialize (a plan "
+             "of their own)", i + 1, d + 1, (long long)size);
+    td_log("jit", "recompile%s%s: %s", *where ? " at " : "", where, line);
+    jit_function_note_recompile(f, line);
+}
+
 /* This call's sizes of the dynamic dims of signature s (its trace makes sizes derived from
  * them symbolic). */
-static void note_dynamic_sizes(tide_jit_function *f, const signature *s, const signature *c)
+static void note_dynamic_sizes(tide_jit_function *f, signature *s, const signature *c,
+                               const char *where)
 {
     f->ndyn = 0;
     for (int i = 0; i < s->nargs; i++)
-        for (int d = 0; d < s->args[i].ndim; d++)
-            if (s->args[i].dynamic >> d & 1 && f->ndyn < MAX_DYN)
+        for (int d = 0; d < s->args[i].ndim; d++) {
+            if (!(s->args[i].dynamic >> d & 1))
+                continue;
+            if (f->ndyn < MAX_DYN)
                 f->dyn[f->ndyn++] = c->args[i].shape[d];
+            if (c->args[i].shape[d] < 2)
+                note_small(f, s, i, d, c->args[i].shape[d], where);
+        }
 }
 
 /* A new signature: the call's, with its declared dynamic dims (where the size is 2 or more). */
@@ -260,17 +281,17 @@ int tide_jit_function_admit(tide_jit_function *f, tide_tensor *const *args, int 
     signature_of(args, nargs, other, &call);
     for (int i = 0; i < f->nsigs; i++)
         if (matches(&f->sigs[i], &call)) {
-            note_dynamic_sizes(f, &f->sigs[i], &call);
+            note_dynamic_sizes(f, &f->sigs[i], &call, where);
             return 1;
         }
     for (int i = 0; i < f->nsigs; i++)
         if (generalize(f, &f->sigs[i], &call, where)) {
-            note_dynamic_sizes(f, &f->sigs[i], &call);
+            note_dynamic_sizes(f, &f->sigs[i], &call, where);
             return 1;
         }
     if (f->nsigs < f->max_sigs) {
         record(f, &call);
-        note_dynamic_sizes(f, &f->sigs[f->nsigs - 1], &call);
+        note_dynamic_sizes(f, &f->sigs[f->nsigs - 1], &call, where);
         return 1;
     }
     char why[200];
