@@ -150,6 +150,8 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
          *written = td_calloc((size_t)n + 1, 1);
     if (!c || !live || !is_output || !written)
         goto oom;
+    static uint64_t serials;
+    c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     c->nnodes = n;
     c->hash = hash;
     c->nexterns = nexterns;

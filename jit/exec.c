@@ -91,18 +91,20 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
 
 /* A symbolic plan's nodes and arena for the run's sizes (rt_nodes): into x; the arena's size,
  * or -1. */
-static int64_t bind_sizes(exec_ctx *x, const jit_node *rt_nodes, jit_node **nodes, int64_t **off)
+static int64_t bind_sizes(exec_ctx *x, const jit_node *rt_nodes, int64_t **off)
 {
     const jit_compiled *c = x->c;
-    *nodes = jit_bind_nodes(c, rt_nodes);
+    const jit_node *nodes = jit_bind_nodes(c, rt_nodes);
+    if (!nodes)
+        return -1;
     *off = td_malloc(sizeof(int64_t) * (size_t)(c->nnodes ? c->nnodes : 1));
-    if (!*nodes || !*off)
+    if (!*off)
         return td_error("jit: out of memory");
     memcpy(*off, c->arena_off, sizeof(int64_t) * (size_t)c->nnodes);
-    x->nodes = *nodes;
+    x->nodes = nodes;
     x->arena_off = *off;
-    x->view.nodes = *nodes;
-    return jit_place_arena(c, *nodes, *off);
+    x->view.nodes = nodes;
+    return jit_place_arena(c, nodes, *off);
 }
 
 int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *rt_nodes,
@@ -114,11 +116,9 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
         return td_error("jit: out of memory");
     tide_device *dev = c->device;
     tide_tensor *arena = NULL;
-    jit_node *bound_nodes = NULL;
     int64_t *bound_off = NULL;
     int rc = -1;
-    int64_t arena_bytes = c->dim_class ? bind_sizes(&x, rt_nodes, &bound_nodes, &bound_off)
-                                       : c->arena_bytes;
+    int64_t arena_bytes = c->dim_class ? bind_sizes(&x, rt_nodes, &bound_off) : c->arena_bytes;
     if (arena_bytes < 0)
         goto done;
     if (arena_bytes > 0) {
@@ -174,7 +174,6 @@ done:
     for (int i = 0; i < c->nnodes; i++)
         tide_release(x.vals[i]);
     free(x.vals);
-    free(bound_nodes);
     free(bound_off);
     tide_release(arena);
     return rc;

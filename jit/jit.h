@@ -58,6 +58,7 @@ typedef struct jit_compiled {
     /* the memory plan's buffers in placement order, placed again per run in a symbolic plan */
     int nbufs;
     struct jit_buf *bufs;
+    uint64_t serial; /* unique per compiled plan (a symbolic plan's bound nodes are cached by it) */
     double compile_ms;
     struct tide_device *device; /* where it runs (a segment is on one device) */
     jit_plan view;              /* what its device sees (group.h), set before groups compile */
@@ -76,7 +77,8 @@ int jit_plan_memory(jit_compiled *c, const char *is_output);
  * shapes (nodes), placed in the compile's order. Its size in bytes. */
 int64_t jit_place_arena(const jit_compiled *c, const jit_node *nodes, int64_t *off);
 /* A symbolic plan's sizes for one run: c's nodes with the shapes, strides and view offsets of
- * the run's trace (rt). NULL with the error set. */
+ * the run's trace (rt). The calling thread's copy (valid until its next call: runs on a thread
+ * do not nest), or NULL with the error set. */
 jit_node *jit_bind_nodes(const jit_compiled *c, const jit_node *rt);
 /* Group g bound to a run's shapes (nodes): its domain, numel, nrows, and rowlen in row mode. */
 void jit_bind_group(const jit_group *g, const jit_node *nodes, jit_group *out);

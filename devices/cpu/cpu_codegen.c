@@ -577,16 +577,23 @@ static void emit_len(td_sbuf *b, const jit_group *g)
         td_emit(b, "%lldL", (long long)g->rowlen);
 }
 
-/* js(...): slot s's single value splatted over its splat buffer, n elements (NULL: a row). */
+/* js(...): slot s's single value splatted over its splat buffer, n elements (NULL: a row or
+ * tile, at most the domain: a small domain's tiles read no more). */
 static void emit_splat(td_sbuf *b, const jit_group *g, int s, const char *indent, const char *n)
 {
     td_emit(b, "%sjs(%d, ", indent, g->slots[s].es);
     emit_at(b, g, s, AT_SPLAT);
     td_emit(b, ", p%d, ", s);
-    if (n)
+    if (n) {
         td_emit(b, "%s", n);
-    else
+    } else if (g->row_mode) {
         emit_len(b, g);
+    } else {
+        td_emit(b, "N < ");
+        emit_len(b, g);
+        td_emit(b, " ? N : ");
+        emit_len(b, g);
+    }
     td_emit(b, ");\n");
 }
 
