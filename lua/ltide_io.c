@@ -323,6 +323,35 @@ static int module_index(lua_State *L)
     return 0;
 }
 
+/* __tostring of the module table, so that `tide` at the prompt says what it is. */
+static int module_tostring(lua_State *L)
+{
+    int functions = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        functions += lua_type(L, -1) == LUA_TFUNCTION;
+        lua_pop(L, 1);
+    }
+    lua_pushfstring(L, "tide module (%d functions; tide.nn, tide.optim, tide.data load on first "
+                    "use): help() lists the modules, help(tide) every function", functions);
+    return 1;
+}
+
+/* __lazy of the module's metatable: the names of the fields module_index loads (nn, optim, data,
+ * help), so that the prompt can complete them without loading them. */
+static void push_lazy_names(lua_State *L)
+{
+    lua_newtable(L);
+    int n = 0;
+    for (int i = 0; i < lt_lua_source_count; i++) {
+        const char *name = lt_lua_sources[i].name;
+        if (strncmp(name, "tide.", 5) == 0 && !strchr(name + 5, '.')) {
+            lua_pushstring(L, name + 5);
+            lua_rawseti(L, -2, ++n);
+        }
+    }
+}
+
 static void open_lua_sources(lua_State *L, int module)
 {
     lua_getglobal(L, "package");
@@ -341,6 +370,10 @@ static void open_lua_sources(lua_State *L, int module)
     lua_newtable(L);
     lua_pushcfunction(L, module_index);
     lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, module_tostring);
+    lua_setfield(L, -2, "__tostring");
+    push_lazy_names(L);
+    lua_setfield(L, -2, "__lazy");
     lua_setmetatable(L, module);
 }
 

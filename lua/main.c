@@ -6,8 +6,10 @@
  *   tide script.lua args...   runs a script with `arg` (and ...) set
  *   tide -e 'code'            runs code;  -i  stays at the prompt afterwards
  *   tide -l name              require("name") into the global name;  -v  prints the version
+ *   tide -h, tide --help      the usage text (exit status 0)
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,21 +87,33 @@ int tide_report(lua_State *L, int status)
 
 /* ---- options ------------------------------------------------------------------------------ */
 
+static bool is_help_option(const char *arg)
+{
+    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+/* The usage text: on stdout for -h/--help, else on stderr after what was wrong. */
 static void usage(const char *badoption)
 {
-    if (badoption[1] == 'e' || badoption[1] == 'l')
-        fprintf(stderr, "%s: '%s' needs an argument\n", progname, badoption);
-    else
-        fprintf(stderr, "%s: unrecognized option '%s'\n", progname, badoption);
-    fprintf(stderr,
+    FILE *to = stdout;
+    if (!is_help_option(badoption)) {
+        to = stderr;
+        if (badoption[1] == 'e' || badoption[1] == 'l')
+            fprintf(stderr, "%s: '%s' needs an argument\n", progname, badoption);
+        else
+            fprintf(stderr, "%s: unrecognized option '%s'\n", progname, badoption);
+    }
+    fprintf(to,
             "usage: %s [options] [script [args]]\n"
             "  -e stat   execute string 'stat'\n"
             "  -i        enter interactive mode after executing 'script'\n"
             "  -l name   require library 'name' into global 'name'\n"
             "  -v        show version information\n"
+            "  -h, --help  show this text (at the prompt, help() describes the functions)\n"
             "  --        stop handling options\n"
             "  -         stop handling options and execute stdin\n",
             progname);
+    fflush(to);
 }
 
 enum { HAS_ERROR = 1, HAS_I = 2, HAS_V = 4, HAS_E = 8 };
@@ -225,8 +239,10 @@ static int protected_main(lua_State *L)
     int flags = collect_args(argv, &script);
     luaL_checkversion(L);
     if (flags & HAS_ERROR) {
-        usage(argv[script] ? argv[script] : "");
-        return 0;
+        const char *option = argv[script] ? argv[script] : "";
+        usage(option);
+        lua_pushboolean(L, is_help_option(option)); /* -h is no error */
+        return 1;
     }
     if (flags & HAS_V)
         print_version();

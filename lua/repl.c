@@ -3,7 +3,8 @@
  * completion of globals, table fields and tensor methods (x:<Tab>); an expression's values are
  * printed (tensors in PyTorch's layout, small tables as {2, 3}) unless the line ends with ';';
  * unfinished statements continue on ">>" lines; a line that took over 0.1 s reports its time;
- * Ctrl-C clears the line at the prompt and interrupts running Lua code.
+ * Ctrl-C clears the line at the prompt and interrupts running Lua code. The global help(x) is
+ * tide.help; Tab sees tide's lazy fields (tide.n<Tab> lists nn; tide.nn.Li<Tab> loads tide.nn).
  */
 #include <errno.h>
 #include <signal.h>
@@ -265,8 +266,71 @@ static const char *const keywords[] = {"and", "break", "do", "else", "elseif", "
                                        "not", "or", "repeat", "return", "then", "true", "until",
                                        "while", NULL};
 
+/* The names in __lazy of the metatable of the table at idx (tide's nn, optim, data, help: fields
+ * its __index loads on first use) that start with partial. */
+static void add_lazy_names(lua_State *L, int idx, const char *prefix, const char *partial)
+{
+    int top = lua_gettop(L);
+    if (lua_getmetatable(L, idx) && lua_getfield(L, -1, "__lazy") == LUA_TTABLE) {
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+            if (lua_rawgeti(L, -1, i) == LUA_TSTRING &&
+                strncmp(lua_tostring(L, -1), partial, strlen(partial)) == 0)
+                names_add(&candidates, prefix, '.', lua_tostring(L, -1));
+            lua_pop(L, 1);
+        }
+    }
+    lua_settop(L, top);
+}
+
+static bool is_lazy_name(lua_State *L, int idx, const char *key)
+{
+    int top = lua_gettop(L);
+    bool yes = false;
+    if (lua_getmetatable(L, idx) && lua_getfield(L, -1, "__lazy") == LUA_TTABLE) {
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+        for (lua_Integer i = 1; i <= n && !yes; i++) {
+            yes = lua_rawgeti(L, -1, i) == LUA_TSTRING && strcmp(lua_tostring(L, -1), key) == 0;
+            lua_pop(L, 1);
+        }
+    }
+    lua_settop(L, top);
+    return yes;
+}
+
+static int index_field(lua_State *L)
+{
+    lua_gettable(L, 1);
+    return 1;
+}
+
+/* Replaces the table on top by its field key: rawget, or for a name in __lazy the loaded
+ * module (tide's own code runs, once; a failure reads as nil). */
+static void enter_field(lua_State *L, const char *key)
+{
+    lua_pushstring(L, key);
+    lua_rawget(L, -2);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        int top = lua_gettop(L);
+        lua_pushnil(L);
+        if (is_lazy_name(L, top, key)) {
+            lua_pop(L, 1);
+            lua_pushcfunction(L, index_field);
+            lua_pushvalue(L, top);
+            lua_pushstring(L, key);
+            if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+                lua_pop(L, 1);
+                lua_pushnil(L);
+            }
+        }
+    }
+    lua_remove(L, -2);
+}
+
 /* Fills candidates for text such as "tide.ze", "x:resh" or "pri". Reads tables with rawget
- * only: completing never runs user code. */
+ * only: completing never runs user code (a lazy tide module is loaded when a name goes
+ * through it, as in tide.nn.Li). */
 static void build_candidates(lua_State *L, const char *text)
 {
     names_clear(&candidates);
@@ -302,9 +366,7 @@ static void build_candidates(lua_State *L, const char *text)
             ok = false;
             break;
         }
-        lua_pushstring(L, part);
-        lua_rawget(L, -2);
-        lua_remove(L, -2);
+        enter_field(L, part);
     }
     free(path);
     if (ok && strchr(prefix, ':') == NULL) {
@@ -329,6 +391,7 @@ static void build_candidates(lua_State *L, const char *text)
                     names_add(&candidates, prefix, '.', *a);
         } else if (lua_type(L, -1) == LUA_TTABLE) {
             add_keys(L, -1, prefix, '.', partial, false);
+            add_lazy_names(L, -1, prefix, partial);
             if (lua_getmetatable(L, -1) && lua_getfield(L, -1, "__index") == LUA_TTABLE)
                 add_keys(L, -1, prefix, '.', partial, false);
         }
@@ -453,11 +516,16 @@ static int read_chunk(lua_State *L, bool *print)
 
 /* ---- printing results ---------------------------------------------------------------------- */
 
-/* A readable form of a value: small tables of plain values as {2, 3} or {in_use = 0};
- * everything else through tostring (tensors print themselves). */
+/* A readable form of a value: tables of plain values (numbers, strings, booleans, tensors, such
+ * tables up to 3 levels: what x:totable() gives) as {2, 3} or {in_use = 0}, long ones shortened
+ * to their first and last entries around "... (N more)"; everything else through tostring
+ * (tensors print themselves). */
+enum { SHOW_ALL = 24, SHOW_HEAD = 10, SHOW_TAIL = 3, SHOW_KEYS = 24 };
+
 static void push_repr(lua_State *L, int idx, int depth);
 
-static bool plain_table(lua_State *L, int idx, int depth, lua_Integer *n_array)
+/* True when the table at idx prints as {...}: sets its array length and number of string keys. */
+static bool plain_table(lua_State *L, int idx, int depth, lua_Integer *n_array, lua_Integer *n_keys)
 {
     if (depth > 2)
         return false;
@@ -466,19 +534,20 @@ static bool plain_table(lua_State *L, int idx, int depth, lua_Integer *n_array)
         return false;
     }
     lua_Integer len = (lua_Integer)lua_rawlen(L, idx);
-    lua_Integer count = 0;
+    lua_Integer keys = 0;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
-        count++;
         int kt = lua_type(L, -2);
         bool array_key = kt == LUA_TNUMBER && lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 &&
                          lua_tointeger(L, -2) <= len;
-        bool ok = array_key || (kt == LUA_TSTRING && is_identifier(lua_tostring(L, -2)));
+        bool string_key = kt == LUA_TSTRING && is_identifier(lua_tostring(L, -2));
+        keys += string_key;
+        bool ok = array_key || string_key;
         int vt = lua_type(L, -1);
-        lua_Integer inner;
+        lua_Integer inner_n, inner_k;
         if (vt == LUA_TTABLE)
-            ok = ok && plain_table(L, lua_gettop(L), depth + 1, &inner);
-        ok = ok && vt != LUA_TFUNCTION && vt != LUA_TTHREAD && count <= 64;
+            ok = ok && plain_table(L, lua_gettop(L), depth + 1, &inner_n, &inner_k);
+        ok = ok && vt != LUA_TFUNCTION && vt != LUA_TTHREAD;
         lua_pop(L, 1);
         if (!ok) {
             lua_pop(L, 1);
@@ -486,6 +555,7 @@ static bool plain_table(lua_State *L, int idx, int depth, lua_Integer *n_array)
         }
     }
     *n_array = len;
+    *n_keys = keys;
     return true;
 }
 
@@ -494,55 +564,79 @@ static int compare_cstr(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Pushes a new table anchoring the string keys of the table at idx and returns them sorted,
+ * in a userdata below it (both owned by the Lua stack, so an error frees them). */
+static const char **push_sorted_keys(lua_State *L, int idx, lua_Integer nk)
+{
+    const char **keys = lua_newuserdatauv(L, (size_t)(nk > 0 ? nk : 1) * sizeof *keys, 0);
+    lua_createtable(L, (int)nk, 0);
+    int anchor = lua_gettop(L);
+    lua_Integer got = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING && got < nk) {
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, anchor, got + 1);
+            keys[got++] = lua_tostring(L, -1);
+        }
+    }
+    qsort(keys, (size_t)got, sizeof keys[0], compare_cstr);
+    return keys;
+}
+
+/* Pushes the pieces of {a, b, k = v}, concatenated as they grow so that the stack stays short. */
+static void push_table_repr(lua_State *L, int idx, int depth, lua_Integer n, lua_Integer nk)
+{
+    const char **keys = push_sorted_keys(L, idx, nk);
+    int anchors = lua_gettop(L) - 1;
+    lua_Integer shown_keys = nk > SHOW_KEYS ? SHOW_KEYS : nk;
+    bool cut = n > SHOW_ALL;
+    int pieces = 1;
+    lua_pushliteral(L, "{");
+    for (lua_Integer i = 1; i <= n + shown_keys; i++) {
+        if (cut && i == SHOW_HEAD + 1) {
+            lua_pushfstring(L, ", ... (%I more)", n - SHOW_HEAD - SHOW_TAIL);
+            pieces++;
+            i = n - SHOW_TAIL + 1;
+        }
+        if (i > 1) {
+            lua_pushliteral(L, ", ");
+            pieces++;
+        }
+        if (i <= n) {
+            lua_rawgeti(L, idx, i);
+        } else {
+            lua_pushfstring(L, "%s = ", keys[i - n - 1]);
+            pieces++;
+            lua_getfield(L, idx, keys[i - n - 1]);
+        }
+        push_repr(L, -1, depth + 1);
+        lua_remove(L, -2);
+        pieces++;
+        if (pieces > 30) {
+            lua_concat(L, pieces);
+            pieces = 1;
+        }
+    }
+    if (nk > shown_keys) {
+        lua_pushfstring(L, ", ... (%I more)", nk - shown_keys);
+        pieces++;
+    }
+    lua_pushliteral(L, "}");
+    lua_concat(L, pieces + 1);
+    lua_replace(L, anchors);
+    lua_settop(L, anchors);
+}
+
 static void push_repr(lua_State *L, int idx, int depth)
 {
     idx = lua_absindex(L, idx);
     luaL_checkstack(L, 40, "printing a value");
-    lua_Integer n;
-    if (lua_type(L, idx) == LUA_TTABLE && plain_table(L, idx, depth, &n)) {
-        /* the string keys, sorted (plain_table allows at most 64 entries) */
-        const char *keys[64];
-        int nk = 0;
-        lua_createtable(L, 0, 0); /* anchors the keys while they are used */
-        int anchor = lua_gettop(L);
-        lua_pushnil(L);
-        while (lua_next(L, idx)) {
-            lua_pop(L, 1);
-            if (lua_type(L, -1) == LUA_TSTRING && nk < 64) {
-                lua_pushvalue(L, -1);
-                lua_rawseti(L, anchor, nk + 1);
-                keys[nk++] = lua_tostring(L, -1);
-            }
-        }
-        qsort(keys, (size_t)nk, sizeof keys[0], compare_cstr);
-        int pieces = 1;
-        lua_pushliteral(L, "{");
-        for (lua_Integer i = 1; i <= n + nk; i++) {
-            if (i > 1) {
-                lua_pushliteral(L, ", ");
-                pieces++;
-            }
-            if (i <= n) {
-                lua_rawgeti(L, idx, i);
-            } else {
-                lua_pushfstring(L, "%s = ", keys[i - n - 1]);
-                pieces++;
-                lua_getfield(L, idx, keys[i - n - 1]);
-            }
-            push_repr(L, -1, depth + 1);
-            lua_remove(L, -2);
-            pieces++;
-            if (pieces > 30) { /* keep the stack short */
-                lua_concat(L, pieces);
-                pieces = 1;
-            }
-        }
-        lua_pushliteral(L, "}");
-        lua_concat(L, pieces + 1);
-        lua_remove(L, anchor);
-        return;
-    }
-    if (lua_type(L, idx) == LUA_TSTRING && depth > 0)
+    lua_Integer n, nk;
+    if (lua_type(L, idx) == LUA_TTABLE && plain_table(L, idx, depth, &n, &nk))
+        push_table_repr(L, idx, depth, n, nk);
+    else if (lua_type(L, idx) == LUA_TSTRING && depth > 0)
         lua_pushfstring(L, "\"%s\"", lua_tostring(L, idx));
     else
         luaL_tolstring(L, idx, NULL);
@@ -598,6 +692,18 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The prompt's global help(x): tide.help, loaded on the first call so that start-up stays fast. */
+static int help_global(lua_State *L)
+{
+    int n = lua_gettop(L);
+    if (lua_getglobal(L, "tide") != LUA_TTABLE || lua_getfield(L, -1, "help") == LUA_TNIL)
+        return luaL_error(L, "help: the global tide is not the tide module");
+    lua_insert(L, 1);
+    lua_settop(L, n + 1);
+    lua_call(L, n, 0);
+    return 0;
+}
+
 void tide_repl(lua_State *L)
 {
 #ifdef TIDE_HAVE_READLINE
@@ -614,9 +720,14 @@ void tide_repl(lua_State *L)
     lua_getglobal(L, "tide");
     const char *version = lua_type(L, -1) == LUA_TTABLE && lua_getfield(L, -1, "version") ==
                           LUA_TSTRING ? lua_tostring(L, -1) : "?";
-    printf("tide %s (%s): the module is in the global `tide`. Tab completes, Ctrl-D exits.\n",
-           version, LUA_RELEASE);
+    printf("tide %s (%s): the module is in the global `tide`. Tab completes, help() helps, "
+           "Ctrl-D exits.\n", version, LUA_RELEASE);
     fflush(stdout);
+    lua_settop(L, 0);
+    if (lua_getglobal(L, "help") == LUA_TNIL) {
+        lua_pushcfunction(L, help_global);
+        lua_setglobal(L, "help");
+    }
     lua_settop(L, 0);
     /* At the prompt (and between lines) Ctrl-C only sets a flag; tide_docall swaps in its own
      * handler while code runs. No SA_RESTART: a blocked read returns EINTR. */
