@@ -71,7 +71,7 @@ local function names_in(span, found)
     if prefix and not before:match("[%w_.:\"']") then
       path = path:gsub("%.$", "")
       found(prefix .. path, span:sub(stop, stop) == "(")
-      continue(prefix, stop)
+      continue(prefix .. (path:match("^(.*%.)") or ""), stop) -- nn.init.a/b: nn.init.b
     end
   end
 end
