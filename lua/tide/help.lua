@@ -103,6 +103,9 @@ local module_prefixes = {
 }
 
 local function line(e)
+  if #e[1] >= 40 then
+    return ("%s\n%-40s %s"):format(e[1], "", e[2])
+  end
   return ("%-40s %s"):format(e[1], e[2])
 end
 
@@ -194,7 +197,12 @@ local function explain(x)
     return print("a tensor: help(\"x:<method>\") for a method; help(tide) lists them all")
   end
   if e then
-    return print(e[1] .. "\n  " .. e[2])
+    local name = e[1]:match("^[%w_.:]+")
+    local short = name:match("^tide%.([%w_]+)$")
+    local also = short and rawget(tide.Tensor, short) ~= nil
+                 and rawget(tide.Tensor, short) == help.resolve(name)
+                 and ("\n  (also the method x:%s)"):format(short) or ""
+    return print(e[1] .. "\n  " .. e[2] .. also)
   end
   local what = t == "string" and ("'" .. x .. "'") or ("this " .. t)
   print(("no help for %s; help() lists the modules"):format(what))

@@ -257,6 +257,40 @@ static void session_one(void)
     type_keys("\r");
     check(expect("{2, 3}"), "the attribute prints");
 
+    type_keys("tide.n\t\t");
+    check(expect("tide.nn") && expect("tide.narrow"), "Tab Tab lists tide's lazy nn with the rest");
+    type_keys("\x03");
+    check(expect("> "), "Ctrl-C after the listing");
+    type_keys("tide.op\t");
+    check(expect("tide.optim"), "Tab completes a lazy module's name");
+    type_keys("\x03");
+    type_keys("tide.nn.Li\t");
+    check(expect("tide.nn.Linear"), "Tab completes inside a lazy module (loading it)");
+    type_keys("\r");
+    check(expect("> "), "the completed class evaluates");
+
+    type_keys("help(tide.matmul)\r");
+    check(expect("tide.matmul(a, b)") && expect("matrix product"), "help(f) prints the entry");
+    type_keys("help(x.reshape)\r");
+    check(expect("tide.reshape(x, sizes...)"), "help(x.method) maps the method to its name");
+    type_keys("help('matmul')\r");
+    check(expect("tide.matmul(a, b)"), "help(name) finds the entry");
+    type_keys("help(tide.nn.Linear)\r");
+    check(expect("nn.Linear(in_features, out_features"), "help(class)");
+    type_keys("help()\r");
+    check(expect("optim ") && expect("data "), "help() lists the modules");
+    type_keys("tide\r");
+    check(expect("tide module (") && expect("help()"), "tide prints what it is");
+    check(!seen("table: 0x"), "tide is not printed as an address");
+    type_keys("big = tide.arange(3000):totable()\r");
+    type_keys("big\r");
+    check(expect("{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... (2987 more), 2997, 2998, 2999}"),
+          "a 3000-element table prints its first and last entries");
+    type_keys("tide.arange(3000):reshape(30, 100):totable()\r");
+    check(expect("{{0, 1, 2,") && expect("... (17 more), {2700, 2701,"),
+          "a nested 30 x 100 table prints shortened rows");
+    check(!seen("table: 0x"), "long tables are not printed as addresses");
+
     type_keys("pri\t");
     check(expect("print"), "Tab completes a global");
     type_keys("('done')\r");
@@ -370,6 +404,15 @@ static void session_script(void)
     start(argv7);
     rc = finish();
     check(rc == 1 && seen("usage"), "an unknown option prints the usage");
+
+    const char *help_options[] = {"--help", "-h"};
+    for (int i = 0; i < 2; i++) {
+        char *argv8[] = {(char *)tide_path, (char *)help_options[i], NULL};
+        start(argv8);
+        rc = finish();
+        check(rc == 0 && seen("usage: tide") && seen("--help") && !seen("unrecognized"),
+              help_options[i]);
+    }
 }
 
 int main(int argc, char **argv)
