@@ -629,6 +629,41 @@ static void push_table_repr(lua_State *L, int idx, int depth, lua_Integer n, lua
     lua_settop(L, anchors);
 }
 
+/* For a table that is a loaded module (package.loaded["tide.nn"] ...), pushes a one-line
+ * summary and returns true. */
+static bool push_module_summary(lua_State *L, int idx)
+{
+    int top = lua_gettop(L);
+    if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL ||
+        lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE) != LUA_TTABLE) {
+        lua_settop(L, top);
+        return false;
+    }
+    lua_pushnil(L);
+    while (lua_next(L, top + 1)) {
+        if (lua_rawequal(L, -1, idx) && lua_type(L, -2) == LUA_TSTRING) {
+            int fields = 0;
+            lua_pushnil(L);
+            while (lua_next(L, idx)) {
+                fields++;
+                lua_pop(L, 1);
+            }
+            const char *name = lua_tostring(L, -2);
+            if (strncmp(name, "tide.", 5) == 0)
+                lua_pushfstring(L, "module %s (%d fields): help(%s) lists its functions", name,
+                                fields, name);
+            else
+                lua_pushfstring(L, "module %s (%d fields)", name, fields);
+            lua_replace(L, top + 1);
+            lua_settop(L, top + 1);
+            return true;
+        }
+        lua_pop(L, 1);
+    }
+    lua_settop(L, top);
+    return false;
+}
+
 static void push_repr(lua_State *L, int idx, int depth)
 {
     idx = lua_absindex(L, idx);
@@ -636,6 +671,8 @@ static void push_repr(lua_State *L, int idx, int depth)
     lua_Integer n, nk;
     if (lua_type(L, idx) == LUA_TTABLE && plain_table(L, idx, depth, &n, &nk))
         push_table_repr(L, idx, depth, n, nk);
+    else if (lua_type(L, idx) == LUA_TTABLE && depth == 0 && push_module_summary(L, idx))
+        return;
     else if (lua_type(L, idx) == LUA_TSTRING && depth > 0)
         lua_pushfstring(L, "\"%s\"", lua_tostring(L, idx));
     else

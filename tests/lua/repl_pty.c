@@ -282,6 +282,9 @@ static void session_one(void)
     type_keys("tide\r");
     check(expect("tide module (") && expect("help()"), "tide prints what it is");
     check(!seen("table: 0x"), "tide is not printed as an address");
+    type_keys("tide.optim\r");
+    check(expect("module tide.optim (") && expect("help(tide.optim)"),
+          "a tide module prints a summary");
     type_keys("big = tide.arange(3000):totable()\r");
     type_keys("big\r");
     check(expect("{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... (2987 more), 2997, 2998, 2999}"),
