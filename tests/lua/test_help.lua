@@ -14,9 +14,10 @@
 --     `x:float()/double()`, `F.relu/relu6`.
 -- Such a name is a documented function when it resolves (tide.help.resolve) to a function or
 -- a callable class; a non-callable one (x.shape, tide.float32, tide.nn) and a bare name that
--- resolves to nothing (`tostring(x)`, `len()`) are not. A name with a receiver written as a call (`tide.foo(`) that resolves to nothing fails the test: the docs
--- name a function that does not exist. Names are compared by value, so x:sum and tide.sum
--- (the same function) need one entry.
+-- resolves to nothing (`tostring(x)`, `len()`) are not. A name with a receiver written as a
+-- call (`tide.foo(`) that resolves to nothing fails the test: the docs name a function that
+-- does not exist. Names are compared by value, so x:sum and tide.sum (the same function) need
+-- one entry. A help entry must resolve to a callable that the docs name this way.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local H = require "harness"
 local tide = require "tide"
