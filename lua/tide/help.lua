@@ -192,7 +192,9 @@ local function explain(x)
   if t == "string" then
     e = entry_for_name(x)
   elseif t == "function" or t == "table" then
-    e = entry_for_value(x)
+    -- a module or optimizer object: its class (the metatable) has the entry
+    local class = t == "table" and getmetatable(x)
+    e = entry_for_value(x) or (class and entry_for_value(class))
   elseif tide.is_tensor(x) then
     return print("a tensor: help(\"x:<method>\") for a method; help(tide) lists them all")
   end

@@ -187,7 +187,9 @@ H.test("help(x) by value and by name", function()
   has(printed("size"), "x:size(")
   has(printed(tide.nn.functional.relu), "F.relu(")
   has(printed(tide.help), "tide.help(")
+  has(printed(tide.nn.Linear(2, 3)), "nn.Linear(in_features") -- an object: its class's entry
   has(printed("no_such_thing"), "no help for 'no_such_thing'")
+  has(printed({}), "no help for this table")
 end)
 
 H.test("help() lists the modules; help(module) lists its entries", function()
