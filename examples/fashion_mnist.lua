@@ -100,7 +100,7 @@ args.checkpoint = args.checkpoint or ("fashion_mnist_" .. args.model .. ".safete
 do -- the device must exist: a clear error now rather than in the middle of training
   local ok, err = pcall(tide.zeros, 1, { device = args.device })
   if not ok then
-    io.stderr:write("fashion_mnist.lua: " .. tostring(err) .. "\n")
+    io.stderr:write(("fashion_mnist.lua: --device %s: %s\n"):format(args.device, tostring(err)))
     os.exit(2)
   end
 end

@@ -53,6 +53,7 @@ rejects "--seed must be an integer, got '0.5'" --seed 0.5
 rejects "--epochs needs a value" --epochs
 rejects "--model must be mlp or cnn, got 'rnn'" --model rnn
 rejects "unknown option '--epoch'" --epoch 3
+rejects "--device foo: " --device foo
 rejects "cannot write the checkpoint (--checkpoint): /nonexistent/dir/x: No such file or directory" \
   --checkpoint /nonexistent/dir/x
 rejects "cannot write the checkpoint (--checkpoint): $tmp: Is a directory" --checkpoint "$tmp"
