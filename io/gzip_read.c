@@ -169,14 +169,14 @@ static int data_error(td_io_gz *g)
     if (!g->head.done)
         return td_io_error(g->ctx, "bad gzip header in member %d (near byte %llu): %s",
                            g->member, at, msg);
+    /* Both trailer checks fail right after inflate took the field's 4 bytes. */
     if (!strcmp(msg, "incorrect data check"))
-        return td_io_error(g->ctx, "CRC-32 mismatch at the end of gzip member %d (byte %llu): "
-                           "the decompressed data does not match the checksum (damaged file)",
-                           g->member, at);
+        return td_io_error(g->ctx, "CRC-32 mismatch at the end of gzip member %d (the checksum "
+                           "at byte %llu): the decompressed data is damaged", g->member, at - 4);
     if (!strcmp(msg, "incorrect length check"))
-        return td_io_error(g->ctx, "length mismatch at the end of gzip member %d (byte %llu): "
-                           "the trailer's size differs from the decompressed data (damaged file)",
-                           g->member, at);
+        return td_io_error(g->ctx, "length mismatch at the end of gzip member %d (the size at "
+                           "byte %llu differs from the decompressed data): damaged file",
+                           g->member, at - 4);
     return td_io_error(g->ctx, "damaged compressed data in gzip member %d near byte %llu: %s",
                        g->member, at, msg);
 }

@@ -1323,13 +1323,16 @@ static void test_gzip_faults(void)
     check_gz_idx_loads(p, "one member");
     unsigned char *b = read_file(p, &n);
     /* Trailer: CRC-32 (4 bytes, little-endian) then the length mod 2^32. */
+    char at[64];
     b[n - 8] ^= 1;
     write_file(p = tpath("crc.idx.gz"), b, n);
-    CHECK_GZ_REJECTS(p, "CRC-32 mismatch at the end of gzip member 1", "byte ");
+    snprintf(at, sizeof at, "(the checksum at byte %zu)", n - 8);
+    CHECK_GZ_REJECTS(p, "CRC-32 mismatch at the end of gzip member 1", at);
     b[n - 8] ^= 1;
     b[n - 1] ^= 1;
     write_file(p = tpath("len.idx.gz"), b, n);
-    CHECK_GZ_REJECTS(p, "length mismatch at the end of gzip member 1", NULL);
+    snprintf(at, sizeof at, "(the size at byte %zu", n - 4);
+    CHECK_GZ_REJECTS(p, "length mismatch at the end of gzip member 1", at);
     b[n - 1] ^= 1;
     write_file(p = tpath("cut_hdr.idx.gz"), b, 6);
     CHECK_GZ_REJECTS(p, "gzip stream ends early", "inside the header of member 1");
@@ -1375,6 +1378,7 @@ static void test_gzip_faults(void)
     b[n - 8] ^= 1;
     write_file(p = tpath("two_crc.idx.gz"), b, n);
     CHECK_GZ_REJECTS(p, "CRC-32 mismatch at the end of gzip member 2", NULL);
+    b[n - 8] ^= 1;
     write_file(p = tpath("two_cut.idx.gz"), b, n - 3);
     CHECK_GZ_REJECTS(p, "gzip stream ends early", "member 2");
     free(b);
