@@ -266,6 +266,7 @@ static void test_all_ops(void)
         {"pow", tide_pow}, {"maximum", tide_maximum}, {"minimum", tide_minimum},
         {"eq", tide_eq}, {"ne", tide_ne}, {"lt", tide_lt}, {"le", tide_le}, {"gt", tide_gt},
         {"ge", tide_ge}, {"logical_and", tide_logical_and}, {"logical_or", tide_logical_or},
+        {"floor_divide", tide_floor_divide}, {"remainder", tide_remainder},
     };
     static const tide_dtype dts[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_INT32, TIDE_INT64,
                                      TIDE_UINT8, TIDE_BOOL};
