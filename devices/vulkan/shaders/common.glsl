@@ -95,14 +95,22 @@ float pow1(float a, float b)
     return r;
 }
 
-// fmod: exact while |a / b| < 2^24 (a quotient rounded up to the next integer is undone).
+// C's fmod, exact: a Vulkan division and fma may be inexact, so the remainder is taken by
+// subtracting |b| * 2^k for k from the exponent gap down to 0; each subtraction is exact
+// (Sterbenz: s <= x < 2s). At most ~280 steps for float32's range.
 float fmod1(float a, float b)
 {
-    if (isinf(b) && !isinf(a)) return a;
-    precise float q = trunc(a / b);
-    precise float r = fma(-q, b, a);
-    if (r != 0.0 && (r < 0.0) != (a < 0.0)) r += a < 0.0 ? -abs(b) : abs(b);
-    return r;
+    if (isnan(a) || isnan(b) || isinf(a) || b == 0.0) return uintBitsToFloat(0x7fc00000u);
+    float x = abs(a), y = abs(b);
+    if (isinf(b) || x < y) return a;
+    int ex, ey;
+    frexp(x, ex);
+    frexp(y, ey);
+    for (int k = ex - ey; k >= 0; k--) {
+        float s = ldexp(y, k);
+        if (x >= s) x -= s;
+    }
+    return a < 0.0 ? -x : x;
 }
 
 // Python's // and % as PyTorch computes them (see the CPU kernels): IEEE's a / b for b = 0.

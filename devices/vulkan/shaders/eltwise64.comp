@@ -108,11 +108,18 @@ double unary_d(uint op, double x)
 // The double versions of common.glsl's fmod1, floordiv1 and mod1.
 double fmod_d(double a, double b)
 {
-    if (isinf(b) && !isinf(a)) return a;
-    precise double q = trunc(a / b);
-    precise double r = fma(-q, b, a);
-    if (r != 0.0lf && (r < 0.0lf) != (a < 0.0lf)) r += a < 0.0lf ? -abs(b) : abs(b);
-    return r;
+    if (isnan(a) || isnan(b) || isinf(a) || b == 0.0lf)
+        return packDouble2x32(uvec2(0u, 0x7ff80000u)); // NaN
+    double x = abs(a), y = abs(b);
+    if (isinf(b) || x < y) return a;
+    int ex, ey;
+    frexp(x, ex);
+    frexp(y, ey);
+    for (int k = ex - ey; k >= 0; k--) {
+        double s = ldexp(y, k);
+        if (x >= s) x -= s;
+    }
+    return a < 0.0lf ? -x : x;
 }
 
 double floordiv_d(double a, double b)
