@@ -434,7 +434,7 @@ static void test_floor_divide_remainder(void)
                                INFINITY, -1, -1, 3, 0.03, -INFINITY};
     int64_t n = sizeof a / sizeof a[0];
     const tide_dtype dts[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_INT32, TIDE_INT64, TIDE_UINT8};
-    for (int d = 0; d < 5; d++) {
+    for (int d = 0; d < (quick ? 1 : 5); d++) { /* under valgrind: float32 alone */
         double av[32], bv[32];
         for (int64_t i = 0; i < n; i++) { /* integers: the finite values, clamped to the dtype */
             bool is_int = dts[d] != TIDE_FLOAT32 && dts[d] != TIDE_FLOAT64;
