@@ -135,6 +135,8 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
         return 1u;
     case TIDE_OP_POW: case TIDE_OP_MAXIMUM: case TIDE_OP_MINIMUM:
         return 3u;
+    case TIDE_OP_REMAINDER: /* b's gradient reads a // b */
+        return (needed & 2u) ? 3u : 0u;
     case TIDE_OP_GATHER: case TIDE_OP_INDEX_SELECT: case TIDE_OP_SCATTER_ADD:
         return 2u; /* the index */
     default:
@@ -235,6 +237,14 @@ static int binary_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor *
         }
         break;
     }
+    case TIDE_OP_FLOOR_DIVIDE: /* piecewise constant, as PyTorch */
+        ga = na ? zeros_like_input(S, ia, g) : NULL;
+        gb = nb ? zeros_like_input(S, ib, g) : NULL;
+        break;
+    case TIDE_OP_REMAINDER: /* a - floor(a / b) * b: d/da = 1, d/db = -(a // b) */
+        ga = g;
+        gb = nb ? K(tide_neg(K(tide_mul(g, K(tide_floor_divide(a, b)))))) : NULL;
+        break;
     default:
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }

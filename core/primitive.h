@@ -19,7 +19,8 @@
 
 #define TIDE_BINARY_OPS(X)                                                                         \
     X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(POW, pow) X(MAXIMUM, maximum)               \
-    X(MINIMUM, minimum) X(EQ, eq) X(NE, ne) X(LT, lt) X(LE, le) X(GT, gt) X(GE, ge)               \
+    X(MINIMUM, minimum) X(FLOOR_DIVIDE, floor_divide) X(REMAINDER, remainder) X(EQ, eq)           \
+    X(NE, ne) X(LT, lt) X(LE, le) X(GT, gt) X(GE, ge)                                              \
     X(LOGICAL_AND, logical_and) X(LOGICAL_OR, logical_or)
 
 #define TIDE_REDUCE_OPS(X) X(SUM, sum) X(PROD, prod) X(MAX, max) X(MIN, min)

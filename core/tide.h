@@ -184,6 +184,11 @@ TIDE_API tide_tensor *tide_div(const tide_tensor *a, const tide_tensor *b); /* t
 TIDE_API tide_tensor *tide_pow(const tide_tensor *a, const tide_tensor *b);
 TIDE_API tide_tensor *tide_maximum(const tide_tensor *a, const tide_tensor *b); /* NaN propagates */
 TIDE_API tide_tensor *tide_minimum(const tide_tensor *a, const tide_tensor *b);
+/* floor(a / b), rounded toward -inf (Python's //), and a - floor(a / b) * b with the divisor's
+ * sign (Python's %), as PyTorch >= 1.13. Integers stay integers; integer division by zero gives
+ * 0 for both (NumPy's choice; PyTorch raises), float division by zero follows IEEE (inf, nan). */
+TIDE_API tide_tensor *tide_floor_divide(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_remainder(const tide_tensor *a, const tide_tensor *b);
 TIDE_API tide_tensor *tide_eq(const tide_tensor *a, const tide_tensor *b); /* bool results */
 TIDE_API tide_tensor *tide_ne(const tide_tensor *a, const tide_tensor *b);
 TIDE_API tide_tensor *tide_lt(const tide_tensor *a, const tide_tensor *b);

@@ -4,19 +4,8 @@
 --   build/lua/tide examples/fashion_mnist.lua [options]
 --   LUA_CPATH="build/lua/?.so;;" lua5.4 examples/fashion_mnist.lua [options]
 --
--- Options:
---   --model mlp|cnn      MLP 784-512-256-10 (default) or a small CNN (2 conv+BN+pool, 2 linear)
---   --epochs N           passes over the training set (default 5 for the MLP, 3 for the CNN)
---   --batch-size N       (default 128)
---   --lr X               SGD learning rate (momentum 0.9, cosine schedule; default 0.05)
---   --device NAME        where tensors live (default cpu)
---   --limit N            train on the first N training samples only (tests, quick looks)
---   --test-limit N       evaluate on the first N test samples only
---   --checkpoint PATH    where the model's state_dict goes (default fashion_mnist_<model>.safetensors)
---   --seed N             RNG seed (default 0)
---   --data DIR           dataset folder (default /usr/share/datasets/fashion-mnist)
---   --eager              run train_step eagerly (no tide.jit)
---   --quiet              no per-epoch progress output
+-- Options: `--help` prints them (USAGE and OPTIONS below). A bad option value ends the script at
+-- once with a one-line message naming the option and the value, and exit status 2.
 local tide = require "tide"
 local nn = require "tide.nn"
 local F = require "tide.nn.functional"
@@ -27,8 +16,48 @@ local data = require "tide.data"
 
 local args = { model = "mlp", batch_size = 128, device = "cpu", seed = 0, eager = false,
                data = data.FASHION_MNIST_ROOT }
-local numeric = { epochs = true, batch_size = true, lr = true, limit = true, test_limit = true,
-                  seed = true }
+-- What each numeric option accepts: "count" an integer >= 1, "positive" a finite number > 0,
+-- "integer" any integer.
+local numeric = { epochs = "count", batch_size = "count", lr = "positive", limit = "count",
+                  test_limit = "count", seed = "integer" }
+local wanted = { count = "a positive integer", positive = "a finite number > 0",
+                 integer = "an integer" }
+local USAGE = "usage: fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] "
+  .. "[--device cpu] [--limit N] [--test-limit N] [--checkpoint PATH] [--seed N] "
+  .. "[--data DIR] [--eager] [--quiet] [--help]"
+local OPTIONS = [[
+  --model mlp|cnn    MLP 784-512-256-10 (default) or a small CNN (2 conv+BN+pool, 2 linear)
+  --epochs N         passes over the training set, N >= 1 (default 5 for the MLP, 3 for the CNN)
+  --batch-size N     N >= 1 (default 128)
+  --lr X             SGD learning rate, X > 0 (momentum 0.9, cosine schedule; default 0.05);
+                     a warning says when the loss diverges, a NaN loss ends the run
+  --device NAME      where tensors live (default cpu)
+  --limit N          train on the first N >= 1 training samples only (tests, quick looks)
+  --test-limit N     evaluate on the first N >= 1 test samples only
+  --checkpoint PATH  where the model's state_dict goes (default fashion_mnist_<model>.safetensors);
+                     checked to be writable before training starts
+  --seed N           RNG seed, an integer (default 0)
+  --data DIR         dataset folder (default /usr/share/datasets/fashion-mnist)
+  --eager            run train_step eagerly (no tide.jit)
+  --quiet            no per-epoch progress output
+  --help             this text]]
+local function usage_error(msg)
+  io.stderr:write("fashion_mnist.lua: " .. msg .. " (--help for the usage)\n")
+  os.exit(2)
+end
+-- The value of a numeric option, or a usage error naming the option and the value.
+local function numeric_value(key, val)
+  local kind, v = numeric[key], tonumber(val)
+  if v and kind ~= "positive" then
+    v = math.tointeger(v) -- 2.0 is the integer 2; 2.5 is not an integer
+  end
+  local ok = v ~= nil and (kind == "integer" or (kind == "count" and v >= 1)
+                           or (kind == "positive" and v > 0 and v < math.huge))
+  if not ok then
+    usage_error(("--%s must be %s, got '%s'"):format(key:gsub("_", "-"), wanted[kind], val))
+  end
+  return v
+end
 local flags = { eager = true, quiet = true }
 local known = { model = true, device = true, checkpoint = true, data = true }
 do
@@ -39,15 +68,11 @@ do
     local key, val = a:match("^%-%-([%w%-]+)=(.*)$")
     key = key or a:match("^%-%-([%w%-]+)$")
     if not key then
-      io.stderr:write("fashion_mnist.lua: unexpected argument '" .. a .. "' (see the header of "
-                      .. "this file for the options)\n")
-      os.exit(2)
+      usage_error("unexpected argument '" .. a .. "'")
     end
     key = key:gsub("%-", "_")
     if key == "help" then
-      print("usage: fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] "
-            .. "[--device cpu] [--limit N] [--test-limit N] [--checkpoint PATH] [--seed N] "
-            .. "[--data DIR] [--eager] [--quiet]")
+      print(USAGE .. "\n" .. OPTIONS)
       os.exit(0)
     elseif flags[key] then
       args[key] = true
@@ -57,30 +82,17 @@ do
         val = argv[i]
       end
       if val == nil then
-        io.stderr:write("fashion_mnist.lua: --" .. key:gsub("_", "-") .. " needs a value\n")
-        os.exit(2)
+        usage_error("--" .. key:gsub("_", "-") .. " needs a value")
       end
-      if numeric[key] then
-        local v = tonumber(val)
-        if not v then
-          io.stderr:write("fashion_mnist.lua: --" .. key:gsub("_", "-") .. " needs a number, got '"
-                          .. val .. "'\n")
-          os.exit(2)
-        end
-        args[key] = math.tointeger(v) or v
-      else
-        args[key] = val
-      end
+      args[key] = numeric[key] and numeric_value(key, val) or val
     else
-      io.stderr:write("fashion_mnist.lua: unknown option '" .. a .. "'\n")
-      os.exit(2)
+      usage_error("unknown option '" .. a .. "'")
     end
     i = i + 1
   end
 end
 if args.model ~= "mlp" and args.model ~= "cnn" then
-  io.stderr:write("fashion_mnist.lua: --model must be mlp or cnn, got '" .. args.model .. "'\n")
-  os.exit(2)
+  usage_error("--model must be mlp or cnn, got '" .. args.model .. "'")
 end
 args.epochs = args.epochs or (args.model == "mlp" and 5 or 3)
 args.lr = args.lr or 0.05
@@ -88,9 +100,23 @@ args.checkpoint = args.checkpoint or ("fashion_mnist_" .. args.model .. ".safete
 do -- the device must exist: a clear error now rather than in the middle of training
   local ok, err = pcall(tide.zeros, 1, { device = args.device })
   if not ok then
-    io.stderr:write("fashion_mnist.lua: " .. tostring(err) .. "\n")
+    io.stderr:write(("fashion_mnist.lua: --device %s: %s\n"):format(args.device, tostring(err)))
     os.exit(2)
   end
+end
+do -- the checkpoint is written after training: find out now that it can be written
+  local path = args.checkpoint
+  local existed = io.open(path, "r")
+  if existed then existed:close() end
+  -- "a" leaves an existing file as it is; a new one is made, then removed again
+  local f, err = io.open(path, "a")
+  if not f then
+    io.stderr:write(("fashion_mnist.lua: cannot write the checkpoint (--checkpoint): %s\n")
+      :format(err))
+    os.exit(2)
+  end
+  f:close()
+  if not existed then os.remove(path) end
 end
 
 tide.manual_seed(args.seed)
@@ -222,6 +248,21 @@ end
 
 -- ---- training --------------------------------------------------------------------------------
 
+-- Divergence: a batch's loss that is infinite or more than DIVERGED times the very first batch's
+-- loss. At the start the loss is about ln(10) = 2.3 (10 classes, near-uniform predictions), and
+-- a run that learns only lowers it; 10 times that means confidently wrong predictions, which
+-- comes from steps that overshoot. One warning, then training goes on (a NaN loss ends the run).
+local DIVERGED = 10
+local first_loss, warned_divergence = nil, false
+local function check_divergence(loss, epoch, b)
+  first_loss = first_loss or loss
+  if warned_divergence or (loss < math.huge and loss <= DIVERGED * first_loss) then return end
+  warned_divergence = true
+  io.stderr:write(("fashion_mnist.lua: warning: the loss is diverging (%.4g at epoch %d batch %d, "
+    .. "the first batch's was %.4g): try a lower --lr than %g\n"):format(loss, epoch, b,
+                                                                      first_loss, args.lr))
+end
+
 local t_train = tide.clock()
 local nb = #loader
 for epoch = 1, args.epochs do
@@ -237,6 +278,7 @@ for epoch = 1, args.epochs do
       os.exit(1)
     end
     b = b + 1
+    check_divergence(loss, epoch, b)
     sum, count, samples = sum + loss, count + 1, samples + y:numel()
     local now = tide.clock()
     if b < nb and (not tty or now - last_draw >= 0.1) then
@@ -269,8 +311,9 @@ local state = {}
 for name, t in pairs(model:state_dict()) do
   state[name] = args.device ~= "cpu" and t:to("cpu") or t -- files are written from the CPU
 end
+-- accuracy was measured on the first test_samples test images (examples/embed compares with it)
 tide.save(args.checkpoint, state, { model = args.model, epochs = args.epochs,
-                                                 accuracy = ("%.4f"):format(acc) })
+                                    accuracy = ("%.4f"):format(acc), test_samples = #test_set })
 local restored = on_device(make_model())
 local tensors, meta = tide.load(args.checkpoint)
 restored:load_state_dict(tensors)

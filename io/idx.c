@@ -1,7 +1,7 @@
 /*
  * idx.c — the IDX format of MNIST and Fashion-MNIST: two zero bytes, a type code, the number of
  * dims, one big-endian uint32 size per dim, then the big-endian data. The files usually ship
- * gzipped; zlib's gzread reads both gzipped and plain files.
+ * gzipped; gzip_read.c reads both gzipped and plain files.
  *
  * A gzip stream does not say how much it decompresses to, so the declared size is never used to
  * size an allocation up front: the data is read into a buffer that grows (doubling, capped by
@@ -12,8 +12,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include "io_internal.h"
 
@@ -31,41 +29,8 @@ static const struct {
     {0x0D, "float32", 4, TIDE_FLOAT32}, {0x0E, "float64", 8, TIDE_FLOAT64},
 };
 
-static int gz_fail(const td_io_ctx *c, gzFile gz, const char *what)
-{
-    int errnum = 0;
-    const char *msg = gzerror(gz, &errnum);
-    if (errnum == Z_ERRNO)
-        return td_io_error(c, "read failed in %s: %s", what, strerror(errno));
-    return td_io_error(c, "corrupt gzip data in %s: %s", what, msg ? msg : "unknown error");
-}
-
-/* Reads up to n bytes; returns how many arrived (fewer only at the end of the data), or -1
- * with the error set. gzread takes an unsigned int count, so large reads go in pieces. */
-static int64_t gz_read_some(const td_io_ctx *c, gzFile gz, void *dst, size_t n, const char *what)
-{
-    size_t got = 0;
-    while (got < n) {
-        size_t want = n - got < (size_t)1 << 30 ? n - got : (size_t)1 << 30;
-        int r = gzread(gz, (char *)dst + got, (unsigned)want);
-        if (r < 0)
-            return gz_fail(c, gz, what);
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    /* gzread stops at a truncated stream without failing; gzerror tells. */
-    int errnum = 0;
-    gzerror(gz, &errnum);
-    if (errnum != Z_OK && errnum != Z_BUF_ERROR)
-        return gz_fail(c, gz, what);
-    if (got < n && errnum == Z_BUF_ERROR)
-        return td_io_error(c, "gzip stream ends early, in %s (truncated file?)", what);
-    return (int64_t)got;
-}
-
 /* The declared data, all of it, in a malloc'ed buffer that grows as bytes arrive. */
-static uint8_t *read_data(const td_io_ctx *c, gzFile gz, size_t nbytes, const char *shape)
+static uint8_t *read_data(const td_io_ctx *c, td_io_gz *gz, size_t nbytes, const char *shape)
 {
     size_t cap = nbytes < IDX_FIRST_CHUNK ? nbytes : IDX_FIRST_CHUNK, have = 0;
     uint8_t *buf = td_malloc(cap ? cap : 1);
@@ -85,7 +50,7 @@ static uint8_t *read_data(const td_io_ctx *c, gzFile gz, size_t nbytes, const ch
             buf = p;
             cap = next;
         }
-        int64_t r = gz_read_some(c, gz, buf + have, cap - have, "the data");
+        int64_t r = td_io_gz_read(gz, buf + have, cap - have);
         if (r < 0) {
             free(buf);
             return NULL;
@@ -99,7 +64,7 @@ static uint8_t *read_data(const td_io_ctx *c, gzFile gz, size_t nbytes, const ch
         }
     }
     uint8_t extra;
-    int64_t r = gz_read_some(c, gz, &extra, 1, "the end of the file");
+    int64_t r = td_io_gz_read(gz, &extra, 1); /* also checks a gzip stream's trailers */
     if (r != 0) {
         if (r > 0)
             td_io_error(c, "more data follows the %zu bytes its dims %s declare", nbytes, shape);
@@ -136,35 +101,14 @@ static void convert(void *dst, const uint8_t *src, size_t n, int code)
     }
 }
 
-/* The file through zlib, which reads plain and gzipped files alike. Opened with stdio first:
- * gzopen's errors do not say why a file cannot be opened. NULL with the error set. */
-static gzFile open_gz(const td_io_ctx *ctx)
-{
-    uint64_t size;
-    FILE *f = td_io_open_read(ctx, &size);
-    if (!f)
-        return NULL;
-    int fd = dup(fileno(f));
-    fclose(f);
-    gzFile gz = fd >= 0 && !td_alloc_fails() ? gzdopen(fd, "rb") : NULL; /* zlib allocates */
-    if (!gz) {
-        if (fd >= 0)
-            close(fd);
-        td_io_error(ctx, "cannot open: %s", fd < 0 ? strerror(errno) : "out of memory");
-        return NULL;
-    }
-    gzbuffer(gz, 1 << 17);
-    return gz;
-}
-
 /* The magic number (two zero bytes, a type code, the dim count) and the big-endian dims:
  * *type indexes idx_types; *numel saturates just past IDX_MAX_BYTES. 0, or -1 with the error
  * set. */
-static int read_header(const td_io_ctx *ctx, gzFile gz, int *type, int *ndim, int64_t *shape,
+static int read_header(const td_io_ctx *ctx, td_io_gz *gz, int *type, int *ndim, int64_t *shape,
                        uint64_t *numel)
 {
     uint8_t head[4 + 4 * TIDE_MAX_DIMS];
-    int64_t r = gz_read_some(ctx, gz, head, 4, "the magic number");
+    int64_t r = td_io_gz_read(gz, head, 4);
     if (r < 0)
         return -1;
     if (r < 4)
@@ -184,7 +128,7 @@ static int read_header(const td_io_ctx *ctx, gzFile gz, int *type, int *ndim, in
     if (*ndim > TIDE_MAX_DIMS)
         return td_io_error(ctx, "IDX header declares %d dims; tide tensors have at most %d",
                            *ndim, TIDE_MAX_DIMS);
-    r = gz_read_some(ctx, gz, head + 4, 4 * (size_t)*ndim, "the dims");
+    r = td_io_gz_read(gz, head + 4, 4 * (size_t)*ndim);
     if (r < 0)
         return -1;
     if (r < 4 * *ndim)
@@ -208,7 +152,7 @@ tide_tensor *tide_load_idx(const char *path)
     if (td_io_check_path("load_idx", path) < 0)
         return NULL;
     td_io_ctx ctx = {"load_idx", path};
-    gzFile gz = open_gz(&ctx);
+    td_io_gz *gz = td_io_gz_open(&ctx);
     if (!gz)
         return NULL;
     tide_tensor *t = NULL;
@@ -242,6 +186,6 @@ tide_tensor *tide_load_idx(const char *path)
         convert(tide_mutable_data_ptr(t), data, (size_t)numel, idx_types[type].code);
 done:
     free(data);
-    gzclose(gz);
+    td_io_gz_close(gz);
     return t;
 }

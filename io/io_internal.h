@@ -63,6 +63,17 @@ bool td_io_strides_fit(int ndim, const int64_t *shape);
 /* "[2, 3]" */
 const char *td_io_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 
+/* A file read as a stream of bytes, gunzipped when it starts with gzip's magic (gzip_read.c):
+ * concatenated members are joined, anything else after the last member is an error, and every
+ * fault (bad header, damaged data, CRC-32 or length mismatch, truncation) names the member and
+ * the byte offset. open: NULL with the error set. read: the bytes delivered, fewer than n only
+ * at the end of the data (a gzipped file's trailers and end then checked), or -1 with the
+ * error set. */
+typedef struct td_io_gz td_io_gz;
+td_io_gz *td_io_gz_open(const td_io_ctx *c);
+int64_t td_io_gz_read(td_io_gz *g, void *dst, size_t n);
+void td_io_gz_close(td_io_gz *g);
+
 /* What tide_load_safetensors returns: names and tensors in file order, and the metadata. */
 struct tide_tensor_dict {
     int count;

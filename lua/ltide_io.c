@@ -5,6 +5,7 @@
  * (tide.nn, tide.optim, tide.data ...) in package.preload, and lets `tide.nn` etc. be read as
  * fields of the module (loaded on first use).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -159,10 +160,62 @@ static int dict_guard_gc(lua_State *L)
     return 0;
 }
 
-/* tide.load(path) -> {name = tensor, ...} (flat, dotted names as stored), {metadata strings} */
+/* Pushes a PyTorch state-dict name in tide's naming: every dotted component but the last that
+ * is a whole number (a Sequential or ModuleList index, counted from 0) gains one; the last is
+ * the tensor's own name. The same rule as nn's load_state_dict(sd, {from = "pytorch"}). */
+static void push_tide_name(lua_State *L, const char *name)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (const char *p = name;;) {
+        const char *dot = strchr(p, '.');
+        size_t len = dot ? (size_t)(dot - p) : strlen(p);
+        bool index = dot && len > 0 && len <= 18 && (len == 1 || p[0] != '0');
+        for (size_t i = 0; index && i < len; i++)
+            index = p[i] >= '0' && p[i] <= '9';
+        char num[24];
+        if (index) {
+            snprintf(num, sizeof num, "%lld", strtoll(p, NULL, 10) + 1);
+            luaL_addstring(&b, num);
+        } else
+            luaL_addlstring(&b, p, len);
+        if (!dot)
+            break;
+        luaL_addchar(&b, '.');
+        p = dot + 1;
+    }
+    luaL_pushresult(&b);
+}
+
+/* tide.load's options: {from = "pytorch"} (true) or {from = "tide"} / none (false). */
+static bool load_from_pytorch(lua_State *L, int arg)
+{
+    if (lua_isnoneornil(L, arg))
+        return false;
+    luaL_checktype(L, arg, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, arg)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "from") != 0)
+            return luaL_error(L, "load: unknown option '%s' (known: from)",
+                              luaL_tolstring(L, -1, NULL));
+    }
+    lua_getfield(L, arg, "from");
+    const char *from = lua_tostring(L, -1);
+    bool pytorch = from && !strcmp(from, "pytorch");
+    if (!pytorch && !lua_isnil(L, -1) && !(from && !strcmp(from, "tide")))
+        return luaL_error(L, "load: from must be \"pytorch\" or \"tide\", got %s",
+                          luaL_tolstring(L, -1, NULL));
+    lua_pop(L, 1);
+    return pytorch;
+}
+
+/* tide.load(path [, {from = "pytorch"}]) -> {name = tensor, ...} (flat, dotted names as
+ * stored, or renamed from PyTorch's), {metadata strings} */
 static int f_load(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
+    bool pytorch = load_from_pytorch(L, 2);
     dict_guard *g = lua_newuserdatauv(L, sizeof *g, 0);
     g->d = NULL;
     if (luaL_newmetatable(L, "tide.dict_guard")) {
@@ -183,10 +236,20 @@ static int f_load(lua_State *L)
         lt_box *b = lt_newbox(L);
         tide_tensor *t = tide_tensor_dict_tensor(g->d, i);
         lt_fill(L, b, tide_retain(t), false);
-        lua_setfield(L, out, tide_tensor_dict_name(g->d, i));
+        if (pytorch) {
+            push_tide_name(L, tide_tensor_dict_name(g->d, i));
+            lua_insert(L, -2);
+            lua_rawset(L, out);
+        } else {
+            lua_setfield(L, out, tide_tensor_dict_name(g->d, i));
+        }
     }
     int nm = tide_tensor_dict_metadata_count(g->d);
     lua_createtable(L, 0, nm);
+    /* Marked, so that model:load_state_dict(tide.load(path)), which passes the metadata on as
+     * the options argument, can tell it from options. */
+    luaL_newmetatable(L, "tide.metadata");
+    lua_setmetatable(L, -2);
     for (int i = 0; i < nm; i++) {
         lua_pushstring(L, tide_tensor_dict_metadata_value(g->d, i));
         lua_setfield(L, -2, tide_tensor_dict_metadata_key(g->d, i));

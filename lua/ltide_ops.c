@@ -68,6 +68,8 @@ static const struct {
     {"subtract", tide_sub, false},     {"multiply", tide_mul, false},
     {"divide", tide_div, false},       {"greater", tide_gt, false},
     {"less", tide_lt, false},
+    {"floor_divide", tide_floor_divide, true},
+    {"remainder", tide_remainder, true},
 };
 
 static tide_tensor *apply_binary(lua_State *L, int a, int b, binary_fn fn)
@@ -119,6 +121,8 @@ static int op_sub(lua_State *L) { return op_arith(L, tide_sub, "sub"); }
 static int op_mul(lua_State *L) { return op_arith(L, tide_mul, "mul"); }
 static int op_div(lua_State *L) { return op_arith(L, tide_div, "div"); }
 static int op_pow(lua_State *L) { return op_arith(L, tide_pow, "pow"); }
+static int op_idiv(lua_State *L) { return op_arith(L, tide_floor_divide, "floor_divide"); }
+static int op_mod(lua_State *L) { return op_arith(L, tide_remainder, "remainder"); }
 static int op_unm(lua_State *L)
 {
     tide_tensor *x = lt_check(L, 1, "neg");
@@ -572,5 +576,7 @@ void lt_open_ops(lua_State *L, int mt, int methods, int module)
     set_meta(L, mt, "__mul", op_mul);
     set_meta(L, mt, "__div", op_div);
     set_meta(L, mt, "__pow", op_pow);
+    set_meta(L, mt, "__idiv", op_idiv); /* a // b */
+    set_meta(L, mt, "__mod", op_mod);   /* a % b */
     set_meta(L, mt, "__unm", op_unm);
 }

@@ -128,7 +128,8 @@ static tide_tensor *binary(tide_op op, const tide_tensor *a, const tide_tensor *
         return NULL;
     tide_tensor *in[2] = {(tide_tensor *)a, (tide_tensor *)b};
     tide_dtype ct = td_result_type(in, 2);
-    if (ct == TIDE_BOOL && (op == TIDE_OP_SUB || op == TIDE_OP_POW)) {
+    if (ct == TIDE_BOOL && (op == TIDE_OP_SUB || op == TIDE_OP_POW ||
+                            op == TIDE_OP_FLOOR_DIVIDE || op == TIDE_OP_REMAINDER)) {
         td_error("%s: not supported for bool tensors%s", name,
                  op == TIDE_OP_SUB ? "; use logical_xor or logical_and with logical_not" : "");
         return NULL;

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "core/tensor.h"
 #include "test_util.h"
@@ -532,7 +533,7 @@ static void free_run_graph(void)
     run_in[0] = run_in[1] = NULL;
 }
 
-static char st_path[300], npy_path[300], idx_path[300];
+static char st_path[300], npy_path[300], idx_path[300], gz_path[300];
 
 static int work_loaders(values *out)
 {
@@ -561,6 +562,8 @@ static int work_loaders(values *out)
     NEW(l, tide_load_npy(npy_path));
     OK(keep(out, l));
     NEW(ld, tide_load_idx(idx_path));
+    OK(keep(out, ld));
+    NEW(ld, tide_load_idx(gz_path)); /* zlib's allocations, through td_calloc */
     OK(keep(out, ld));
     bag_release(&B);
     return 0;
@@ -724,6 +727,14 @@ static void write_idx(void)
         fprintf(stderr, "test_alloc_faults: cannot write %s\n", idx_path);
         exit(2);
     }
+    /* The same gzipped in two members (the second appended), so a run restarts inflate. */
+    gzFile g1 = gzopen(gz_path, "wb"), g2 = NULL;
+    bool ok = g1 && gzwrite(g1, f, 15) == 15 && gzclose(g1) == Z_OK;
+    ok = ok && (g2 = gzopen(gz_path, "ab")) && gzwrite(g2, f + 15, 9) == 9 && gzclose(g2) == Z_OK;
+    if (!ok) {
+        fprintf(stderr, "test_alloc_faults: cannot write %s\n", gz_path);
+        exit(2);
+    }
 }
 
 static bool vulkan_ok(char *why, size_t n)
@@ -754,6 +765,7 @@ int main(void)
     snprintf(st_path, sizeof st_path, "%s/m.safetensors", tmpdir);
     snprintf(npy_path, sizeof npy_path, "%s/c.npy", tmpdir);
     snprintf(idx_path, sizeof idx_path, "%s/l.idx", tmpdir);
+    snprintf(gz_path, sizeof gz_path, "%s/l.idx.gz", tmpdir);
     write_idx();
     double t0 = now_s();
 
@@ -797,6 +809,7 @@ int main(void)
     remove(st_path);
     remove(npy_path);
     remove(idx_path);
+    remove(gz_path);
     rmdir(tmpdir);
     tide_jit_cache_clear();
     tide_shutdown();

@@ -153,6 +153,9 @@ FN(f_div, T(tide_div(x[0], x[1])))
 FN(f_pow, T(tide_pow(x[0], x[1])))
 FN(f_maximum, T(tide_maximum(x[0], x[1])))
 FN(f_minimum, T(tide_minimum(x[0], x[1])))
+FN(f_remainder, T(tide_remainder(x[0], x[1])))
+/* floor_divide is piecewise constant (zero gradient, as PyTorch): a product keeps it checked */
+FN(f_floor_divide, T(tide_add(T(tide_floor_divide(x[0], x[1])), T(tide_mul(x[0], x[1])))))
 FN(f_scalars, T(tide_pow_scalar(T(tide_div_scalar(T(tide_mul_scalar(T(tide_sub_scalar(
                   T(tide_add_scalar(x[0], 1.5)), 0.25)), -2)), 3)), 3)))
 FN(f_pow_scalar_frac, T(tide_pow_scalar(x[0], 1.7)))
@@ -194,6 +197,16 @@ static void test_elementwise(void)
     GC(f_div, R(3, 1), NZ(1, 4));
     GC(f_div, RT(3, 4), NZ(4));
     GC(f_div, NZ(2, 4), make(0.5, 2, true, true, 2, SH(3, 1, 4)));
+    /* remainder: d/da = 1, d/db = -(a // b); random operands are far from its jumps at this
+     * step (a jump within 1e-6 of a point has probability ~1e-6 per element) */
+    case_fn floordivs[] = {f_remainder, f_floor_divide};
+    for (size_t i = 0; i < sizeof floordivs / sizeof *floordivs; i++) {
+        GC(floordivs[i], R(3, 4), NZ(3, 4));
+        GC(floordivs[i], R(3, 1), NZ(1, 4));
+        GC(floordivs[i], RT(3, 4), NZ(4));
+        GC(floordivs[i], C(3, 4), NZ(3, 4));
+        GC(floordivs[i], R(3, 4), make(0.5, 2, false, false, 1, SH(3, 4)));
+    }
     GC(f_pow, P(3, 4), R(3, 4));
     GC(f_pow, P(3, 1), R(1, 4));
     GC(f_pow, make(0.5, 2, false, true, 1, SH(3, 4)), R(4));

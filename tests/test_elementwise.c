@@ -321,8 +321,8 @@ static void test_round_half_even(void)
 /* ---- binary ops ----------------------------------------------------------------------------- */
 
 enum { B_ARITH, B_DIV, B_CMP, B_LOGIC };
-enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT,
-       OP_GE, OP_AND, OP_OR };
+enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_FLOORDIV, OP_REM, OP_EQ, OP_NE,
+       OP_LT, OP_LE, OP_GT, OP_GE, OP_AND, OP_OR };
 
 typedef struct {
     const char *name;
@@ -339,6 +339,9 @@ static const binop_t BINOPS[] = {
     {"pow", tide_pow, OP_POW, B_ARITH, REF_GEN_POW_BASE, REF_GEN_POW_EXP, true},
     {"maximum", tide_maximum, OP_MAX, B_ARITH, REF_GEN_SMALL, REF_GEN_SMALL, false},
     {"minimum", tide_minimum, OP_MIN, B_ARITH, REF_GEN_SMALL, REF_GEN_SMALL, false},
+    /* SMALL on both sides: negative operands, exact ties and zero divisors */
+    {"floor_divide", tide_floor_divide, OP_FLOORDIV, B_ARITH, REF_GEN_SMALL, REF_GEN_SMALL, false},
+    {"remainder", tide_remainder, OP_REM, B_ARITH, REF_GEN_SMALL, REF_GEN_SMALL, false},
     {"eq", tide_eq, OP_EQ, B_CMP, REF_GEN_SMALL, REF_GEN_SMALL, false},
     {"ne", tide_ne, OP_NE, B_CMP, REF_GEN_SMALL, REF_GEN_SMALL, false},
     {"lt", tide_lt, OP_LT, B_CMP, REF_GEN_SMALL, REF_GEN_SMALL, false},
@@ -361,6 +364,33 @@ static double int_pow(double base, double e)
     return (double)(int64_t)r;
 }
 
+/* Python's a // b, written from its definition floor(a / b) (exact for the small operands the
+ * tests use). A zero divisor: IEEE's a / b for floats, 0 for integers (tide.h). Infinite or NaN
+ * operands as Python: inf // x is NaN, and x // inf is 0, or -1 when the signs differ. */
+static double ref_floor_divide(double a, double b, bool is_float)
+{
+    if (b == 0)
+        return is_float ? a / b : 0;
+    if (isnan(a) || isnan(b) || isinf(a))
+        return NAN;
+    if (isinf(b))
+        return a == 0 || (a < 0) == (b < 0) ? 0.0 : -1.0;
+    return floor(a / b);
+}
+
+/* Python's a % b = a - (a // b) * b, with the divisor's sign: 0 for an integer zero divisor,
+ * NaN for a float one; x % inf is x, or inf with inf's sign when the signs differ. */
+static double ref_remainder(double a, double b, bool is_float)
+{
+    if (b == 0)
+        return is_float ? NAN : 0;
+    if (isnan(a) || isnan(b) || isinf(a))
+        return NAN;
+    if (isinf(b))
+        return a == 0 || (a < 0) == (b < 0) ? a : b;
+    return a - floor(a / b) * b;
+}
+
 /* a op b with both already in the computation dtype comp. */
 static double ref_binary(int op, double a, double b, tide_dtype comp)
 {
@@ -372,6 +402,8 @@ static double ref_binary(int op, double a, double b, tide_dtype comp)
     case OP_POW: return ref_is_float(comp) ? pow(a, b) : int_pow(a, b);
     case OP_MAX: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
     case OP_MIN: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+    case OP_FLOORDIV: return ref_floor_divide(a, b, ref_is_float(comp));
+    case OP_REM: return ref_remainder(a, b, ref_is_float(comp));
     case OP_EQ: return a == b;
     case OP_NE: return a != b;
     case OP_LT: return a < b;
@@ -387,8 +419,8 @@ static double ref_binary(int op, double a, double b, tide_dtype comp)
 static int binop_support(const binop_t *op, tide_dtype da, tide_dtype db)
 {
     bool ab = da == BOOL, bb = db == BOOL;
-    if (op->op == OP_SUB && ab && bb)
-        return SUP_ERR; /* PyTorch: use logical_xor */
+    if ((op->op == OP_SUB || op->op == OP_FLOORDIV || op->op == OP_REM) && ab && bb)
+        return SUP_ERR; /* PyTorch: use logical_xor; no bool // or % */
     if ((op->op == OP_SUB || op->op == OP_POW) && (ab || bb))
         return SUP_MAYBE;
     return SUP_OK;
@@ -617,6 +649,32 @@ static void test_binary_specials(void)
         }
 }
 
+/* int64 // and % at the limits, exactly (Python's values; INT64_MIN // -1 wraps). */
+static void test_int64_floor_divide_limits(void)
+{
+    int64_t six = 6;
+    int64_t a[6] = {INT64_MIN, INT64_MIN, INT64_MAX, INT64_MIN, INT64_MIN, 9};
+    int64_t b[6] = {-1, 7, -2, -7, 0, -4};
+    int64_t want_q[6] = {INT64_MIN, -1317624576693539402LL, -4611686018427387904LL,
+                         1317624576693539401LL, 0, -3};
+    int64_t want_r[6] = {0, 6, -1, -1, 0, -3};
+    tide_tensor *ta = tide_from_data(a, 1, &six, I64), *tb = tide_from_data(b, 1, &six, I64);
+    tide_tensor *q = tide_floor_divide(ta, tb), *r = tide_remainder(ta, tb);
+    int64_t gq[6] = {0}, gr[6] = {0};
+    CHECK(q && tide_to_buffer(q, gq, sizeof gq) == 0 && memcmp(gq, want_q, sizeof gq) == 0,
+          "floor_divide int64 limits: got [%lld, %lld, %lld, %lld, %lld, %lld]",
+          (long long)gq[0], (long long)gq[1], (long long)gq[2], (long long)gq[3],
+          (long long)gq[4], (long long)gq[5]);
+    CHECK(r && tide_to_buffer(r, gr, sizeof gr) == 0 && memcmp(gr, want_r, sizeof gr) == 0,
+          "remainder int64 limits: got [%lld, %lld, %lld, %lld, %lld, %lld]", (long long)gr[0],
+          (long long)gr[1], (long long)gr[2], (long long)gr[3], (long long)gr[4],
+          (long long)gr[5]);
+    tide_release(ta);
+    tide_release(tb);
+    tide_release(q);
+    tide_release(r);
+}
+
 /* Integer arithmetic wraps in two's complement; read back without a cast. */
 static void test_integer_wrap(void)
 {
@@ -636,6 +694,20 @@ static void test_integer_wrap(void)
         {"mul uint8 16*16", U8, tide_mul, 16, 16, 0},
         {"pow uint8 2^9", U8, tide_pow, 2, 9, 0},
         {"pow int32 3^20", I32, tide_pow, 3, 20, (double)(int32_t)(uint32_t)3486784401ull},
+        /* Python's // and %: toward -inf, the divisor's sign; INT_MIN // -1 wraps (no trap) */
+        {"floor_divide int32 min//-1", I32, tide_floor_divide, -2147483648.0, -1, -2147483648.0},
+        {"remainder int32 min%-1", I32, tide_remainder, -2147483648.0, -1, 0},
+        {"floor_divide int32 -7//2", I32, tide_floor_divide, -7, 2, -4},
+        {"remainder int32 -7%2", I32, tide_remainder, -7, 2, 1},
+        {"remainder int32 7%-2", I32, tide_remainder, 7, -2, -1},
+        {"floor_divide int32 min//3", I32, tide_floor_divide, -2147483648.0, 3, -715827883.0},
+        /* an integer zero divisor gives 0 for both (tide.h), never a trap */
+        {"floor_divide int32 -7//0", I32, tide_floor_divide, -7, 0, 0},
+        {"remainder int32 7%0", I32, tide_remainder, 7, 0, 0},
+        {"floor_divide uint8 200//0", U8, tide_floor_divide, 200, 0, 0},
+        {"remainder uint8 200%0", U8, tide_remainder, 200, 0, 0},
+        {"floor_divide uint8 255//7", U8, tide_floor_divide, 255, 7, 36},
+        {"remainder uint8 255%7", U8, tide_remainder, 255, 7, 3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tide_tensor *a = ref_from_doubles(&cases[i].a, 1, &one, cases[i].dt);
@@ -677,6 +749,7 @@ static void test_integer_wrap(void)
     tide_release(diff);
     tide_release(neg);
     tide_release(ab);
+    test_int64_floor_divide_limits();
     /* neg and abs of INT32_MIN stay INT32_MIN; neg of a uint8 wraps. */
     int32_t i32[2] = {INT32_MIN, -7};
     int64_t two = 2;

@@ -46,6 +46,7 @@ static const struct {
     {"pow", tide_pow}, {"maximum", tide_maximum}, {"minimum", tide_minimum},
     {"eq", tide_eq}, {"ne", tide_ne}, {"lt", tide_lt}, {"le", tide_le}, {"gt", tide_gt},
     {"ge", tide_ge}, {"logical_and", tide_logical_and}, {"logical_or", tide_logical_or},
+    {"floor_divide", tide_floor_divide}, {"remainder", tide_remainder},
 };
 
 static const struct {
@@ -133,6 +134,8 @@ static void test_unsupported_dtype(void)
     int64_t s3[1] = {3};
     tide_tensor *b = make(1, s3, TIDE_BOOL), *i = make(1, s3, TIDE_INT32), *u = make(1, s3, TIDE_UINT8);
     CHECK_ERROR(tide_sub(b, b), "sub", "bool");
+    CHECK_ERROR(tide_floor_divide(b, b), "floor_divide", "bool");
+    CHECK_ERROR(tide_remainder(b, b), "remainder", "bool");
     CHECK_ERROR(tide_neg(b), "neg", "bool");
     CHECK_ERROR(tide_mean(i, NULL, 0, false), "mean", "int32");
     CHECK_ERROR(tide_mean(b, NULL, 0, false), "mean", "bool");

@@ -1240,16 +1240,150 @@ static void test_idx_rejects(void)
     write_file(p = tpath("cut.idx.gz"), gzb, n - 12);
     CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", p, "truncated", NULL);
     write_file(p = tpath("cut2.idx.gz"), gzb, n - 4); /* data complete, gzip trailer cut */
-    CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", p, "gzip stream ends early", NULL);
+    CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", p, "gzip stream ends early", "member 1");
     for (size_t i = n / 2; i < n / 2 + 8; i++)
         gzb[i] ^= 0x5A;
     write_file(p = tpath("damaged.idx.gz"), gzb, n);
-    CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", p, "corrupt gzip data", NULL);
+    CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", p, "gzip member 1", "damaged");
     free(gzb);
     CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", tpath("missing.idx"), "cannot open", NULL);
     CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", tmpdir, "not a regular file", NULL);
     CHECK_ERROR(tide_load_idx(NULL), "load_idx: path is NULL");
     CHECK_ERROR(tide_load_idx(""), "load_idx: path is empty");
+}
+
+/* ---- gzip faults (io/gzip_read.c) --------------------------------------------------------- */
+
+/* data gzipped in memory as one member (level 0: stored blocks, so a flipped data byte is
+ * certain to reach the CRC check rather than break the deflate codes). */
+static unsigned char *gzip_bytes(const void *data, size_t n, int level, size_t *out_n)
+{
+    z_stream z = {0};
+    unsigned char *out = malloc(n + 64 + n / 100);
+    CHECK(out && deflateInit2(&z, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) ==
+                     Z_OK, "deflateInit2");
+    z.next_in = (unsigned char *)(uintptr_t)data;
+    z.avail_in = (uInt)n;
+    z.next_out = out;
+    z.avail_out = (uInt)(n + 64 + n / 100);
+    CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END, "deflate");
+    *out_n = z.total_out;
+    deflateEnd(&z);
+    return out;
+}
+
+/* An IDX file of 600 uint8 values (i * 13 mod 256) as bytes, gzipped in two members split at
+ * `split` (0: one member), with `tail` (ntail bytes) appended; written to name. */
+static const char *write_gz_idx(const char *name, size_t split, int level, const void *tail,
+                                size_t ntail)
+{
+    unsigned char idx[8 + 600] = {0, 0, 0x08, 1, 0, 0, 600 >> 8, 600 & 255};
+    for (int i = 0; i < 600; i++)
+        idx[8 + i] = (unsigned char)(i * 13);
+    size_t n1, n2 = 0;
+    unsigned char *m1 = gzip_bytes(idx, split ? split : sizeof idx, level, &n1);
+    unsigned char *m2 = split ? gzip_bytes(idx + split, sizeof idx - split, level, &n2) : NULL;
+    unsigned char *file = malloc(n1 + n2 + ntail + 1);
+    memcpy(file, m1, n1);
+    if (m2)
+        memcpy(file + n1, m2, n2);
+    if (ntail)
+        memcpy(file + n1 + n2, tail, ntail);
+    const char *p = tpath(name);
+    write_file(p, file, n1 + n2 + ntail);
+    free(m1);
+    free(m2);
+    free(file);
+    return p;
+}
+
+/* Loads p, expecting the 600 values write_gz_idx writes. */
+static void check_gz_idx_loads(const char *p, const char *what)
+{
+    tide_tensor *t = tide_load_idx(p);
+    bool ok = t && tide_ndim(t) == 1 && tide_numel(t) == 600 && tide_get_dtype(t) == TIDE_UINT8;
+    const uint8_t *d = ok ? tide_data_ptr(t) : NULL;
+    for (int i = 0; ok && i < 600; i++)
+        ok = d[i] == (uint8_t)(i * 13);
+    CHECK(ok, "%s: %s", what, t ? "wrong values" : tide_last_error());
+    tide_release(t);
+}
+
+/* The message names the file and the fault, never zlib's "<fd:N>" stand-in for the path. */
+#define CHECK_GZ_REJECTS(path, frag1, frag2)                                                       \
+    do {                                                                                           \
+        CHECK_LOAD_REJECTS(tide_load_idx, "load_idx", path, frag1, frag2);                         \
+        CHECK(!strstr(tide_last_error(), "<fd"), "fd in \"%s\"", tide_last_error());               \
+    } while (0)
+
+static void test_gzip_faults(void)
+{
+    size_t n;
+    const char *p = write_gz_idx("one.idx.gz", 0, 6, NULL, 0);
+    check_gz_idx_loads(p, "one member");
+    unsigned char *b = read_file(p, &n);
+    /* Trailer: CRC-32 (4 bytes, little-endian) then the length mod 2^32. */
+    char at[64];
+    b[n - 8] ^= 1;
+    write_file(p = tpath("crc.idx.gz"), b, n);
+    snprintf(at, sizeof at, "(the checksum at byte %zu)", n - 8);
+    CHECK_GZ_REJECTS(p, "CRC-32 mismatch at the end of gzip member 1", at);
+    b[n - 8] ^= 1;
+    b[n - 1] ^= 1;
+    write_file(p = tpath("len.idx.gz"), b, n);
+    snprintf(at, sizeof at, "(the size at byte %zu", n - 4);
+    CHECK_GZ_REJECTS(p, "length mismatch at the end of gzip member 1", at);
+    b[n - 1] ^= 1;
+    write_file(p = tpath("cut_hdr.idx.gz"), b, 6);
+    CHECK_GZ_REJECTS(p, "gzip stream ends early", "inside the header of member 1");
+    write_file(p = tpath("cut_body.idx.gz"), b, n / 2);
+    CHECK_GZ_REJECTS(p, "gzip stream ends early", "truncated file");
+    b[3] = 0xE0; /* reserved FLG bits */
+    write_file(p = tpath("flags.idx.gz"), b, n);
+    CHECK_GZ_REJECTS(p, "bad gzip header in member 1", "unknown header flags");
+    b[3] = 0;
+    b[2] = 7; /* compression method other than deflate */
+    write_file(p = tpath("method.idx.gz"), b, n);
+    CHECK_GZ_REJECTS(p, "bad gzip header in member 1", "unknown compression method");
+    b[2] = 8;
+    b[10] = 0x07; /* first deflate block: final, type 3 (reserved) */
+    write_file(p = tpath("block.idx.gz"), b, n);
+    CHECK_GZ_REJECTS(p, "damaged compressed data in gzip member 1 near byte", "invalid block type");
+    free(b);
+    /* Stored blocks: a flipped data byte is caught by the CRC, whichever byte it is. */
+    p = write_gz_idx("stored.idx.gz", 0, 0, NULL, 0);
+    check_gz_idx_loads(p, "stored blocks");
+    b = read_file(p, &n);
+    b[n / 2] ^= 0x40;
+    write_file(p = tpath("stored_bad.idx.gz"), b, n);
+    CHECK_GZ_REJECTS(p, "CRC-32 mismatch at the end of gzip member 1", NULL);
+    free(b);
+    /* Trailing bytes that are not a gzip member: an error, zeros included. */
+    CHECK_GZ_REJECTS(write_gz_idx("junk.idx.gz", 0, 6, "junk", 4),
+                     "trailing garbage: 4 bytes after the end of gzip member 1", "not another");
+    CHECK_GZ_REJECTS(write_gz_idx("zero.idx.gz", 0, 6, "\0\0\0\0\0\0\0\0", 8),
+                     "trailing garbage: 8 bytes", NULL);
+    CHECK_GZ_REJECTS(write_gz_idx("half.idx.gz", 0, 6, "\x1f", 1), "trailing garbage: 1 bytes",
+                     NULL);
+    /* Concatenated members read as one stream, split anywhere: in the magic, the dims, the data. */
+    size_t splits[] = {2, 5, 8, 9, 300, 607};
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "two members split at byte %zu", splits[i]);
+        check_gz_idx_loads(write_gz_idx("two.idx.gz", splits[i], 6, NULL, 0), what);
+    }
+    /* ... and a fault in the second member names member 2. */
+    p = write_gz_idx("two.idx.gz", 300, 6, NULL, 0);
+    b = read_file(p, &n);
+    b[n - 8] ^= 1;
+    write_file(p = tpath("two_crc.idx.gz"), b, n);
+    CHECK_GZ_REJECTS(p, "CRC-32 mismatch at the end of gzip member 2", NULL);
+    b[n - 8] ^= 1;
+    write_file(p = tpath("two_cut.idx.gz"), b, n - 3);
+    CHECK_GZ_REJECTS(p, "gzip stream ends early", "member 2");
+    free(b);
+    CHECK_GZ_REJECTS(write_gz_idx("two_junk.idx.gz", 300, 6, "x", 1),
+                     "trailing garbage: 1 bytes after the end of gzip member 2", NULL);
 }
 
 /* The real Fashion-MNIST (Debian's dataset-fashion-mnist). The statistics were computed once
@@ -1410,6 +1544,7 @@ int main(void)
     test_npy_rejects();
     test_idx_types();
     test_idx_rejects();
+    test_gzip_faults();
     test_fashion_mnist();
     test_loaders_refuse_special_files();
     remove_tmpdir();

@@ -31,35 +31,6 @@ static tide_tensor *randt(int ndim, const int64_t *shape, tide_dtype dt, double 
     return t;
 }
 
-/* max |a-b| / (1 + |b|) over elements, or -1 when shapes/dtypes differ; *bitwise set when the
- * bytes are identical. */
-static double compare(const tide_tensor *a, const tide_tensor *b, bool *bitwise)
-{
-    *bitwise = false;
-    if (!a || !b || tide_ndim(a) != tide_ndim(b) || tide_get_dtype(a) != tide_get_dtype(b))
-        return -1;
-    for (int d = 0; d < tide_ndim(a); d++)
-        if (tide_size(a, d) != tide_size(b, d))
-            return -1;
-    int64_t n = tide_numel(a);
-    size_t es = tide_dtype_size(tide_get_dtype(a));
-    char *x = malloc(n * es + 1), *y = malloc(n * es + 1);
-    tide_to_buffer(a, x, n * es);
-    tide_to_buffer(b, y, n * es);
-    *bitwise = memcmp(x, y, n * es) == 0;
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double u = ref_load(x, tide_get_dtype(a), i), v = ref_load(y, tide_get_dtype(a), i);
-        if (isnan(u) && isnan(v))
-            continue;
-        double e = fabs(u - v) / (1 + fabs(v));
-        if (!(e <= worst))
-            worst = isnan(e) ? INFINITY : e;
-    }
-    free(x);
-    free(y);
-    return worst;
-}
 
 /* ---- the functions -------------------------------------------------------------------------- */
 
@@ -221,7 +192,7 @@ static void check_close(const char *what, const char *name, const tide_tensor *g
                         const tide_tensor *want, double tol)
 {
     bool bitwise;
-    double e = compare(got, want, &bitwise);
+    double e = ref_compare(got, want, &bitwise);
     if (tol == 0)
         CHECK(bitwise, "%s %s: not bitwise equal to eager (max rel diff %g)", what, name, e);
     else
@@ -295,6 +266,7 @@ static void test_all_ops(void)
         {"pow", tide_pow}, {"maximum", tide_maximum}, {"minimum", tide_minimum},
         {"eq", tide_eq}, {"ne", tide_ne}, {"lt", tide_lt}, {"le", tide_le}, {"gt", tide_gt},
         {"ge", tide_ge}, {"logical_and", tide_logical_and}, {"logical_or", tide_logical_or},
+        {"floor_divide", tide_floor_divide}, {"remainder", tide_remainder},
     };
     static const tide_dtype dts[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_INT32, TIDE_INT64,
                                      TIDE_UINT8, TIDE_BOOL};
@@ -740,7 +712,7 @@ static void test_matmul_epilogues(void)
     const char *names[3] = {"linear+relu", "matmul+softmax", "x^T y + 0.9 z"};
     for (int i = 0; i < 3; i++) {
         bool bitwise;
-        double e = compare(got[i], want[i], &bitwise);
+        double e = ref_compare(got[i], want[i], &bitwise);
         CHECK(e == 0, "epilogue %s: jit vs eager max rel diff %g", names[i], e);
     }
     /* the double reference */
@@ -800,8 +772,8 @@ static void test_matmul_epilogues(void)
     CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
     tide_tensor *want_t = tide_transpose(want_w, 0, 1);
     bool bitwise;
-    CHECK(compare(g1, want_w, &bitwise) == 0 && bitwise, "operand written after the matmul");
-    double et = compare(g2, want_t, &bitwise), ey = compare(y, want_y, &bitwise);
+    CHECK(ref_compare(g1, want_w, &bitwise) == 0 && bitwise, "operand written after the matmul");
+    double et = ref_compare(g2, want_t, &bitwise), ey = ref_compare(y, want_y, &bitwise);
     CHECK(et == 0, "group reading the product transposed: %g", et);
     CHECK(ey == 0, "write-back into the matmul's operand: %g", ey);
     CHECK(count_plan_lines(dir, "the epilogue of") == 3, "no epilogue fused where it must not be: %d",
@@ -912,7 +884,7 @@ static void test_product_epilogues(void)
                              "softmax(q k^T / 4)", "bmm+bias+relu", "one-image conv+relu"};
     for (int i = 0; i < NR; i++) {
         bool bitwise;
-        double e = compare(got[i], want[i], &bitwise);
+        double e = ref_compare(got[i], want[i], &bitwise);
         CHECK(e == 0, "epilogue %s: jit vs eager max rel diff %g", names[i], e);
     }
     /* the double reference */
@@ -1047,7 +1019,7 @@ static void test_breaks(void)
     CHECK(off == 0, "long loop: %d elements differ", off);
     tide_release(acc);
     bool bw;
-    compare(cur, e, &bw);
+    ref_compare(cur, e, &bw);
     CHECK(bw, "halving loop differs from eager");
     tide_release(cur), tide_release(e), tide_release(x);
 }
@@ -1078,7 +1050,7 @@ static void test_errors_and_guards(void)
     tide_tensor *x2 = randt(1, &n, TIDE_FLOAT32, -1, 1), *want = tide_exp(x2);
     CHECK(tide_graph_run(g, &x2, 1, &out) == 0, "run after cache clear: %s", tide_last_error());
     bool bw = false;
-    compare(out, want, &bw);
+    ref_compare(out, want, &bw);
     CHECK(bw, "replay after cache clear differs");
     tide_release(out), tide_release(want), tide_release(x2);
     /* tide_empty_cache releases the plans through the jit's hook: a call seen before compiles
@@ -1100,7 +1072,7 @@ static void test_errors_and_guards(void)
     tide_release(warm);
     x2 = randt(1, &n, TIDE_FLOAT32, -1, 1), want = tide_exp(x2);
     CHECK(tide_graph_run(g, &x2, 1, &out) == 0, "run after empty_cache: %s", tide_last_error());
-    compare(out, want, &bw);
+    ref_compare(out, want, &bw);
     CHECK(bw, "replay after empty_cache differs");
     tide_release(out), tide_release(want), tide_release(x2);
     CHECK(tide_jit_end(&e, 1) == NULL, "end without begin");
@@ -1129,7 +1101,7 @@ static void *thread_body(void *p)
         if (tide_graph_run(a->g, in, 3, &o) < 0)
             a->bad++;
         bool bw;
-        compare(r, o, &bw);
+        ref_compare(r, o, &bw);
         a->bad += !bw;
         tide_release(r), tide_release(o);
     }

@@ -70,28 +70,6 @@ static tide_tensor *run_jit(tide_jit_function *f, prog_fn prog, tide_tensor **in
     return h;
 }
 
-/* max |a - b| / (1 + |b|), or INFINITY when shapes differ; *bitwise when the bytes are equal */
-static double difference(const tide_tensor *a, const tide_tensor *b, bool *bitwise)
-{
-    *bitwise = false;
-    if (!a || !b || tide_numel(a) != tide_numel(b) || tide_ndim(a) != tide_ndim(b))
-        return INFINITY;
-    int64_t n = tide_numel(a);
-    size_t es = tide_dtype_size(tide_get_dtype(a));
-    char *x = malloc(n * es + 1), *y = malloc(n * es + 1);
-    tide_to_buffer(a, x, n * es);
-    tide_to_buffer(b, y, n * es);
-    *bitwise = memcmp(x, y, n * es) == 0;
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double u = ref_load(x, tide_get_dtype(a), i), v = ref_load(y, tide_get_dtype(a), i);
-        double e = fabs(u - v) / (1 + fabs(v));
-        worst = e > worst || isnan(e) ? (isnan(e) ? INFINITY : e) : worst;
-    }
-    free(x);
-    free(y);
-    return worst;
-}
 
 /* jit against eager on the same device: bitwise, or within 1e-5 on Vulkan (header comment) */
 static void check_against_eager(const char *what, const char *dev, tide_jit_function *f,
@@ -101,7 +79,8 @@ static void check_against_eager(const char *what, const char *dev, tide_jit_func
     tide_tensor *e = prog(in);
     tide_tensor *want = e ? tide_to(e, "cpu") : NULL;
     bool bitwise;
-    double d = difference(got, want, &bitwise);
+    double d = ref_compare(got, want, &bitwise);
+    d = d < 0 ? INFINITY : d;
     bool vulkan = strncmp(dev, "vulkan", 6) == 0;
     CHECK(got && want && (bitwise || (vulkan && d <= 1e-5)), "%s on %s: jit differs from eager "
           "(max rel %g)%s%s", what, dev, d, got ? "" : ": ", got ? "" : tide_last_error());

@@ -456,4 +456,34 @@ static inline void ref_check_tensor(const char *desc, const tide_tensor *t, tide
 }
 #endif
 
+/* max |a-b| / (1 + |b|) over elements, or -1 when shapes/dtypes differ; *bitwise set when the
+ * bytes are identical. */
+static inline double ref_compare(const tide_tensor *a, const tide_tensor *b, bool *bitwise)
+{
+    *bitwise = false;
+    if (!a || !b || tide_ndim(a) != tide_ndim(b) || tide_get_dtype(a) != tide_get_dtype(b))
+        return -1;
+    for (int d = 0; d < tide_ndim(a); d++)
+        if (tide_size(a, d) != tide_size(b, d))
+            return -1;
+    int64_t n = tide_numel(a);
+    size_t es = tide_dtype_size(tide_get_dtype(a));
+    char *x = malloc(n * es + 1), *y = malloc(n * es + 1);
+    tide_to_buffer(a, x, n * es);
+    tide_to_buffer(b, y, n * es);
+    *bitwise = memcmp(x, y, n * es) == 0;
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double u = ref_load(x, tide_get_dtype(a), i), v = ref_load(y, tide_get_dtype(a), i);
+        if (isnan(u) && isnan(v))
+            continue;
+        double e = fabs(u - v) / (1 + fabs(v));
+        if (!(e <= worst))
+            worst = isnan(e) ? INFINITY : e;
+    }
+    free(x);
+    free(y);
+    return worst;
+}
+
 #endif /* TIDE_TEST_REF_H */

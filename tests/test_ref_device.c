@@ -440,7 +440,10 @@ static int binary_dtype_count(tide_op op)
 {
     if (op == TIDE_OP_DIV)
         return 2;
-    return op == TIDE_OP_SUB || op == TIDE_OP_POW ? 5 : 6;
+    return op == TIDE_OP_SUB || op == TIDE_OP_POW || op == TIDE_OP_FLOOR_DIVIDE ||
+                   op == TIDE_OP_REMAINDER
+               ? 5
+               : 6;
 }
 
 /* Value ranges: pow's base and exponent kept where float32 stays exact enough to compare;
@@ -460,6 +463,13 @@ static void binary_domains(tide_op op, operand *a, operand *b)
         a->hi = b->hi = fl ? 3 : a->dt == TIDE_UINT8 ? 4 : 3;
         a->special = b->special = fl; /* NaN, inf */
         a->integral = b->integral = true;
+    } else if (op == TIDE_OP_FLOOR_DIVIDE || op == TIDE_OP_REMAINDER) {
+        /* negative operands on both sides, zero divisors (integers: 0), NaN and inf */
+        a->lo = fl ? -8 : a->dt == TIDE_UINT8 ? 0 : -8;
+        a->hi = fl ? 8 : a->dt == TIDE_UINT8 ? 255 : 8;
+        b->lo = fl ? -3 : a->dt == TIDE_UINT8 ? 0 : -3;
+        b->hi = fl ? 3 : a->dt == TIDE_UINT8 ? 9 : 3;
+        a->special = b->special = fl;
     } else if (op == TIDE_OP_ADD || op == TIDE_OP_SUB || op == TIDE_OP_MUL) {
         a->special = b->special = fl;
     }

@@ -287,6 +287,8 @@ static const struct {
     {"le", tide_le, false},           {"gt", tide_gt, false},
     {"ge", tide_ge, false},           {"logical_and", tide_logical_and, false},
     {"logical_or", tide_logical_or, false},
+    /* the shaders' fmod is exact below quotients of 2^24, beyond the random operands' */
+    {"floor_divide", tide_floor_divide, false}, {"remainder", tide_remainder, false},
 };
 
 static void tol(tide_dtype dt, bool transcendental, double *rtol, double *atol)
@@ -419,6 +421,37 @@ static void test_binary(void)
     }
     pair_release(&a);
     pair_release(&b);
+}
+
+/* // and % on Vulkan against the CPU, exactly: negative operands, zero divisors (integers: 0;
+ * floats: inf and NaN), infinities, signed zeros, quotients past 2^24, and the int limits, in
+ * float32, float64, int32 and int64 (the 64-bit shader). */
+static void test_floor_divide_remainder(void)
+{
+    static const double a[] = {7, -7, 7, -7, 7.5, -7.5, 1, -1, 0, -0.0, 1e30, 3, INFINITY, 5,
+                               -5, 2147483647.0, -2147483648.0, -2147483648.0, 0.1, 1};
+    static const double b[] = {2, 2, -2, -2, -2, 0.5, 0, 0, 0, 3, 7e-3, 0.1, 3, INFINITY,
+                               INFINITY, -1, -1, 3, 0.03, -INFINITY};
+    int64_t n = sizeof a / sizeof a[0];
+    const tide_dtype dts[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_INT32, TIDE_INT64, TIDE_UINT8};
+    for (int d = 0; d < (quick ? 1 : 5); d++) { /* under valgrind: float32 alone */
+        double av[32], bv[32];
+        for (int64_t i = 0; i < n; i++) { /* integers: the finite values, clamped to the dtype */
+            bool is_int = dts[d] != TIDE_FLOAT32 && dts[d] != TIDE_FLOAT64;
+            av[i] = is_int ? (isfinite(a[i]) && fabs(a[i]) < 3e9 ? trunc(a[i]) : 9) : a[i];
+            bv[i] = is_int ? (isfinite(b[i]) && fabs(b[i]) >= 1 ? trunc(b[i]) : 0) : b[i];
+            if (dts[d] == TIDE_UINT8)
+                av[i] = fabs(fmod(av[i], 256)), bv[i] = fabs(fmod(bv[i], 256));
+        }
+        pair x = make_pair(av, 1, &n, dts[d], CONTIG), y = make_pair(bv, 1, &n, dts[d], CONTIG);
+        char what[80];
+        snprintf(what, sizeof what, "floor_divide %s specials", tide_dtype_name(dts[d]));
+        compare(what, tide_floor_divide(x.c, y.c), tide_floor_divide(x.v, y.v), 0, 0);
+        snprintf(what, sizeof what, "remainder %s specials", tide_dtype_name(dts[d]));
+        compare(what, tide_remainder(x.c, y.c), tide_remainder(x.v, y.v), 0, 0);
+        pair_release(&x);
+        pair_release(&y);
+    }
 }
 
 static void test_where_cast_copy_fill(void)
@@ -896,6 +929,7 @@ int main(void)
     test_transfers();
     test_unary();
     test_binary();
+    test_floor_divide_remainder();
     test_where_cast_copy_fill();
     test_reductions();
     test_matmul();

@@ -113,6 +113,20 @@ static tide_tensor *c_int(tide_tensor *const *x)
     return r;
 }
 
+/* int32 // and % in one group: (i // j + i % 3) * x with i = int(4x), j = int(y) (zero
+ * divisors included: 0) */
+static tide_tensor *c_intdiv(tide_tensor *const *x)
+{
+    tide_tensor *four = tide_number(4.0), *three = tide_integer(3);
+    tide_tensor *t0 = tide_mul(x[0], four), *i = tide_cast(t0, TIDE_INT32),
+                *j = tide_cast(x[2], TIDE_INT32), *q = tide_floor_divide(i, j),
+                *m = tide_remainder(i, three), *t = tide_add(q, m),
+                *f = tide_cast(t, TIDE_FLOAT32), *r = tide_mul(f, x[0]);
+    tide_release(four), tide_release(three), tide_release(t0), tide_release(i), tide_release(j);
+    tide_release(q), tide_release(m), tide_release(t), tide_release(f);
+    return r;
+}
+
 /* float -> int32 result: cast(x * 4) + 1 */
 static tide_tensor *c_to_int(tide_tensor *const *x)
 {
@@ -183,6 +197,7 @@ static void test_chains(void)
         {"where(x>y,x,0.1y)/maximum(x,1)", c_where, 1, false},
         {"int32 chain then float", c_int, 1, false},
         {"cast(x*4)+1", c_to_int, 1, false},
+        {"int32 i // j + i % 3", c_intdiv, 1, false},
         {"exp(x) < y (bool result)", c_bool_out, 0, false},
         {"softmax(2x)", c_softmax, 1, true},
         {"sum((x-y)^2, 2) over rows of 3001", c_sumsq, 1, false},
@@ -216,7 +231,8 @@ static void test_chains(void)
         tide_tensor *in64[3] = {tide_cast(x, TIDE_FLOAT64), tide_cast(b, TIDE_FLOAT64),
                                 tide_cast(y, TIDE_FLOAT64)};
         tide_tensor *inv[3] = {on(x, "vulkan"), on(b, "vulkan"), on(y, "vulkan")};
-        tide_tensor *want = ch->f == c_int || ch->f == c_to_int || ch->f == c_bool_out
+        tide_tensor *want = ch->f == c_int || ch->f == c_to_int || ch->f == c_bool_out ||
+                                    ch->f == c_intdiv
                                 ? ch->f((tide_tensor *const[]){x, b, y}) /* exact: integers */
                                 : ch->f(in64);
         uint64_t d0, d1, d2, sub, fb;

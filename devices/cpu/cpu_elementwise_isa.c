@@ -429,6 +429,52 @@ DEFINE_UNARY(not_bool, uint8_t, uint8_t, v == 0)
 
 /* ---- binary --------------------------------------------------------------------------------- */
 
+/* Python's // and % on floats, as PyTorch computes them: from the exact fmod, the quotient
+ * (a - mod) / b is an integer up to its rounding, so it is rounded to the nearest; a zero
+ * divisor gives IEEE's a / b (inf, nan) and a NaN remainder. */
+#define DEFINE_FLOAT_FLOORDIV(sfx, T, FMOD, FLOOR, COPYSIGN)                                       \
+    static inline T py_floordiv_##sfx(T a, T b)                                                    \
+    {                                                                                              \
+        if (b == 0)                                                                                \
+            return a / b;                                                                          \
+        T m = FMOD(a, b), d = (a - m) / b;                                                         \
+        if (m != 0 && (b < 0) != (m < 0))                                                          \
+            d -= 1;                                                                                \
+        if (d == 0)                                                                                \
+            return COPYSIGN((T)0, a / b);                                                          \
+        T f = FLOOR(d);                                                                            \
+        return d - f > (T)0.5 ? f + 1 : f;                                                         \
+    }                                                                                              \
+    static inline T py_mod_##sfx(T a, T b)                                                         \
+    {                                                                                              \
+        T m = FMOD(a, b);                                                                          \
+        return (m != 0 && (b < 0) != (m < 0)) ? m + b : m;                                         \
+    }
+DEFINE_FLOAT_FLOORDIV(f32, float, fmodf, floorf, copysignf)
+DEFINE_FLOAT_FLOORDIV(f64, double, fmod, floor, copysign)
+
+/* Python's // and % on signed integers, through magnitudes in unsigned arithmetic so that
+ * INT_MIN // -1 wraps to INT_MIN (and INT_MIN % -1 is 0) instead of trapping. A zero divisor
+ * gives 0 for both (NumPy's choice): kernels cannot raise, and the hardware would trap. */
+#define DEFINE_INT_FLOORDIV(sfx, T, U)                                                             \
+    static inline T py_floordiv_##sfx(T a, T b)                                                    \
+    {                                                                                              \
+        if (b == 0)                                                                                \
+            return 0;                                                                              \
+        U ua = a < 0 ? (U)0 - (U)a : (U)a, ub = b < 0 ? (U)0 - (U)b : (U)b, q = ua / ub;           \
+        if ((a < 0) == (b < 0))                                                                    \
+            return (T)q;                                                                           \
+        return (T)((U)0 - q - (q * ub != ua)); /* -q, one less when inexact */                     \
+    }                                                                                              \
+    static inline T py_mod_##sfx(T a, T b)                                                         \
+    {                                                                                              \
+        return b == 0 ? 0 : (T)((U)a - (U)py_floordiv_##sfx(a, b) * (U)b);                         \
+    }
+DEFINE_INT_FLOORDIV(i32, int32_t, uint32_t)
+DEFINE_INT_FLOORDIV(i64, int64_t, uint64_t)
+static inline uint8_t py_floordiv_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a / b) : 0; }
+static inline uint8_t py_mod_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a % b) : 0; }
+
 /* max/min that return NaN when either side is NaN: a NaN a is kept by the a != a test, a NaN b
  * wins because every comparison with it is false. */
 #define FLOAT_BINARY(sfx, T, FABS, SQRT, FLOOR, CEIL, RINT)                                        \
@@ -438,6 +484,8 @@ DEFINE_UNARY(not_bool, uint8_t, uint8_t, v == 0)
     DEFINE_BINARY(div_##sfx, T, T, a / b)                                                          \
     DEFINE_BINARY(maximum_##sfx, T, T, (a > b || a != a) ? a : b)                                  \
     DEFINE_BINARY(minimum_##sfx, T, T, (a < b || a != a) ? a : b)                                  \
+    DEFINE_BINARY(floor_divide_##sfx, T, T, py_floordiv_##sfx(a, b))                               \
+    DEFINE_BINARY(remainder_##sfx, T, T, py_mod_##sfx(a, b))                                       \
     DEFINE_BINARY(and_##sfx, T, uint8_t, (a != 0) & (b != 0))                                      \
     DEFINE_BINARY(or_##sfx, T, uint8_t, (a != 0) | (b != 0))
 FLOAT_TYPES(FLOAT_BINARY)
@@ -448,6 +496,8 @@ FLOAT_TYPES(FLOAT_BINARY)
     DEFINE_BINARY(mul_##sfx, T, T, (T)((U)a * (U)b))                                               \
     DEFINE_BINARY(maximum_##sfx, T, T, a > b ? a : b)                                              \
     DEFINE_BINARY(minimum_##sfx, T, T, a < b ? a : b)                                              \
+    DEFINE_BINARY(floor_divide_##sfx, T, T, py_floordiv_##sfx(a, b))                               \
+    DEFINE_BINARY(remainder_##sfx, T, T, py_mod_##sfx(a, b))                                       \
     DEFINE_BINARY(and_##sfx, T, uint8_t, (a != 0) & (b != 0))                                      \
     DEFINE_BINARY(or_##sfx, T, uint8_t, (a != 0) | (b != 0))
 INT_TYPES(INT_BINARY)
@@ -625,6 +675,7 @@ const td_ew_kernels TD_ISA_FN(td_ew_kernels) = {
         B_NUMERIC(POW, pow),
         B_NUMERIC(MAXIMUM, maximum), B(MAXIMUM, BOOL, or_bool),
         B_NUMERIC(MINIMUM, minimum), B(MINIMUM, BOOL, and_bool),
+        B_NUMERIC(FLOOR_DIVIDE, floor_divide), B_NUMERIC(REMAINDER, remainder),
         B_ALL(EQ, eq), B_ALL(NE, ne), B_ALL(LT, lt), B_ALL(LE, le), B_ALL(GT, gt), B_ALL(GE, ge),
         B_NUMERIC(LOGICAL_AND, and), B(LOGICAL_AND, BOOL, and_bool),
         B_NUMERIC(LOGICAL_OR, or), B(LOGICAL_OR, BOOL, or_bool),

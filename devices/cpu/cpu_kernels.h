@@ -18,7 +18,7 @@
 int td_cpu_unary(tide_op op, tide_tensor *out, const tide_tensor *x);
 /* a and b have one dtype and broadcast to out's shape (they may have fewer dims). out's dtype
  * is theirs, or bool for eq/ne/lt/le/gt/ge/logical_and/logical_or. On bool, add/maximum mean
- * or, mul/minimum mean and; sub/div/pow never see bool. */
+ * or, mul/minimum mean and; sub/div/pow/floor_divide/remainder never see bool. */
 int td_cpu_binary(tide_op op, tide_tensor *out, const tide_tensor *a, const tide_tensor *b);
 /* cond is bool; a, b and out share a dtype; all three broadcast to out's shape. */
 int td_cpu_where(tide_tensor *out, const tide_tensor *cond, const tide_tensor *a,

@@ -97,7 +97,46 @@ static bool is_comparison(tide_op op) { return op >= TIDE_OP_EQ && op <= TIDE_OP
      : (op) == TIDE_OP_LOGICAL_AND ? ((a) != 0) & ((b) != 0)                                      \
                                    : ((a) != 0) | ((b) != 0))
 
-static double binary_float(tide_op op, double a, double b)
+/* Python's // and % on floats, written out as PyTorch defines them: the exact fmod, then the
+ * quotient (a - mod) / b rounded to the nearest integer; a zero divisor gives a / b (inf, nan).
+ * A float32 operand goes through the float functions so the roundings are float32's. */
+static double floordiv_double(double a, double b)
+{
+    if (b == 0)
+        return a / b;
+    double m = fmod(a, b), d = (a - m) / b;
+    if (m != 0 && (b < 0) != (m < 0))
+        d -= 1;
+    if (d == 0)
+        return copysign(0.0, a / b);
+    double f = floor(d);
+    return d - f > 0.5 ? f + 1 : f;
+}
+
+static float floordiv_float(float a, float b)
+{
+    if (b == 0)
+        return a / b;
+    float m = fmodf(a, b), d = (a - m) / b;
+    if (m != 0 && (b < 0) != (m < 0))
+        d -= 1;
+    if (d == 0)
+        return copysignf(0.0f, a / b);
+    float f = floorf(d);
+    return d - f > 0.5f ? f + 1 : f;
+}
+
+/* a % b with the divisor's sign; fmod is exact, so float32 needs no separate version beyond
+ * the one rounding of m + b. */
+static double mod_double(double a, double b, bool f32)
+{
+    double m = fmod(a, b);
+    if (m != 0 && (b < 0) != (m < 0))
+        return f32 ? (double)((float)m + (float)b) : m + b;
+    return m;
+}
+
+static double binary_float(tide_op op, double a, double b, bool f32)
 {
     switch (op) {
     case TIDE_OP_ADD: return a + b;
@@ -105,6 +144,9 @@ static double binary_float(tide_op op, double a, double b)
     case TIDE_OP_MUL: return a * b;
     case TIDE_OP_DIV: return a / b;
     case TIDE_OP_POW: return pow(a, b);
+    case TIDE_OP_FLOOR_DIVIDE:
+        return f32 ? floordiv_float((float)a, (float)b) : floordiv_double(a, b);
+    case TIDE_OP_REMAINDER: return mod_double(a, b, f32);
     /* NaN on either side wins */
     case TIDE_OP_MAXIMUM: return (a > b || a != a) ? a : b;
     default: return (a < b || a != a) ? a : b; /* MINIMUM */
@@ -126,6 +168,19 @@ static int64_t int_pow(int64_t a, int64_t e)
     return (int64_t)r;
 }
 
+/* Python's // on integers: the quotient rounded toward -inf; 0 for a zero divisor (NumPy's
+ * choice: kernels cannot raise), and INT64_MIN // -1 wraps. int32 and uint8 values fit in
+ * int64 and ref_set_i wraps the result to the output's width, as the CPU's kernels do. */
+static int64_t int_floordiv(int64_t a, int64_t b)
+{
+    if (b == 0)
+        return 0;
+    if (b == -1)
+        return (int64_t)(0u - (uint64_t)a);
+    int64_t q = a / b;
+    return (q * b != a && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
 /* Integer arithmetic (bool: add and maximum are or, mul and minimum are and); false when op
  * has no kernel for the dtype (integer division goes through a float cast in ops/). */
 static bool binary_int(tide_op op, int dtype, int64_t a, int64_t b, int64_t *r)
@@ -138,6 +193,10 @@ static bool binary_int(tide_op op, int dtype, int64_t a, int64_t b, int64_t *r)
     case TIDE_OP_POW: *r = int_pow(a, b); return !is_bool;
     case TIDE_OP_MAXIMUM: *r = a > b ? a : b; return true;
     case TIDE_OP_MINIMUM: *r = a < b ? a : b; return true;
+    case TIDE_OP_FLOOR_DIVIDE: *r = int_floordiv(a, b); return !is_bool;
+    case TIDE_OP_REMAINDER: /* a - (a // b) * b, wrapping; 0 for a zero divisor */
+        *r = b == 0 ? 0 : (int64_t)((uint64_t)a - (uint64_t)int_floordiv(a, b) * (uint64_t)b);
+        return !is_bool;
     default: return false; /* DIV */
     }
 }
@@ -162,7 +221,8 @@ void ref_binary_at(tide_op op, tide_tensor *out, int64_t oo, const tide_tensor *
     else if (is_logic(op))
         ref_set_i(out, oo, COMPARE(op, ref_get_i(a, ao), ref_get_i(b, bo)));
     else if (ref_is_float(a->dtype))
-        ref_set_f(out, oo, binary_float(op, ref_get_f(a, ao), ref_get_f(b, bo)));
+        ref_set_f(out, oo, binary_float(op, ref_get_f(a, ao), ref_get_f(b, bo),
+                                        a->dtype == TIDE_FLOAT32));
     else if (binary_int(op, a->dtype, ref_get_i(a, ao), ref_get_i(b, bo), &r))
         ref_set_i(out, oo, r);
 }

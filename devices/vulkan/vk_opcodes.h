@@ -47,6 +47,8 @@
 #define VK_OP_GE 44u
 #define VK_OP_AND 45u
 #define VK_OP_OR 46u
+#define VK_OP_FLOORDIV 47u
+#define VK_OP_REMAINDER 48u
 /* others */
 #define VK_OP_WHERE 64u
 #define VK_OP_CAST 65u /* also COPY: load, convert, store */

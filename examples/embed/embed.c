@@ -2,12 +2,15 @@
  * embed.c — tide inside a C application: classify Fashion-MNIST with a model trained in Lua.
  *
  * examples/fashion_mnist.lua trains a model and saves its state_dict as safetensors. This program
- * loads that checkpoint, rebuilds the model's forward pass with the C API (tide_linear, tide_relu,
- * tide_conv2d, ...), captures it once as a compiled graph (tide_jit_begin/tide_jit_end) and
- * classifies the real test set four ways — eager and compiled, one image at a time and 64 at a
- * time — printing the accuracy and the latency per image of each, and the peak memory (RSS).
+ * loads that checkpoint, rebuilds the model's forward pass with the C API (tide_linear,
+ * tide_relu, tide_conv2d, tide_batch_norm, ...), captures it once as a compiled graph
+ * (tide_jit_begin/tide_jit_end) and classifies the real test set four ways — eager and
+ * compiled, one image at a time and 64 at a time — printing the accuracy and the latency per image of each, and the peak memory (RSS).
  * The accuracy at batch 1000 (what the Lua script measures) must equal the one the script stored
- * in the checkpoint's metadata; the exit status says whether it does.
+ * in the checkpoint's metadata, on the same test images (the script's --test-limit N is recorded
+ * as test_samples; pass --limit N here); the exit status says whether it does. Models: the MLP
+ * and the CNN (conv, BatchNorm2d with its running statistics, ReLU, max pool) fashion_mnist.lua
+ * builds; anything else is refused with a message naming what does not fit.
  *
  *   embed [--data DIR] [--limit N] [--threads N] CHECKPOINT
  *
@@ -27,10 +30,22 @@
 #define MEAN 0.2860 /* the training set's, as fashion_mnist.lua normalizes */
 #define STD 0.3530
 
+/* The CNN's conv layers: conv 3x3 pad 1 (with bias), BatchNorm2d, ReLU, max pool 2. */
+typedef struct conv_block {
+    tide_tensor *w, *b;                /* conv [out, in, 3, 3], [out] */
+    tide_tensor *scale, *shift;        /* BatchNorm2d weight and bias [out] */
+    tide_tensor *mean, *var;           /* its running statistics (eval mode uses them) */
+} conv_block;
+
 typedef struct model {
-    int cnn; /* 0: MLP 784-512-256-10; 1: conv 32 - pool - conv 64 - pool - linear 128 - 10 */
-    tide_tensor *w[4], *b[4];
+    int cnn; /* 0: MLP 784-512-256-10; 1: (conv-BN-ReLU-pool) x 2, linear-ReLU, linear */
+    conv_block conv[2];
+    int nlinear;
+    tide_tensor *w[3], *b[3]; /* the linear layers, in order */
 } model;
+
+/* nn.BatchNorm2d's default eps, which fashion_mnist.lua keeps (the checkpoint does not store it) */
+#define BN_EPS 1e-5
 
 static double now(void)
 {
@@ -45,30 +60,97 @@ static int fail(const char *what)
     return -1;
 }
 
-/* Borrowed from the dict (valid until tide_tensor_dict_free). */
-static tide_tensor *param(const tide_tensor_dict *d, const char *name)
+/* "<layer>.<field>", borrowed from the dict (valid until tide_tensor_dict_free); it must have
+ * ndim dims, and dim 0 of size dim0 unless that is -1. NULL (and a message) otherwise. */
+static tide_tensor *param(const tide_tensor_dict *d, int layer, const char *field, int ndim,
+                          int64_t dim0)
 {
+    char name[32];
+    snprintf(name, sizeof name, "%d.%s", layer, field);
     tide_tensor *t = tide_tensor_dict_find(d, name);
-    if (!t)
-        fprintf(stderr, "embed: the checkpoint has no tensor '%s': %s\n", name, tide_last_error());
+    if (!t) {
+        fprintf(stderr, "embed: the checkpoint has no tensor '%s' (is it one that "
+                        "fashion_mnist.lua wrote?): %s\n", name, tide_last_error());
+        return NULL;
+    }
+    if (tide_ndim(t) != ndim || (dim0 >= 0 && tide_size(t, 0) != dim0)) {
+        fprintf(stderr, "embed: tensor '%s' has %d dims (size %lld in dim 0); expected %d dims",
+                name, tide_ndim(t), (long long)tide_size(t, 0), ndim);
+        if (dim0 >= 0)
+            fprintf(stderr, " (size %lld in dim 0)", (long long)dim0);
+        fprintf(stderr, "\n");
+        return NULL;
+    }
     return t;
 }
 
-/* state_dict names are those of tide.nn.Sequential: "<1-based layer index>.weight". */
+/* A linear layer "<layer>.weight" [out, in] with in == in_features (-1: any), "<layer>.bias". */
+static int linear_load(model *m, const tide_tensor_dict *d, int layer, int64_t in_features)
+{
+    int k = m->nlinear++;
+    m->w[k] = param(d, layer, "weight", 2, -1);
+    m->b[k] = m->w[k] ? param(d, layer, "bias", 1, tide_size(m->w[k], 0)) : NULL;
+    if (!m->b[k])
+        return -1;
+    if (in_features >= 0 && tide_size(m->w[k], 1) != in_features) {
+        fprintf(stderr, "embed: layer %d (linear) takes %lld inputs; the layer before gives "
+                        "%lld\n", layer, (long long)tide_size(m->w[k], 1), (long long)in_features);
+        return -1;
+    }
+    return 0;
+}
+
+/* Conv2d at index `layer` and its BatchNorm2d at layer + 1; in_channels as the layer before. */
+static int conv_load(conv_block *c, const tide_tensor_dict *d, int layer, int64_t in_channels)
+{
+    c->w = param(d, layer, "weight", 4, -1);
+    int64_t out = c->w ? tide_size(c->w, 0) : -1;
+    if (c->w && (tide_size(c->w, 1) != in_channels || tide_size(c->w, 2) != 3 ||
+                 tide_size(c->w, 3) != 3)) {
+        fprintf(stderr, "embed: layer %d (conv) should be [C, %lld, 3, 3]\n", layer,
+                (long long)in_channels);
+        return -1;
+    }
+    c->b = c->w ? param(d, layer, "bias", 1, out) : NULL;
+    c->scale = c->b ? param(d, layer + 1, "weight", 1, out) : NULL;
+    c->shift = c->scale ? param(d, layer + 1, "bias", 1, out) : NULL;
+    c->mean = c->shift ? param(d, layer + 1, "running_mean", 1, out) : NULL;
+    c->var = c->mean ? param(d, layer + 1, "running_var", 1, out) : NULL;
+    return c->var ? 0 : -1;
+}
+
+/* state_dict names are those of tide.nn.Sequential, "<1-based layer index>.<field>", for the
+ * models fashion_mnist.lua builds (see its make_model):
+ *   mlp: 1 Linear, 2 ReLU, 3 Linear, 4 ReLU, 5 Linear
+ *   cnn: 1 Conv2d, 2 BatchNorm2d, 3 ReLU, 4 MaxPool2d, 5 Conv2d, 6 BatchNorm2d, 7 ReLU,
+ *        8 MaxPool2d, 9 Flatten, 10 Linear, 11 ReLU, 12 Linear
+ * The widths come from the tensors' shapes; each layer must fit the one before. */
 static int model_load(model *m, const tide_tensor_dict *d)
 {
     const char *kind = tide_tensor_dict_metadata_find(d, "model");
+    memset(m, 0, sizeof *m);
+    if (kind && strcmp(kind, "mlp") != 0 && strcmp(kind, "cnn") != 0) {
+        fprintf(stderr, "embed: the checkpoint's model is '%s'; this program runs "
+                        "fashion_mnist.lua's mlp and cnn\n", kind);
+        return -1;
+    }
     m->cnn = kind && strcmp(kind, "cnn") == 0;
-    static const char *const mlp[] = {"1", "3", "5"}, *const cnn[] = {"1", "4", "8", "10"};
-    int n = m->cnn ? 4 : 3;
-    for (int i = 0; i < n; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "%s.weight", m->cnn ? cnn[i] : mlp[i]);
-        m->w[i] = param(d, name);
-        snprintf(name, sizeof name, "%s.bias", m->cnn ? cnn[i] : mlp[i]);
-        m->b[i] = param(d, name);
-        if (!m->w[i] || !m->b[i])
+    if (!m->cnn) {
+        if (linear_load(m, d, 1, 784) < 0 || linear_load(m, d, 3, tide_size(m->w[0], 0)) < 0 ||
+            linear_load(m, d, 5, tide_size(m->w[1], 0)) < 0)
             return -1;
+    } else {
+        if (conv_load(&m->conv[0], d, 1, 1) < 0 ||
+            conv_load(&m->conv[1], d, 5, tide_size(m->conv[0].w, 0)) < 0)
+            return -1;
+        int64_t flat = tide_size(m->conv[1].w, 0) * 7 * 7; /* 28x28 pooled twice: 7x7 */
+        if (linear_load(m, d, 10, flat) < 0 || linear_load(m, d, 12, tide_size(m->w[0], 0)) < 0)
+            return -1;
+    }
+    if (tide_size(m->w[m->nlinear - 1], 0) != 10) {
+        fprintf(stderr, "embed: the last layer has %lld outputs; 10 classes expected\n",
+                (long long)tide_size(m->w[m->nlinear - 1], 0));
+        return -1;
     }
     return 0;
 }
@@ -79,6 +161,22 @@ static tide_tensor *relu_of(tide_tensor *t)
     tide_tensor *r = tide_relu(t);
     tide_release(t);
     return r;
+}
+
+/* One conv block of the CNN on x [B, C, H, W]: conv 3x3 pad 1, BatchNorm2d in eval mode (the
+ * running statistics), ReLU, max pool 2x2; [B, C', H/2, W/2], a new reference, or NULL. */
+static tide_tensor *conv_block_forward(const conv_block *c, const tide_tensor *x)
+{
+    const int one[2] = {1, 1}, pad[2] = {1, 1}, two[2] = {2, 2}, nopad[2] = {0, 0};
+    tide_tensor *conv = tide_conv2d(x, c->w, c->b, one, pad, one, 1);
+    tide_tensor *bn = conv ? tide_batch_norm(conv, c->mean, c->var, c->scale, c->shift, false,
+                                             0.1, BN_EPS)
+                           : NULL;
+    tide_tensor *act = bn ? relu_of(bn) : NULL;
+    tide_tensor *pooled = act ? tide_max_pool2d(act, two, two, nopad, NULL) : NULL;
+    tide_release(conv);
+    tide_release(act);
+    return pooled;
 }
 
 /* logits for x ([B, 784] or [B, 1, 28, 28]); a new reference, or NULL. */
@@ -92,16 +190,13 @@ static tide_tensor *forward(const model *m, const tide_tensor *x)
         tide_release(h2);
         return out;
     }
-    const int one[2] = {1, 1}, pad[2] = {1, 1}, two[2] = {2, 2}, nopad[2] = {0, 0};
-    tide_tensor *c1 = relu_of(tide_conv2d(x, m->w[0], m->b[0], one, pad, one, 1));
-    tide_tensor *p1 = c1 ? tide_max_pool2d(c1, two, two, nopad, NULL) : NULL;
-    tide_tensor *c2 = p1 ? relu_of(tide_conv2d(p1, m->w[1], m->b[1], one, pad, one, 1)) : NULL;
-    tide_tensor *p2 = c2 ? tide_max_pool2d(c2, two, two, nopad, NULL) : NULL;
-    int64_t flat[2] = {tide_size(x, 0), 64 * 7 * 7};
+    tide_tensor *p1 = conv_block_forward(&m->conv[0], x);
+    tide_tensor *p2 = p1 ? conv_block_forward(&m->conv[1], p1) : NULL;
+    int64_t flat[2] = {tide_size(x, 0), tide_size(m->w[0], 1)}; /* nn.Flatten */
     tide_tensor *f = p2 ? tide_reshape(p2, 2, flat) : NULL;
-    tide_tensor *h = f ? relu_of(tide_linear(f, m->w[2], m->b[2])) : NULL;
-    tide_tensor *out = h ? tide_linear(h, m->w[3], m->b[3]) : NULL;
-    tide_tensor *all[] = {c1, p1, c2, p2, f, h};
+    tide_tensor *h = f ? relu_of(tide_linear(f, m->w[0], m->b[0])) : NULL;
+    tide_tensor *out = h ? tide_linear(h, m->w[1], m->b[1]) : NULL;
+    tide_tensor *all[] = {p1, p2, f, h};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         tide_release(all[i]);
     return out;
@@ -214,8 +309,21 @@ static void usage(FILE *f)
                "  CHECKPOINT  a safetensors file written by examples/fashion_mnist.lua\n"
                "  --data DIR  the Fashion-MNIST folder (default "
                "/usr/share/datasets/fashion-mnist)\n"
-               "  --limit N   classify the first N test images only (default all 10000)\n"
+               "  --limit N   classify the first N test images only (default all 10000); the\n"
+               "              accuracy is checked when N is the script's --test-limit\n"
                "  --threads N threads for the kernels (default TIDE_NUM_THREADS or the cores)\n");
+}
+
+/* A positive integer option value, or -1 after a message naming the option. */
+static int64_t positive_arg(const char *option, const char *text)
+{
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end || v < 1) {
+        fprintf(stderr, "embed: %s must be a positive integer, got '%s'\n", option, text);
+        return -1;
+    }
+    return (int64_t)v;
 }
 
 int main(int argc, char **argv)
@@ -230,9 +338,15 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--data") && i + 1 < argc) {
             data = argv[++i];
         } else if (!strcmp(a, "--limit") && i + 1 < argc) {
-            limit = atoll(argv[++i]);
+            if ((limit = positive_arg("--limit", argv[++i])) < 0)
+                return 2;
         } else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            tide_set_num_threads(atoi(argv[++i]));
+            int64_t threads = positive_arg("--threads", argv[++i]);
+            if (threads < 0 || threads > 4096) {
+                fprintf(stderr, "embed: --threads must be 1 to 4096, got '%s'\n", argv[i]);
+                return 2;
+            }
+            tide_set_num_threads((int)threads);
         } else if (a[0] != '-' && !ckpt) {
             ckpt = a;
         } else {
@@ -295,14 +409,24 @@ int main(int argc, char **argv)
     run_result ref;
     if (classify(&m, x, labels, n, 1000, 0, NULL, 0, preds[0], &ref) < 0)
         goto done;
+    /* The script measured its accuracy on its first test_samples test images (all of them when
+     * the checkpoint does not say): compared only on the same images. */
     const char *stored = tide_tensor_dict_metadata_find(d, "accuracy");
-    char mine[32];
+    const char *stored_n = tide_tensor_dict_metadata_find(d, "test_samples");
+    int64_t script_n = stored_n ? atoll(stored_n) : tide_size(images, 0);
+    char mine[32], why[96] = " (same)";
     snprintf(mine, sizeof mine, "%.4f", (double)ref.correct / (double)n);
-    int full = n == tide_size(images, 0);
+    int compared = stored && n == script_n;
+    if (!stored)
+        snprintf(why, sizeof why, " (not compared)");
+    else if (!compared)
+        snprintf(why, sizeof why, " on %lld images (not compared: --limit %lld compares)",
+                 (long long)script_n, (long long)script_n);
+    else if (strcmp(stored, mine))
+        snprintf(why, sizeof why, " (DIFFERS)");
     printf("accuracy (eager, batch 1000): %.2f %%; the Lua script recorded %s%s\n",
-           100.0 * (double)ref.correct / (double)n, stored ? stored : "nothing",
-           !stored || !full ? " (not compared)" : strcmp(stored, mine) ? " (DIFFERS)" : " (same)");
-    status = stored && full && strcmp(stored, mine) ? 1 : 0;
+           100.0 * (double)ref.correct / (double)n, stored ? stored : "nothing", why);
+    status = compared && strcmp(stored, mine) ? 1 : 0;
 
     static const char *const mode_names[4] = {"eager_batch1", "compiled_batch1", "eager_batch64",
                                               "compiled_batch64"};

@@ -294,17 +294,26 @@ function Module:children()
   return out
 end
 
--- Every module below (self first, named ""), as a list of {name, module}.
-local function collect_modules(self, prefix, out, seen)
+-- Every module below (self first, named ""), as a list of {name, module}. rename (optional)
+-- maps each child's name to the one used in the paths (pytorch_child_name).
+local function collect_modules(self, prefix, out, seen, rename)
   if seen[self] then
     return out
   end
   seen[self] = true
   out[#out + 1] = { prefix, self }
   for name, m in self:named_children() do
-    collect_modules(m, prefix == "" and name or (prefix .. "." .. name), out, seen)
+    name = rename and rename(name) or name
+    collect_modules(m, prefix == "" and name or (prefix .. "." .. name), out, seen, rename)
   end
   return out
+end
+
+-- PyTorch's name for a child: Sequential and ModuleList children, "1", "2", ... in tide, are
+-- "0", "1", ... in PyTorch; every other name is the same.
+local function pytorch_child_name(name)
+  local i = name:match("^[1-9]%d*$") and math.tointeger(tonumber(name))
+  return i and tostring(i - 1) or name
 end
 
 local function iter_pairs(list)
@@ -330,9 +339,9 @@ function Module:modules()
   return out
 end
 
-local function collect_tensors(self, names_field, filter)
+local function collect_tensors(self, names_field, filter, rename)
   local out, seen = {}, {}
-  for _, e in ipairs(collect_modules(self, "", {}, {})) do
+  for _, e in ipairs(collect_modules(self, "", {}, {}, rename)) do
     local prefix, m = e[1], e[2]
     for _, name in ipairs(m[names_field]) do
       local t = m[field_key(name)]
@@ -417,70 +426,163 @@ function Module:zero_grad(set_to_none)
   end
 end
 
--- {["name"] = tensor} of parameters and persistent buffers (the module's own tensors, sharing
--- memory, as PyTorch's state_dict gives detached references).
-function Module:state_dict()
-  local sd = {}
-  for _, e in ipairs(collect_tensors(self, "_param_names")) do
-    sd[e[1]] = e[2]
+-- ---- state dicts ---------------------------------------------------------------------------
+
+-- The naming an options table asks for under key ("to" or "from"): nil for tide's own names,
+-- pytorch_child_name for PyTorch's.
+local function naming(opts, key, fname)
+  if opts == nil then
+    return nil
   end
-  for _, e in ipairs(collect_tensors(self, "_buffer_names",
-                                     function(m, name) return m._persistent[name] end)) do
+  if type(opts) ~= "table" then
+    error(("%s: expected an options table like {%s = \"pytorch\"}, got a %s"):format(
+      fname, key, type(opts)), 3)
+  end
+  for k in pairs(opts) do
+    if k ~= key and not (key == "from" and k == "strict") then
+      error(("%s: unknown option '%s'"):format(fname, tostring(k)), 3)
+    end
+  end
+  local v = opts[key]
+  if v == nil or v == "tide" then
+    return nil
+  elseif v == "pytorch" then
+    return pytorch_child_name
+  end
+  error(("%s: %s must be \"pytorch\" or \"tide\", got %s"):format(fname, key, tostring(v)), 3)
+end
+
+local function is_persistent(m, name)
+  return m._persistent[name]
+end
+
+-- The parameters, then the persistent buffers, as a list of {name, tensor, tide_name}: name
+-- as rename gives it, tide_name tide's own (the same traversal, so the lists line up).
+local function state_entries(self, rename)
+  local out = {}
+  for _, spec in ipairs({ { "_param_names" }, { "_buffer_names", is_persistent } }) do
+    local named = collect_tensors(self, spec[1], spec[2], rename)
+    local plain = rename and collect_tensors(self, spec[1], spec[2]) or named
+    for i, e in ipairs(named) do
+      out[#out + 1] = { e[1], e[2], plain[i][1] }
+    end
+  end
+  return out
+end
+
+-- {["name"] = tensor} of parameters and persistent buffers (the module's own tensors, sharing
+-- memory, as PyTorch's state_dict gives detached references). {to = "pytorch"}: PyTorch's
+-- names, Sequential and ModuleList children counted from 0 ("0.weight" for tide's "1.weight").
+function Module:state_dict(opts)
+  local sd = {}
+  for _, e in ipairs(state_entries(self, naming(opts, "to", "state_dict"))) do
     sd[e[1]] = e[2]
   end
   return sd
 end
 
--- Copies values from a flat {name = tensor} table (a state_dict, or what tide.load returns)
--- into the parameters and buffers. strict (default true): missing or unexpected keys are an
--- error. Returns the lists of missing and unexpected keys.
-function Module:load_state_dict(sd, strict)
-  if type(sd) ~= "table" then
-    error("load_state_dict: expected a table of tensors, got " .. type(sd), 2)
-  end
-  if strict == nil then
-    strict = true
-  end
-  local own = self:state_dict()
-  local missing, unexpected = {}, {}
-  for name in pairs(own) do
-    if sd[name] == nil then
-      missing[#missing + 1] = name
+-- The keys of the module's state missing from sd, and sd's keys the module does not have
+-- (both sorted); a non-tensor value under a known key is an error.
+local function key_diff(entries, sd)
+  local own, missing, unexpected = {}, {}, {}
+  for _, e in ipairs(entries) do
+    own[e[1]] = true
+    if sd[e[1]] == nil then
+      missing[#missing + 1] = e[1]
     end
   end
   for name, v in pairs(sd) do
-    if own[name] == nil then
-      unexpected[#unexpected + 1] = name
+    if not own[name] then
+      unexpected[#unexpected + 1] = tostring(name)
     elseif not tide.is_tensor(v) then
-      error(("load_state_dict: '%s' must be a tensor, got %s"):format(name, type(v)), 2)
+      error(("load_state_dict: '%s' must be a tensor, got %s"):format(name, type(v)), 3)
     end
   end
   table.sort(missing)
   table.sort(unexpected)
-  if strict and (#missing > 0 or #unexpected > 0) then
-    local msg = "load_state_dict: "
-    if #missing > 0 then
-      msg = msg .. "missing keys: " .. table.concat(missing, ", ")
+  return missing, unexpected
+end
+
+-- Whether sd's keys are exactly the module's state under the naming rename.
+local function keys_match(self, sd, rename)
+  local n = 0
+  for _, e in ipairs(state_entries(self, rename)) do
+    if sd[e[1]] == nil then
+      return false
     end
-    if #unexpected > 0 then
-      msg = msg .. (#missing > 0 and "; " or "") .. "unexpected keys: " ..
-        table.concat(unexpected, ", ")
-    end
-    error(msg, 2)
+    n = n + 1
   end
-  for name, dst in pairs(own) do
-    local src = sd[name]
-    if src ~= nil then
-      local a, b = dst:size(), src:size()
-      local same = #a == #b
-      for i = 1, #a do
-        same = same and a[i] == b[i]
-      end
-      if not same then
-        error(("load_state_dict: size mismatch for '%s': the checkpoint has {%s}, the module "
-               .. "{%s}"):format(name, table.concat(b, ", "), table.concat(a, ", ")), 2)
-      end
-      no_grad(function() dst:copy_(src) end)
+  for _ in pairs(sd) do
+    n = n - 1
+  end
+  return n == 0
+end
+
+local function mismatch_message(self, sd, missing, unexpected, rename)
+  local parts = {}
+  if #missing > 0 then
+    parts[#parts + 1] = "missing keys: " .. table.concat(missing, ", ")
+  end
+  if #unexpected > 0 then
+    parts[#parts + 1] = "unexpected keys: " .. table.concat(unexpected, ", ")
+  end
+  local msg = (rename and "load_state_dict (from = \"pytorch\"): " or "load_state_dict: ") ..
+    table.concat(parts, "; ")
+  if not rename and keys_match(self, sd, pytorch_child_name) then
+    msg = msg .. " (these are PyTorch's names, Sequential and ModuleList children counted " ..
+      "from 0: pass {from = \"pytorch\"})"
+  elseif rename and keys_match(self, sd, nil) then
+    msg = msg .. " (these are tide's own names, counted from 1: leave out from = \"pytorch\")"
+  end
+  return msg
+end
+
+-- Copies the checkpoint's tensor src into the module's tensor of entry e (after a shape check).
+local function copy_entry(e, src)
+  local name, dst, tide_name = e[1], e[2], e[3]
+  local a, b = dst:size(), src:size()
+  local same = #a == #b
+  for i = 1, #a do
+    same = same and a[i] == b[i]
+  end
+  if not same then
+    local own = tide_name ~= name and (" (the module's '%s')"):format(tide_name) or ""
+    error(("load_state_dict: size mismatch for '%s'%s: the checkpoint has {%s}, the module {%s}")
+      :format(name, own, table.concat(b, ", "), table.concat(a, ", ")), 3)
+  end
+  no_grad(function() dst:copy_(src) end)
+end
+
+-- Copies values from a flat {name = tensor} table (a state_dict, or what tide.load returns)
+-- into the parameters and buffers; values are converted to each tensor's dtype (PyTorch's
+-- int64 num_batches_tracked included). The second argument is strict (a boolean) or
+-- {strict = true, from = "pytorch"}: strict (default true) makes missing or unexpected keys
+-- an error; from = "pytorch" reads PyTorch's names (children of Sequential and ModuleList
+-- counted from 0). The metadata table tide.load returns second is ignored there, so
+-- m:load_state_dict(tide.load(path)) works. Returns the lists of missing and unexpected keys.
+function Module:load_state_dict(sd, opts)
+  if type(sd) ~= "table" then
+    error("load_state_dict: expected a table of tensors, got " .. type(sd), 2)
+  end
+  local strict, rename = true, nil
+  local mt = getmetatable(opts)
+  if mt and mt.__name == "tide.metadata" then -- load_state_dict(tide.load(path)): not options
+    opts = nil
+  end
+  if type(opts) == "boolean" then
+    strict = opts
+  elseif opts ~= nil then
+    rename = naming(opts, "from", "load_state_dict")
+    strict = opts.strict ~= false
+  end
+  local entries = state_entries(self, rename)
+  local missing, unexpected = key_diff(entries, sd)
+  if strict and (#missing > 0 or #unexpected > 0) then
+    error(mismatch_message(self, sd, missing, unexpected, rename), 2)
+  end
+  for _, e in ipairs(entries) do
+    if sd[e[1]] ~= nil then
+      copy_entry(e, sd[e[1]])
     end
   end
   return missing, unexpected

@@ -38,6 +38,19 @@ H.test("backward fills x.grad", function()
   H.eq(x.grad, nil)
 end)
 
+H.test("remainder and floor_divide gradients (PyTorch's)", function()
+  local x = tide.tensor({ -3.5, 2.25, 7.0 }, { requires_grad = true })
+  local y = tide.tensor({ 2.0, -1.0, 3.0 }, { requires_grad = true })
+  ;(x % y):sum():backward()
+  H.values(x.grad, { 1, 1, 1 }, 0, "d(x % y)/dx = 1")
+  -- d(x % y)/dy = -(x // y): -(-2), -(-3), -(2)
+  H.values(y.grad, { 2, 3, -2 }, 0, "d(x % y)/dy = -(x // y)")
+  x.grad, y.grad = nil, nil
+  ;(x // y * 5 + x):sum():backward()
+  H.values(x.grad, { 1, 1, 1 }, 0, "floor_divide passes no gradient to x")
+  H.values(y.grad, { 0, 0, 0 }, 0, "nor to y")
+end)
+
 H.test("backward with a gradient and retain_graph", function()
   local x = tide.tensor({ 1.0, 2.0 }, { requires_grad = true })
   local y = x * x

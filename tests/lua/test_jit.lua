@@ -96,6 +96,12 @@ local more = {
     end, function() return tide.randn(2, 3, 40, 16), tide.randn(2, 3, 40, 16) end },
   { "batched linear bias relu", 0, function(x, w, b) return (x:matmul(w) + b):relu() end,
     function() return tide.randn(3, 64, 32), tide.randn(32, 48), tide.randn(48) end },
+  -- tol 0: bitwise; floats with negative operands and zero divisors, and integers
+  { "// and % (floor_divide, remainder), float and int", 0, function(x, y, i)
+      return (x // y) * 2 + x % y - 3 % y, (i // 3 + i % -4 + 7 // i) * (i % 0)
+    end, function()
+      return tide.randn(6, 7) * 4, (tide.randn(7) * 2):round(), tide.randint(-9, 10, { 6, 7 })
+    end },
   { "mse bce losses", 0, function(x, y)
       local F = require "tide.nn.functional"
       return F.mse_loss(x, y) + F.binary_cross_entropy_with_logits(x, y:sigmoid())

@@ -314,4 +314,73 @@ H.test("matmul family against a reference loop", function()
   H.eq(tide.bmm(tide.zeros(2, 3, 5), tide.zeros(2, 5, 4)):size(), { 2, 3, 4 })
 end)
 
+-- Lua's own // and % on numbers are Python's (floor, the divisor's sign): the reference.
+H.test("// and % (floor_divide, remainder) with tensors and numbers on either side", function()
+  -- quarters over small integers: no quotient lands within float32's rounding of an integer
+  local QA = H.build({ 3, 4 }, function(i, j) return ((i * 7 + j * 5) % 29 - 14) / 4 end)
+  local QB = H.build({ 3, 4 }, function(i, j) return (((i + j) % 2) * 2 - 1) * (j + i / 4) end)
+  local x, y = tide.tensor(QA), tide.tensor(QB)
+  H.values(x // y, zip(QA, QB, function(a, b) return a // b end), 0)
+  H.values(x % y, zip(QA, QB, function(a, b) return a % b end), 1e-6)
+  H.values(x // 2, H.map(QA, function(a) return a // 2 end), 0)
+  H.values(x % -1.5, H.map(QA, function(a) return a % -1.5 end), 1e-6)
+  H.values(5 // y, H.map(QB, function(b) return 5 // b end), 0)
+  H.values(5 % y, H.map(QB, function(b) return 5 % b end), 1e-6)
+  H.values(x:floor_divide(y), zip(QA, QB, function(a, b) return a // b end), 0)
+  H.values(tide.remainder(x, y), zip(QA, QB, function(a, b) return a % b end), 1e-6)
+  H.values(tide.floor_divide(x, 2), H.map(QA, function(a) return a // 2 end), 0)
+  local z = x:clone()
+  z:floor_divide_(2)
+  H.values(z, H.map(QA, function(a) return a // 2 end), 0)
+  z = x:clone()
+  z:remainder_(y)
+  H.values(z, zip(QA, QB, function(a, b) return a % b end), 1e-6)
+  -- PyTorch's float rounding, not floor(a / b): in float32 1 / 0.1 rounds to 10, but
+  -- 0.1f is a little above 0.1, so 1 // 0.1 is 9 and the remainder is just under 0.1
+  local one = tide.tensor({ 1.0 })
+  H.values(one // 0.1, { 9 }, 0)
+  H.values(one % 0.1, { 0.0999999866 }, 1e-7)
+end)
+
+H.test("// and % on integers stay integers; zero divisors", function()
+  local IA, IB = {}, {}
+  for a = -7, 7 do
+    for _, b in ipairs({ -3, -2, -1, 1, 2, 3 }) do
+      IA[#IA + 1], IB[#IB + 1] = a, b
+    end
+  end
+  local ia, ib = tide.tensor(IA), tide.tensor(IB)
+  H.eq((ia // ib).dtype, "int64")
+  H.eq((ia // ib):totable(), zip(IA, IB, function(a, b) return a // b end))
+  H.eq((ia % ib):totable(), zip(IA, IB, function(a, b) return a % b end))
+  H.eq((ia % 3):totable(), H.map(IA, function(a) return a % 3 end))
+  H.eq((7 // ib):totable(), H.map(IB, function(b) return 7 // b end))
+  local i32 = tide.tensor({ -7, 7 }, { dtype = "int32" })
+  H.eq((i32 // 2).dtype, "int32")
+  H.eq((i32 // 2):totable(), { -4, 3 })
+  H.eq((i32 % -2):totable(), { -1, -1 })
+  H.eq((i32 // 2.0).dtype, "float32", "a float number promotes, as in PyTorch")
+  H.values(i32 // 2.0, { -4, 3 }, 0)
+  H.eq((tide.tensor({ 200, 7 }, { dtype = "uint8" }) // 3):totable(), { 66, 2 })
+  -- integer division by zero gives 0 for both (tide.h; PyTorch raises, NumPy gives 0)
+  H.eq((tide.tensor({ -7, 0, 7 }) // 0):totable(), { 0, 0, 0 })
+  H.eq((tide.tensor({ -7, 0, 7 }) % 0):totable(), { 0, 0, 0 })
+  -- floats follow IEEE: a / 0 for //, NaN for %
+  H.values(tide.tensor({ -1.5, 0, 2 }) // 0, { -math.huge, 0 / 0, math.huge }, 0)
+  H.values(tide.tensor({ -1.5, 0, 2 }) % 0, { 0 / 0, 0 / 0, 0 / 0 }, 0)
+  -- an infinite divisor: x // inf is 0 or -1, x % inf is x or inf (Python's)
+  H.values(tide.tensor({ 1.5, -1.5 }) // math.huge, { 0, -1 }, 0)
+  H.values(tide.tensor({ 1.5, -1.5 }) % math.huge, { 1.5, math.huge }, 0)
+end)
+
+H.test("// and % errors name the op", function()
+  local b = tide.tensor({ true, false })
+  H.raises(function() return b // b end, "floor_divide", "bool")
+  H.raises(function() return b % b end, "remainder", "bool")
+  H.raises(function() return tide.zeros(2, 3) // tide.zeros(4) end, "floor_divide", "[2, 3]", "[4]")
+  H.raises(function() return tide.zeros(2, 3) % tide.zeros(4) end, "remainder", "[2, 3]", "[4]")
+  H.raises(function() return tide.floor_divide(1, 2) end, "floor_divide", "tensor")
+  H.raises(function() return tide.zeros(2) % "x" end, "remainder")
+end)
+
 H.done()

@@ -95,6 +95,54 @@ float pow1(float a, float b)
     return r;
 }
 
+// C's fmod, exact: a Vulkan division and fma may be inexact, so the remainder is taken by
+// subtracting |b| * 2^k for k from the exponent gap down to 0; each subtraction is exact
+// (Sterbenz: s <= x < 2s). At most ~280 steps for float32's range.
+float fmod1(float a, float b)
+{
+    if (isnan(a) || isnan(b) || isinf(a) || b == 0.0) return uintBitsToFloat(0x7fc00000u);
+    float x = abs(a), y = abs(b);
+    if (isinf(b) || x < y) return a;
+    int ex, ey;
+    frexp(x, ex);
+    frexp(y, ey);
+    for (int k = ex - ey; k >= 0; k--) {
+        float s = ldexp(y, k);
+        if (x >= s) x -= s;
+    }
+    return a < 0.0 ? -x : x;
+}
+
+// Python's // and % as PyTorch computes them (see the CPU kernels): IEEE's a / b for b = 0.
+float floordiv1(float a, float b)
+{
+    if (b == 0.0) return a / b;
+    float m = fmod1(a, b);
+    float d = (a - m) / b;
+    if (m != 0.0 && (b < 0.0) != (m < 0.0)) d -= 1.0;
+    if (d == 0.0) // copysign(0, a / b): the sign of a / b is the two signs' xor
+        return uintBitsToFloat((floatBitsToUint(a) ^ floatBitsToUint(b)) & 0x80000000u);
+    float f = floor(d);
+    return d - f > 0.5 ? f + 1.0 : f;
+}
+
+float mod1(float a, float b)
+{
+    float m = fmod1(a, b);
+    return (m != 0.0 && (b < 0.0) != (m < 0.0)) ? m + b : m;
+}
+
+// Integers: through magnitudes, so INT_MIN // -1 wraps; a zero divisor gives 0 for both.
+int floordiv_i1(int a, int b)
+{
+    if (b == 0) return 0;
+    uint ua = uint(abs(a)), ub = uint(abs(b)), q = ua / ub;
+    if ((a < 0) == (b < 0)) return int(q);
+    return -int(q) - (q * ub != ua ? 1 : 0);
+}
+
+int mod_i1(int a, int b) { return b == 0 ? 0 : a - floordiv_i1(a, b) * b; }
+
 vec4 unary_f(uint op, vec4 x)
 {
     switch (op) {
@@ -134,6 +182,11 @@ vec4 binary_f(uint op, vec4 a, vec4 b)
     case VK_OP_POW: return vec4(pow1(a.x, b.x), pow1(a.y, b.y), pow1(a.z, b.z), pow1(a.w, b.w));
     case VK_OP_MAXIMUM: return sel(b, a, or4(greaterThan(a, b), isnan4(a)));
     case VK_OP_MINIMUM: return sel(b, a, or4(lessThan(a, b), isnan4(a)));
+    case VK_OP_FLOORDIV:
+        return vec4(floordiv1(a.x, b.x), floordiv1(a.y, b.y), floordiv1(a.z, b.z),
+                    floordiv1(a.w, b.w));
+    case VK_OP_REMAINDER:
+        return vec4(mod1(a.x, b.x), mod1(a.y, b.y), mod1(a.z, b.z), mod1(a.w, b.w));
     case VK_OP_EQ: return vec4(equal(a, b));
     case VK_OP_NE: return vec4(not(equal(a, b)));
     case VK_OP_LT: return vec4(lessThan(a, b));
@@ -165,6 +218,11 @@ ivec4 binary_i(uint op, ivec4 a, ivec4 b)
     case VK_OP_MUL: return a * b;
     case VK_OP_MAXIMUM: return max(a, b);
     case VK_OP_MINIMUM: return min(a, b);
+    case VK_OP_FLOORDIV:
+        return ivec4(floordiv_i1(a.x, b.x), floordiv_i1(a.y, b.y), floordiv_i1(a.z, b.z),
+                     floordiv_i1(a.w, b.w));
+    case VK_OP_REMAINDER:
+        return ivec4(mod_i1(a.x, b.x), mod_i1(a.y, b.y), mod_i1(a.z, b.z), mod_i1(a.w, b.w));
     case VK_OP_EQ: return ivec4(equal(a, b));
     case VK_OP_NE: return ivec4(notEqual(a, b));
     case VK_OP_LT: return ivec4(lessThan(a, b));

@@ -105,6 +105,51 @@ double unary_d(uint op, double x)
     }
 }
 
+// The double versions of common.glsl's fmod1, floordiv1 and mod1.
+double fmod_d(double a, double b)
+{
+    if (isnan(a) || isnan(b) || isinf(a) || b == 0.0lf)
+        return packDouble2x32(uvec2(0u, 0x7ff80000u)); // NaN
+    double x = abs(a), y = abs(b);
+    if (isinf(b) || x < y) return a;
+    int ex, ey;
+    frexp(x, ex);
+    frexp(y, ey);
+    for (int k = ex - ey; k >= 0; k--) {
+        double s = ldexp(y, k);
+        if (x >= s) x -= s;
+    }
+    return a < 0.0lf ? -x : x;
+}
+
+double floordiv_d(double a, double b)
+{
+    if (b == 0.0lf) return a / b;
+    double m = fmod_d(a, b);
+    double d = (a - m) / b;
+    if (m != 0.0lf && (b < 0.0lf) != (m < 0.0lf)) d -= 1.0lf;
+    if (d == 0.0lf) // copysign(0, a / b): the sign of a / b is the two signs' xor
+        return ((unpackDouble2x32(a).y ^ unpackDouble2x32(b).y) & 0x80000000u) != 0u ? -0.0lf
+                                                                                   : 0.0lf;
+    double f = floor(d);
+    return d - f > 0.5lf ? f + 1.0lf : f;
+}
+
+double mod_d(double a, double b)
+{
+    double m = fmod_d(a, b);
+    return (m != 0.0lf && (b < 0.0lf) != (m < 0.0lf)) ? m + b : m;
+}
+
+// Integers through magnitudes (INT64_MIN // -1 wraps); a zero divisor gives 0 for both.
+int64_t floordiv_l(int64_t a, int64_t b)
+{
+    if (b == 0l) return 0l;
+    uint64_t ua = uint64_t(a < 0l ? -a : a), ub = uint64_t(b < 0l ? -b : b), q = ua / ub;
+    if ((a < 0l) == (b < 0l)) return int64_t(q);
+    return -int64_t(q) - (q * ub != ua ? 1l : 0l);
+}
+
 double binary_d(uint op, double a, double b)
 {
     switch (op) {
@@ -114,6 +159,8 @@ double binary_d(uint op, double a, double b)
     case VK_OP_DIV: return a / b;
     case VK_OP_MAXIMUM: return (a > b || isnan(a)) ? a : b;
     case VK_OP_MINIMUM: return (a < b || isnan(a)) ? a : b;
+    case VK_OP_FLOORDIV: return floordiv_d(a, b);
+    case VK_OP_REMAINDER: return mod_d(a, b);
     case VK_OP_EQ: return a == b ? 1.0lf : 0.0lf;
     case VK_OP_NE: return !(a == b) ? 1.0lf : 0.0lf;
     case VK_OP_LT: return a < b ? 1.0lf : 0.0lf;
@@ -145,6 +192,8 @@ int64_t binary_l(uint op, int64_t a, int64_t b)
     case VK_OP_MUL: return a * b;
     case VK_OP_MAXIMUM: return a > b ? a : b;
     case VK_OP_MINIMUM: return a < b ? a : b;
+    case VK_OP_FLOORDIV: return floordiv_l(a, b);
+    case VK_OP_REMAINDER: return b == 0l ? 0l : a - floordiv_l(a, b) * b;
     case VK_OP_EQ: return a == b ? 1l : 0l;
     case VK_OP_NE: return a != b ? 1l : 0l;
     case VK_OP_LT: return a < b ? 1l : 0l;
