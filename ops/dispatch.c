@@ -9,6 +9,9 @@ static _Thread_local td_hooks thread_hooks = {.record = td_autograd_record};
 
 td_hooks *td_thread_hooks(void) { return &thread_hooks; }
 
+const char *tide_begin_op(const char *name) { return td_op_enter(name); }
+void tide_end_op(const char *previous) { td_op_leave(previous); }
+
 static int record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
                        const tide_attrs *attrs)
 {

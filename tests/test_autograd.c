@@ -701,6 +701,14 @@ static void test_grad_fn_names(void)
     named(tide_exp(s), "exp");
     CHECK(tide_softmax(x, 5) == NULL, "softmax over dim 5 of a 2-D tensor fails");
     named(tide_mul(x, x), "mul");
+    /* A binding names its own composite; an enclosing name wins, and leaving restores it. */
+    const char *outer = tide_begin_op("my_op");
+    named(tide_mul(x, x), "my_op");
+    const char *inner = tide_begin_op("inner");
+    named(tide_sum(x, NULL, 0, false), "my_op");
+    tide_end_op(inner);
+    tide_end_op(outer);
+    named(tide_mul(x, x), "mul");
     /* The backward-twice error names sum, which the user called. */
     CHECK(tide_backward(s, NULL, false) == 0, "backward: %s", tide_last_error());
     CHECK_RC_ERROR(tide_backward(s, NULL, false), "second time", "'sum'");

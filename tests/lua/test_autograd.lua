@@ -156,6 +156,12 @@ H.test("grad_fn and autograd errors name the op that was called", function()
   H.eq(x:view(6).grad_fn, "view")
   H.eq(x:unsqueeze(1).grad_fn, "unsqueeze")
   H.eq(x:t().grad_fn, "transpose")
+  -- ops the binding builds from several C calls
+  H.eq(x:clamp(0, 1).grad_fn, "clamp")
+  H.eq(x[1]:dot(x[2]).grad_fn, "dot")
+  local y = x * 1
+  y:mul_(3)
+  H.eq(y.grad_fn, "mul", "an in-place op, not the copy writing it back (PyTorch: MulBackward0)")
   H.eq(x:sum():exp().grad_fn, "exp", "a primitive after a composite keeps its own name")
   H.ok(tostring(x:sum()):find("grad_fn=<sum>", 1, true), "printed as grad_fn=<sum>")
   local s = (x * x):sum()
