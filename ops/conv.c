@@ -166,9 +166,9 @@ static tide_tensor *dispatch2(tide_op op, const tide_tensor *a, const tide_tenso
 
 /* ---- convolution ------------------------------------------------------------------------- */
 
-static tide_tensor *conv2d_body(const tide_tensor *x, const tide_tensor *weight, const tide_tensor *bias,
-                         const int stride[2], const int padding[2], const int dilation[2],
-                         int groups)
+static tide_tensor *conv2d_body(const tide_tensor *x, const tide_tensor *weight,
+                                const tide_tensor *bias, const int stride[2], const int padding[2],
+                                const int dilation[2], int groups)
 {
     const char *op = "conv2d";
     window w;
@@ -356,7 +356,7 @@ static int pool_args(const char *op, const tide_tensor *t, const char *arg, cons
 }
 
 static tide_tensor *max_pool2d_body(const tide_tensor *x, const int kernel[2], const int stride[2],
-                             const int padding[2], tide_tensor **indices)
+                                    const int padding[2], tide_tensor **indices)
 {
     if (indices)
         *indices = NULL;
@@ -386,7 +386,7 @@ tide_tensor *tide_max_pool2d(const tide_tensor *x, const int kernel[2], const in
 }
 
 static tide_tensor *avg_pool2d_body(const tide_tensor *x, const int kernel[2], const int stride[2],
-                             const int padding[2], bool count_include_pad)
+                                    const int padding[2], bool count_include_pad)
 {
     tide_attrs attrs;
     int64_t hw[2];

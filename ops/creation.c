@@ -147,7 +147,7 @@ tide_tensor *tide_arange(double start, double end, double step, tide_dtype dtype
 }
 
 static tide_tensor *linspace_on_body(const char *device, double start, double end, int64_t steps,
-                              tide_dtype dtype)
+                                     tide_dtype dtype)
 {
     tide_device *dev = td_creation_device("linspace", device);
     if (!dev)
@@ -220,7 +220,7 @@ tide_tensor *tide_from_data(const void *data, int ndim, const int64_t *shape, ti
 }
 
 static tide_tensor *from_data_on_body(const char *device, const void *data, int ndim,
-                               const int64_t *shape, tide_dtype dtype)
+                                      const int64_t *shape, tide_dtype dtype)
 {
     tide_device *dev = td_creation_device("from_data", device);
     return dev ? td_from_data_on(dev, data, ndim, shape, dtype) : NULL;

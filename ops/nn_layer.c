@@ -7,7 +7,8 @@
 
 #include "nn_common.h"
 
-static tide_tensor *linear_body(const tide_tensor *x, const tide_tensor *weight, const tide_tensor *bias)
+static tide_tensor *linear_body(const tide_tensor *x, const tide_tensor *weight,
+                                const tide_tensor *bias)
 {
     const char *op = "linear";
     if (td_check_tensor(op, "input", x) < 0 || td_check_tensor(op, "weight", weight) < 0)

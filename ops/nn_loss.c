@@ -80,7 +80,7 @@ static tide_tensor *reduce_class_loss(nn_scope *s, tide_tensor *loss, tide_tenso
 }
 
 static tide_tensor *nll_loss_body(const tide_tensor *log_probs, const tide_tensor *target,
-                           tide_reduction reduction, int64_t ignore_index)
+                                  tide_reduction reduction, int64_t ignore_index)
 {
     const char *op = "nll_loss";
     int cdim = check_class_target(op, "log_probs", log_probs, target);
@@ -105,8 +105,8 @@ tide_tensor *tide_nll_loss(const tide_tensor *log_probs, const tide_tensor *targ
  * PyTorch's formula, whose mean also divides by the positions not ignored.
  */
 static tide_tensor *cross_entropy_body(const tide_tensor *logits, const tide_tensor *target,
-                                tide_reduction reduction, double label_smoothing,
-                                int64_t ignore_index)
+                                       tide_reduction reduction, double label_smoothing,
+                                       int64_t ignore_index)
 {
     const char *op = "cross_entropy";
     int cdim = check_class_target(op, "logits", logits, target);
@@ -143,7 +143,8 @@ tide_tensor *tide_cross_entropy(const tide_tensor *logits, const tide_tensor *ta
                                 tide_reduction reduction, double label_smoothing,
                                 int64_t ignore_index)
 {
-    TD_IN_OP("cross_entropy", cross_entropy_body(logits, target, reduction, label_smoothing, ignore_index));
+    TD_IN_OP("cross_entropy",
+             cross_entropy_body(logits, target, reduction, label_smoothing, ignore_index));
 }
 
 /* The checks of the elementwise losses: both floating, the same shape. */
@@ -157,7 +158,7 @@ static int check_pair(const char *op, const char *input_name, const tide_tensor 
 }
 
 static tide_tensor *mse_loss_body(const tide_tensor *input, const tide_tensor *target,
-                           tide_reduction reduction)
+                                  tide_reduction reduction)
 {
     if (check_pair("mse_loss", "input", input, target, reduction) < 0)
         return NULL;
@@ -192,8 +193,8 @@ static tide_tensor *log1p_nonneg(nn_scope *s, tide_tensor *u)
 
 /* max(x, 0) - x*y + log(1 + exp(-|x|)): exp never overflows, whatever the logits. */
 static tide_tensor *binary_cross_entropy_with_logits_body(const tide_tensor *logits,
-                                                   const tide_tensor *target,
-                                                   tide_reduction reduction)
+                                                          const tide_tensor *target,
+                                                          tide_reduction reduction)
 {
     const char *op = "binary_cross_entropy_with_logits";
     if (check_pair(op, "logits", logits, target, reduction) < 0)
@@ -217,5 +218,6 @@ tide_tensor *tide_binary_cross_entropy_with_logits(const tide_tensor *logits,
                                                    const tide_tensor *target,
                                                    tide_reduction reduction)
 {
-    TD_IN_OP("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits_body(logits, target, reduction));
+    TD_IN_OP("binary_cross_entropy_with_logits",
+             binary_cross_entropy_with_logits_body(logits, target, reduction));
 }

@@ -51,8 +51,8 @@ static tide_tensor *affine(nn_scope *s, tide_tensor *y, const tide_tensor *weigh
     return y;
 }
 
-static tide_tensor *layer_norm_body(const tide_tensor *x, int n_normalized, const tide_tensor *weight,
-                             const tide_tensor *bias, double eps)
+static tide_tensor *layer_norm_body(const tide_tensor *x, int n_normalized,
+                                    const tide_tensor *weight, const tide_tensor *bias, double eps)
 {
     const char *op = "layer_norm";
     if (nn_check_floating(op, "input", x) < 0 || nn_check_eps(op, eps) < 0)
@@ -148,8 +148,9 @@ static void update_running(nn_scope *s, tide_tensor *running_mean, tide_tensor *
 }
 
 static tide_tensor *batch_norm_body(const tide_tensor *x, tide_tensor *running_mean,
-                             tide_tensor *running_var, const tide_tensor *weight,
-                             const tide_tensor *bias, bool training, double momentum, double eps)
+                                    tide_tensor *running_var, const tide_tensor *weight,
+                                    const tide_tensor *bias, bool training, double momentum,
+                                    double eps)
 {
     const char *op = "batch_norm";
     if (nn_check_floating(op, "input", x) < 0 || nn_check_eps(op, eps) < 0)
@@ -222,5 +223,6 @@ tide_tensor *tide_batch_norm(const tide_tensor *x, tide_tensor *running_mean,
                              tide_tensor *running_var, const tide_tensor *weight,
                              const tide_tensor *bias, bool training, double momentum, double eps)
 {
-    TD_IN_OP("batch_norm", batch_norm_body(x, running_mean, running_var, weight, bias, training, momentum, eps));
+    TD_IN_OP("batch_norm", batch_norm_body(x, running_mean, running_var, weight, bias, training,
+                                           momentum, eps));
 }

@@ -111,7 +111,7 @@ tide_tensor *tide_randint(int64_t low, int64_t high, int ndim, const int64_t *sh
 }
 
 static tide_tensor *randint_on_body(const char *device, int64_t low, int64_t high, int ndim,
-                             const int64_t *shape, tide_dtype dtype)
+                                    const int64_t *shape, tide_dtype dtype)
 {
     tide_device *dev = td_creation_device("randint", device);
     if (!dev)

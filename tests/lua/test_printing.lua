@@ -55,7 +55,8 @@ H.test("the switch to scientific notation at PyTorch's exact thresholds", functi
   same(tide.tensor({ 1e-4 }, { dtype = "float64" }), "tensor([0.0001], dtype=tide.float64)")
   same(tide.tensor({ 0.00012, 0.1 }), "tensor([0.0001, 0.1000])")
   -- zeros, nan and inf neither decide the mode nor widen the columns
-  same(tide.tensor({ 1e8, 0, 0 / 0, 1 / 0 }), "tensor([100000000.,         0.,        nan,        inf])")
+  same(tide.tensor({ 1e8, 0, 0 / 0, 1 / 0 }),
+    "tensor([100000000.,         0.,        nan,        inf])")
   same(tide.tensor({ 2e8, -1 / 0 }), "tensor([2.0000e+08,       -inf])")
   same(tide.tensor({ -1e9, 0.5 }), "tensor([-1.0000e+09,  5.0000e-01])")
 end)
