@@ -30,6 +30,7 @@ typedef struct ag_input {
 typedef struct ag_node {
     int refcount;
     tide_op op;
+    const char *name; /* the public op it was recorded in (td_op_enter), else op's name */
     bool released; /* a backward without retain_graph freed the saved tensors */
     tide_attrs attrs;
     uint8_t out_dtype, out_ndim;

@@ -95,6 +95,9 @@ void td_grad_fn_release(void *grad_fn)
 
 static bool requires_grad(const tide_tensor *t) { return t && (t->flags & TD_REQUIRES_GRAD); }
 
+/* The op the user called that made n: "sum" for the view sum drops its dims with. */
+static const char *node_name(const ag_node *n) { return n->name ? n->name : tide_op_name(n->op); }
+
 static int record_node(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
                        const tide_attrs *attrs)
 {
@@ -103,6 +106,7 @@ static int record_node(tide_op op, tide_tensor *out, tide_tensor *const *in, int
         return td_error("%s: out of memory recording the backward node", tide_op_name(op));
     n->refcount = 1;
     n->op = op;
+    n->name = td_thread_hooks()->op_name;
     if (attrs)
         n->attrs = *attrs;
     n->out_dtype = out->dtype;
@@ -177,7 +181,7 @@ static int inplace_record(tide_op op, tide_tensor *dst, tide_tensor *const *in, 
             return td_error("%s: in-place write into a tensor that is part of the autograd graph "
                             "(%s, made by %s) while other tensors view its memory is not "
                             "supported; use the out-of-place op, or clone() it first",
-                            name, s, tide_op_name(((ag_node *)dst->grad_fn)->op));
+                            name, s, node_name(dst->grad_fn));
         return td_error("%s: the source requires grad, but the destination (%s) shares its memory "
                         "with other tensors, whose gradients would go wrong; use an out-of-place "
                         "op (clone, cat, where) or detach() the source",
@@ -250,7 +254,7 @@ static int collect(ag_node *root, node_list *all)
             rc = td_error("backward: trying to backward through the graph a second time: the "
                           "saved tensors of '%s' were freed by an earlier backward; pass "
                           "retain_graph=true to the first backward to keep them",
-                          tide_op_name(n->op));
+                          node_name(n));
             break;
         }
         for (int i = 0; i < n->nin && rc == 0; i++) {
@@ -261,7 +265,7 @@ static int collect(ag_node *root, node_list *all)
                 rc = td_error("backward: a tensor saved for the gradient of '%s' (input %d, %s) "
                               "was modified by an in-place operation after it was used (version "
                               "%u, now %u); clone it before the in-place op",
-                              tide_op_name(n->op), i, s, a->version, a->saved->storage->version);
+                              node_name(n), i, s, a->version, a->saved->storage->version);
                 break;
             }
             ag_node *next = a->node;
@@ -488,7 +492,7 @@ int tide_requires_grad_(tide_tensor *t, bool on)
             return 0;
         return td_error("requires_grad_: only a leaf's requires_grad can be turned off; this %s "
                         "tensor was made by %s (use detach() for a copy outside the graph)",
-                        s, tide_op_name(((ag_node *)t->grad_fn)->op));
+                        s, node_name(t->grad_fn));
     }
     if (on && !tide_dtype_is_floating((tide_dtype)t->dtype))
         return td_error("requires_grad_: only floating-point tensors can require gradients, "
@@ -560,5 +564,5 @@ bool tide_is_grad_enabled(void) { return !grad_off; }
 
 const char *tide_grad_fn_name(const tide_tensor *t)
 {
-    return t && t->grad_fn ? tide_op_name(((ag_node *)t->grad_fn)->op) : NULL;
+    return t && t->grad_fn ? node_name(t->grad_fn) : NULL;
 }

@@ -375,6 +375,12 @@ TIDE_API bool tide_set_grad_enabled(bool enabled);
 TIDE_API bool tide_is_grad_enabled(void);
 /* The name of the op that made t inside a graph ("add", "matmul"...), or NULL for a leaf. */
 TIDE_API const char *tide_grad_fn_name(const tide_tensor *t);
+/* For a binding whose op is several C calls (Lua's clamp, dot, x:mul_()): until tide_end_op,
+ * the backward nodes recorded are named name (tide_grad_fn_name) and an allocation failure
+ * names it, unless an enclosing op already names them. name must live as long as the program
+ * (a string literal). tide_begin_op returns what tide_end_op must be given. */
+TIDE_API const char *tide_begin_op(const char *name);
+TIDE_API void tide_end_op(const char *previous);
 
 /* ---- files (io/) --------------------------------------------------------------------------- */
 /* Loaders check every size a file declares against the file's real size before allocating, so

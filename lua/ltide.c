@@ -158,7 +158,9 @@ int lt_write_back(lua_State *L, int self, tide_tensor *x, tide_tensor *r, const 
         tide_release(r);
         return luaL_error(L, "%s", msg);
     }
+    const char *outer = tide_begin_op(op); /* grad_fn=<mul>, not the copy writing it back */
     int rc = tide_copy_(x, r);
+    tide_end_op(outer);
     tide_release(r);
     if (rc < 0)
         return lt_raise(L, NULL);

@@ -325,22 +325,27 @@ static int t_where(lua_State *L)
     return f_where(L);
 }
 
+/* max(x, lo) then min(., hi), both named clamp (grad_fn=<clamp>). The operands are made before
+ * the op is named: making one may raise a Lua error, which must not leave the name set. */
 static tide_tensor *clamp_of(lua_State *L, tide_tensor *x, int lo, int hi)
 {
-    lt_temps k = {.n = 0};
-    tide_tensor *r = lt_keep(&k, tide_retain(x));
-    if (!lua_isnil(L, lo)) {
-        lt_operand o = lt_make_operand(L, lo);
-        r = o.t ? lt_keep(&k, tide_maximum(r, o.t)) : NULL;
-        lt_free_operand(&o);
+    lt_operand o[2] = {{NULL, false}, {NULL, false}};
+    if (!lua_isnil(L, lo))
+        o[0] = lt_make_operand(L, lo);
+    if (!lua_isnil(L, hi))
+        o[1] = lt_make_operand(L, hi);
+    const char *outer = tide_begin_op("clamp");
+    tide_tensor *r = tide_retain(x);
+    for (int i = 0; i < 2 && r; i++) {
+        if (lua_isnil(L, i ? hi : lo))
+            continue;
+        tide_tensor *next = o[i].t ? (i ? tide_minimum(r, o[i].t) : tide_maximum(r, o[i].t)) : NULL;
+        tide_release(r);
+        r = next;
     }
-    if (r && !lua_isnil(L, hi)) {
-        lt_operand o = lt_make_operand(L, hi);
-        r = o.t ? lt_keep(&k, tide_minimum(r, o.t)) : NULL;
-        lt_free_operand(&o);
-    }
-    tide_retain(r);
-    lt_drop(&k);
+    tide_end_op(outer);
+    lt_free_operand(&o[0]);
+    lt_free_operand(&o[1]);
     return r;
 }
 
@@ -383,7 +388,10 @@ static int matmul_checked(lua_State *L, const char *op, int nda, int ndb)
     }
     lua_settop(L, 2);
     lt_box *box = lt_newbox(L);
-    return lt_fill(L, box, tide_matmul(a, b), false);
+    const char *outer = tide_begin_op(op); /* grad_fn=<dot>, not matmul */
+    tide_tensor *r = tide_matmul(a, b);
+    tide_end_op(outer);
+    return lt_fill(L, box, r, false);
 }
 static int t_matmul(lua_State *L) { return matmul_checked(L, "matmul", 0, 0); }
 static int t_mm(lua_State *L) { return matmul_checked(L, "mm", 2, 2); }

@@ -48,7 +48,14 @@ static int format_value(const fmt *f, int64_t k, char *out, size_t size)
     return snprintf(out, size, "%.4f", v);
 }
 
-/* Chooses the float mode and the common width, as torch's _Formatter. */
+/* Chooses the float mode and the common width, as torch's _Formatter (torch/_tensor_str.py).
+ * Only the nonzero finite values count; with lo and hi their smallest and largest magnitudes:
+ *  - int mode ("3.") when every one is whole; scientific ("%.4e") when hi / lo > 1000 or
+ *    hi > 1e8;
+ *  - otherwise scientific when hi / lo > 1000, hi > 1e8 or lo < 1e-4, else fixed ("%.4f").
+ * Every comparison is strict (1e8 itself prints as "100000000."), in double precision on the
+ * tensor's values (a float32 1e-4 is 9.99999975e-05, so it prints as 1.0000e-04). The width is
+ * the longest of those values; zeros, nan and inf are padded to it. */
 static void measure(fmt *f, int64_t n)
 {
     char s[64];

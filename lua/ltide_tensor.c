@@ -91,9 +91,16 @@ static int t_shares_storage(lua_State *L)
     return 1;
 }
 
+/* tide.is_tensor(v): true for any tide tensor, a closed one too (it is still a tensor whose
+ * memory was released; using it raises "tensor has been closed"); false for anything else. */
 static int t_is_tensor(lua_State *L)
 {
-    lua_pushboolean(L, lt_totensor(L, 1) != NULL);
+    bool yes = lua_touserdata(L, 1) && lua_getmetatable(L, 1);
+    if (yes) {
+        yes = lua_rawequal(L, -1, LT_MT);
+        lua_pop(L, 1);
+    }
+    lua_pushboolean(L, yes);
     return 1;
 }
 

@@ -166,9 +166,9 @@ static tide_tensor *dispatch2(tide_op op, const tide_tensor *a, const tide_tenso
 
 /* ---- convolution ------------------------------------------------------------------------- */
 
-tide_tensor *tide_conv2d(const tide_tensor *x, const tide_tensor *weight, const tide_tensor *bias,
-                         const int stride[2], const int padding[2], const int dilation[2],
-                         int groups)
+static tide_tensor *conv2d_body(const tide_tensor *x, const tide_tensor *weight,
+                                const tide_tensor *bias, const int stride[2], const int padding[2],
+                                const int dilation[2], int groups)
 {
     const char *op = "conv2d";
     window w;
@@ -204,6 +204,13 @@ tide_tensor *tide_conv2d(const tide_tensor *x, const tide_tensor *weight, const 
     tide_release(b4);
     tide_release(out);
     return sum;
+}
+
+tide_tensor *tide_conv2d(const tide_tensor *x, const tide_tensor *weight, const tide_tensor *bias,
+                         const int stride[2], const int padding[2], const int dilation[2],
+                         int groups)
+{
+    TD_IN_OP("conv2d", conv2d_body(x, weight, bias, stride, padding, dilation, groups));
 }
 
 tide_tensor *tide_conv2d_grad_input(const tide_tensor *grad_out, const tide_tensor *weight,
@@ -348,8 +355,8 @@ static int pool_args(const char *op, const tide_tensor *t, const char *arg, cons
     return 0;
 }
 
-tide_tensor *tide_max_pool2d(const tide_tensor *x, const int kernel[2], const int stride[2],
-                             const int padding[2], tide_tensor **indices)
+static tide_tensor *max_pool2d_body(const tide_tensor *x, const int kernel[2], const int stride[2],
+                                    const int padding[2], tide_tensor **indices)
 {
     if (indices)
         *indices = NULL;
@@ -372,8 +379,14 @@ tide_tensor *tide_max_pool2d(const tide_tensor *x, const int kernel[2], const in
     return out;
 }
 
-tide_tensor *tide_avg_pool2d(const tide_tensor *x, const int kernel[2], const int stride[2],
-                             const int padding[2], bool count_include_pad)
+tide_tensor *tide_max_pool2d(const tide_tensor *x, const int kernel[2], const int stride[2],
+                             const int padding[2], tide_tensor **indices)
+{
+    TD_IN_OP("max_pool2d", max_pool2d_body(x, kernel, stride, padding, indices));
+}
+
+static tide_tensor *avg_pool2d_body(const tide_tensor *x, const int kernel[2], const int stride[2],
+                                    const int padding[2], bool count_include_pad)
 {
     tide_attrs attrs;
     int64_t hw[2];
@@ -382,6 +395,12 @@ tide_tensor *tide_avg_pool2d(const tide_tensor *x, const int kernel[2], const in
         return NULL;
     int64_t shape[4] = {x->shape[0], x->shape[1], hw[0], hw[1]};
     return dispatch2(TIDE_OP_AVG_POOL2D, x, NULL, shape, &attrs);
+}
+
+tide_tensor *tide_avg_pool2d(const tide_tensor *x, const int kernel[2], const int stride[2],
+                             const int padding[2], bool count_include_pad)
+{
+    TD_IN_OP("avg_pool2d", avg_pool2d_body(x, kernel, stride, padding, count_include_pad));
 }
 
 tide_tensor *tide_avg_pool2d_grad(const tide_tensor *grad_out, const int64_t input_hw[2],
@@ -454,7 +473,7 @@ static tide_tensor *adaptive_dim(const tide_tensor *x, int dim, int64_t n)
     return out;
 }
 
-tide_tensor *tide_adaptive_avg_pool2d(const tide_tensor *x, int64_t out_h, int64_t out_w)
+static tide_tensor *adaptive_avg_pool2d_body(const tide_tensor *x, int64_t out_h, int64_t out_w)
 {
     const char *op = "adaptive_avg_pool2d";
     if (check_4d(op, "input", x, "[N, C, H, W]") < 0)
@@ -489,4 +508,9 @@ tide_tensor *tide_adaptive_avg_pool2d(const tide_tensor *x, int64_t out_h, int64
     tide_tensor *out = rows ? adaptive_dim(rows, 3, out_w) : NULL;
     tide_release(rows);
     return out;
+}
+
+tide_tensor *tide_adaptive_avg_pool2d(const tide_tensor *x, int64_t out_h, int64_t out_w)
+{
+    TD_IN_OP("adaptive_avg_pool2d", adaptive_avg_pool2d_body(x, out_h, out_w));
 }

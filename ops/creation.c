@@ -42,7 +42,8 @@ tide_tensor *td_full_on(tide_device *dev, const char *op, int ndim, const int64_
     if (ndim > 0)
         memcpy(meta.shape, shape, sizeof(int64_t) * (size_t)ndim);
     tide_attrs attrs = {.values = {value}};
-    return td_dispatch(TIDE_OP_FILL, &meta, NULL, 0, &attrs);
+    /* an allocation failure names op (zeros, ones, full), not the FILL primitive */
+    TD_IN_OP(op, td_dispatch(TIDE_OP_FILL, &meta, NULL, 0, &attrs));
 }
 
 static tide_tensor *filled(const char *op, const char *device, int ndim, const int64_t *shape,
@@ -106,7 +107,7 @@ static tide_tensor *iota(tide_device *dev, const char *op, int64_t n, tide_dtype
     if (!dev || td_check_shape(op, 1, &n, dtype) < 0)
         return NULL;
     td_meta meta = {1, {n}, dtype, dev};
-    return td_dispatch(TIDE_OP_IOTA, &meta, NULL, 0, attrs);
+    TD_IN_OP(op, td_dispatch(TIDE_OP_IOTA, &meta, NULL, 0, attrs));
 }
 
 tide_tensor *td_arange_on(tide_device *dev, double start, double end, double step,
@@ -145,8 +146,8 @@ tide_tensor *tide_arange(double start, double end, double step, tide_dtype dtype
     return tide_arange_on(NULL, start, end, step, dtype);
 }
 
-tide_tensor *tide_linspace_on(const char *device, double start, double end, int64_t steps,
-                              tide_dtype dtype)
+static tide_tensor *linspace_on_body(const char *device, double start, double end, int64_t steps,
+                                     tide_dtype dtype)
 {
     tide_device *dev = td_creation_device("linspace", device);
     if (!dev)
@@ -166,12 +167,18 @@ tide_tensor *tide_linspace_on(const char *device, double start, double end, int6
     return iota(dev, "linspace", steps, dtype, &attrs);
 }
 
+tide_tensor *tide_linspace_on(const char *device, double start, double end, int64_t steps,
+                              tide_dtype dtype)
+{
+    TD_IN_OP("linspace", linspace_on_body(device, start, end, steps, dtype));
+}
+
 tide_tensor *tide_linspace(double start, double end, int64_t steps, tide_dtype dtype)
 {
     return tide_linspace_on(NULL, start, end, steps, dtype);
 }
 
-tide_tensor *tide_eye_on(const char *device, int64_t n, int64_t m, tide_dtype dtype)
+static tide_tensor *eye_on_body(const char *device, int64_t n, int64_t m, tide_dtype dtype)
 {
     int64_t shape[2] = {n, m};
     tide_tensor *t = filled("eye", device, 2, shape, 0, dtype);
@@ -187,6 +194,11 @@ tide_tensor *tide_eye_on(const char *device, int64_t n, int64_t m, tide_dtype dt
     }
     tide_release(diag);
     return t;
+}
+
+tide_tensor *tide_eye_on(const char *device, int64_t n, int64_t m, tide_dtype dtype)
+{
+    TD_IN_OP("eye", eye_on_body(device, n, m, dtype));
 }
 
 tide_tensor *tide_eye(int64_t n, int64_t m, tide_dtype dtype) { return tide_eye_on(NULL, n, m, dtype); }
@@ -207,11 +219,17 @@ tide_tensor *tide_from_data(const void *data, int ndim, const int64_t *shape, ti
     return tide_from_data_on(NULL, data, ndim, shape, dtype);
 }
 
-tide_tensor *tide_from_data_on(const char *device, const void *data, int ndim,
-                               const int64_t *shape, tide_dtype dtype)
+static tide_tensor *from_data_on_body(const char *device, const void *data, int ndim,
+                                      const int64_t *shape, tide_dtype dtype)
 {
     tide_device *dev = td_creation_device("from_data", device);
     return dev ? td_from_data_on(dev, data, ndim, shape, dtype) : NULL;
+}
+
+tide_tensor *tide_from_data_on(const char *device, const void *data, int ndim,
+                               const int64_t *shape, tide_dtype dtype)
+{
+    TD_IN_OP("from_data", from_data_on_body(device, data, ndim, shape, dtype));
 }
 
 tide_tensor *td_from_data_on(tide_device *dev, const void *data, int ndim, const int64_t *shape,

@@ -9,6 +9,9 @@ static _Thread_local td_hooks thread_hooks = {.record = td_autograd_record};
 
 td_hooks *td_thread_hooks(void) { return &thread_hooks; }
 
+const char *tide_begin_op(const char *name) { return td_op_enter(name); }
+void tide_end_op(const char *previous) { td_op_leave(previous); }
+
 static int record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
                        const tide_attrs *attrs)
 {
@@ -26,8 +29,8 @@ static int record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int
 static inline __attribute__((always_inline)) tide_tensor *
 run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin, const tide_attrs *attrs)
 {
-    tide_tensor *out =
-        td_tensor_new(tide_op_name(op), meta->device, meta->ndim, meta->shape, meta->dtype);
+    const char *name = thread_hooks.op_name ? thread_hooks.op_name : tide_op_name(op);
+    tide_tensor *out = td_tensor_new(name, meta->device, meta->ndim, meta->shape, meta->dtype);
     if (!out || td_numel(meta->ndim, meta->shape) == 0)
         return out;
     /* TO is the one primitive no device runs: it moves bytes between two of them. */

@@ -41,10 +41,37 @@ typedef struct td_hooks {
     /* jit: called (with trace_ctx) before a tensor's data is read back to the host while the
      * thread traces; the tracer runs the pending graph there (a graph break). 0 or -1. */
     int (*materialize)(void *ctx, const tide_tensor *t);
+    /* the public op the thread is inside (td_op_enter), or NULL */
+    const char *op_name;
 } td_hooks;
 
 /* The hooks of the calling thread (tracing and grad mode are per thread). */
 td_hooks *td_thread_hooks(void);
+
+/*
+ * The public op a thread is inside, so the user sees the name of the op they called: sum drops
+ * its reduced dims with a RESHAPE view, mean is sum / count, softmax is six primitives, zeros
+ * is a FILL. While it is set, autograd names the backward nodes after it (grad_fn, backward's
+ * errors) and an allocation failure names it. The outermost op wins (mean's inner sum stays
+ * "mean"). td_op_enter returns what td_op_leave restores; name must be a string literal.
+ * TD_IN_OP(name, call) returns call's result computed inside name.
+ */
+static inline const char *td_op_enter(const char *name)
+{
+    td_hooks *h = td_thread_hooks();
+    const char *previous = h->op_name;
+    if (!previous)
+        h->op_name = name;
+    return previous;
+}
+static inline void td_op_leave(const char *previous) { td_thread_hooks()->op_name = previous; }
+#define TD_IN_OP(name, call)                                                                     \
+    do {                                                                                         \
+        const char *td_previous_op_ = td_op_enter(name);                                        \
+        tide_tensor *td_result_ = (call);                                                        \
+        td_op_leave(td_previous_op_);                                                            \
+        return td_result_;                                                                       \
+    } while (0)
 
 /* An op that produces a fresh tensor described by meta. */
 tide_tensor *td_dispatch(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,

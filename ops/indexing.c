@@ -143,7 +143,7 @@ tide_tensor *tide_index_select(const tide_tensor *x, int dim, const tide_tensor 
     return td_dispatch(TIDE_OP_INDEX_SELECT, &meta, in, 2, &attrs);
 }
 
-tide_tensor *tide_embedding(const tide_tensor *weight, const tide_tensor *indices)
+static tide_tensor *embedding_body(const tide_tensor *weight, const tide_tensor *indices)
 {
     const char *op = "embedding";
     if (td_check_tensor(op, "weight", weight) < 0 ||
@@ -175,6 +175,11 @@ tide_tensor *tide_embedding(const tide_tensor *weight, const tide_tensor *indice
     return nn_finish(&s, op, out);
 }
 
+tide_tensor *tide_embedding(const tide_tensor *weight, const tide_tensor *indices)
+{
+    TD_IN_OP("embedding", embedding_body(weight, indices));
+}
+
 /* The smallest or largest index, read back to the host. 0 or -1 with the error set. */
 static int index_extreme(const tide_tensor *indices, bool largest, int64_t *v)
 {
@@ -189,7 +194,7 @@ static int index_extreme(const tide_tensor *indices, bool largest, int64_t *v)
     return rc;
 }
 
-tide_tensor *tide_one_hot(const tide_tensor *indices, int64_t num_classes)
+static tide_tensor *one_hot_body(const tide_tensor *indices, int64_t num_classes)
 {
     const char *op = "one_hot";
     if (check_index_tensor(op, "indices", indices) < 0)
@@ -240,7 +245,12 @@ tide_tensor *tide_one_hot(const tide_tensor *indices, int64_t num_classes)
     return nn_finish(&s, op, out);
 }
 
-tide_tensor *tide_masked_fill(const tide_tensor *x, const tide_tensor *mask, double value)
+tide_tensor *tide_one_hot(const tide_tensor *indices, int64_t num_classes)
+{
+    TD_IN_OP("one_hot", one_hot_body(indices, num_classes));
+}
+
+static tide_tensor *masked_fill_body(const tide_tensor *x, const tide_tensor *mask, double value)
 {
     const char *op = "masked_fill";
     if (td_check_tensor(op, "input", x) < 0 || td_check_tensor(op, "mask", mask) < 0)
@@ -262,4 +272,9 @@ tide_tensor *tide_masked_fill(const tide_tensor *x, const tide_tensor *mask, dou
     tide_tensor *v = nn_keep(&s, tide_scalar(value, (tide_dtype)x->dtype));
     tide_tensor *out = nn_keep(&s, v ? tide_where(mask, v, x) : NULL);
     return nn_finish(&s, op, out);
+}
+
+tide_tensor *tide_masked_fill(const tide_tensor *x, const tide_tensor *mask, double value)
+{
+    TD_IN_OP("masked_fill", masked_fill_body(x, mask, value));
 }

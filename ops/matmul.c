@@ -74,7 +74,7 @@ static int check_operands(const tide_tensor *a, const tide_tensor *b)
     return 0;
 }
 
-tide_tensor *tide_matmul(const tide_tensor *a, const tide_tensor *b)
+static tide_tensor *matmul_body(const tide_tensor *a, const tide_tensor *b)
 {
     if (check_operands(a, b) < 0)
         return NULL;
@@ -129,4 +129,9 @@ tide_tensor *tide_matmul(const tide_tensor *a, const tide_tensor *b)
     if (out && na == 1)
         replace(&out, tide_squeeze(out, -1 - (nb > 1)));
     return out;
+}
+
+tide_tensor *tide_matmul(const tide_tensor *a, const tide_tensor *b)
+{
+    TD_IN_OP("matmul", matmul_body(a, b));
 }

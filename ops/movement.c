@@ -14,7 +14,7 @@ static td_meta meta_like(const tide_tensor *x, tide_dtype dtype)
     return m;
 }
 
-tide_tensor *tide_clone(const tide_tensor *x)
+static tide_tensor *clone_body(const tide_tensor *x)
 {
     if (td_check_tensor("clone", "input", x) < 0)
         return NULL;
@@ -24,7 +24,12 @@ tide_tensor *tide_clone(const tide_tensor *x)
     return td_dispatch(TIDE_OP_CAST, &meta, &in, 1, NULL);
 }
 
-tide_tensor *tide_contiguous(const tide_tensor *x)
+tide_tensor *tide_clone(const tide_tensor *x)
+{
+    TD_IN_OP("clone", clone_body(x));
+}
+
+static tide_tensor *contiguous_body(const tide_tensor *x)
 {
     if (td_check_tensor("contiguous", "input", x) < 0)
         return NULL;
@@ -34,6 +39,11 @@ tide_tensor *tide_contiguous(const tide_tensor *x)
     if (td_check_shape("contiguous", x->ndim, x->shape, (tide_dtype)x->dtype) < 0)
         return NULL;
     return tide_clone(x);
+}
+
+tide_tensor *tide_contiguous(const tide_tensor *x)
+{
+    TD_IN_OP("contiguous", contiguous_body(x));
 }
 
 tide_tensor *tide_cat(tide_tensor *const *xs, int n, int dim)
@@ -93,7 +103,7 @@ tide_tensor *tide_cat(tide_tensor *const *xs, int n, int dim)
     return td_dispatch(TIDE_OP_CAT, &meta, xs, n, &attrs);
 }
 
-tide_tensor *tide_stack(tide_tensor *const *xs, int n, int dim)
+static tide_tensor *stack_body(tide_tensor *const *xs, int n, int dim)
 {
     if (!xs || n <= 0) {
         td_error("stack: needs at least one tensor");
@@ -143,6 +153,11 @@ tide_tensor *tide_stack(tide_tensor *const *xs, int n, int dim)
     if (parts != stack_parts)
         free(parts);
     return out;
+}
+
+tide_tensor *tide_stack(tide_tensor *const *xs, int n, int dim)
+{
+    TD_IN_OP("stack", stack_body(xs, n, dim));
 }
 
 tide_tensor *tide_pad(const tide_tensor *x, const int64_t *pads, int npads, double value)

@@ -120,7 +120,7 @@ static tide_tensor *gelu_tanh(nn_scope *s, const tide_tensor *x)
     return nn_keep(s, tide_mul(x, sg));
 }
 
-tide_tensor *tide_gelu(const tide_tensor *x, bool approximate_tanh)
+static tide_tensor *gelu_body(const tide_tensor *x, bool approximate_tanh)
 {
     if (nn_check_floating("gelu", "input", x) < 0)
         return NULL;
@@ -135,7 +135,12 @@ tide_tensor *tide_gelu(const tide_tensor *x, bool approximate_tanh)
     return nn_finish(&s, "gelu", out);
 }
 
-tide_tensor *tide_silu(const tide_tensor *x)
+tide_tensor *tide_gelu(const tide_tensor *x, bool approximate_tanh)
+{
+    TD_IN_OP("gelu", gelu_body(x, approximate_tanh));
+}
+
+static tide_tensor *silu_body(const tide_tensor *x)
 {
     if (nn_check_floating("silu", "input", x) < 0)
         return NULL;
@@ -143,4 +148,9 @@ tide_tensor *tide_silu(const tide_tensor *x)
     tide_tensor *sg = nn_keep(&s, tide_sigmoid(x));
     tide_tensor *out = nn_keep(&s, tide_mul(x, sg));
     return nn_finish(&s, "silu", out);
+}
+
+tide_tensor *tide_silu(const tide_tensor *x)
+{
+    TD_IN_OP("silu", silu_body(x));
 }

@@ -7,7 +7,8 @@
 
 #include "nn_common.h"
 
-tide_tensor *tide_linear(const tide_tensor *x, const tide_tensor *weight, const tide_tensor *bias)
+static tide_tensor *linear_body(const tide_tensor *x, const tide_tensor *weight,
+                                const tide_tensor *bias)
 {
     const char *op = "linear";
     if (td_check_tensor(op, "input", x) < 0 || td_check_tensor(op, "weight", weight) < 0)
@@ -36,7 +37,12 @@ tide_tensor *tide_linear(const tide_tensor *x, const tide_tensor *weight, const 
     return nn_finish(&s, op, out);
 }
 
-tide_tensor *tide_dropout(const tide_tensor *x, double p, bool training)
+tide_tensor *tide_linear(const tide_tensor *x, const tide_tensor *weight, const tide_tensor *bias)
+{
+    TD_IN_OP("linear", linear_body(x, weight, bias));
+}
+
+static tide_tensor *dropout_body(const tide_tensor *x, double p, bool training)
 {
     const char *op = "dropout";
     if (nn_check_floating(op, "input", x) < 0)
@@ -62,4 +68,9 @@ tide_tensor *tide_dropout(const tide_tensor *x, double p, bool training)
     nn_drop(&s, mask);
     out = nn_keep(&s, tide_mul(x, scale));
     return nn_finish(&s, op, out);
+}
+
+tide_tensor *tide_dropout(const tide_tensor *x, double p, bool training)
+{
+    TD_IN_OP("dropout", dropout_body(x, p, training));
 }

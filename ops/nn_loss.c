@@ -79,8 +79,8 @@ static tide_tensor *reduce_class_loss(nn_scope *s, tide_tensor *loss, tide_tenso
     return nn_keep(s, tide_div(sum, count));
 }
 
-tide_tensor *tide_nll_loss(const tide_tensor *log_probs, const tide_tensor *target,
-                           tide_reduction reduction, int64_t ignore_index)
+static tide_tensor *nll_loss_body(const tide_tensor *log_probs, const tide_tensor *target,
+                                  tide_reduction reduction, int64_t ignore_index)
 {
     const char *op = "nll_loss";
     int cdim = check_class_target(op, "log_probs", log_probs, target);
@@ -93,14 +93,20 @@ tide_tensor *tide_nll_loss(const tide_tensor *log_probs, const tide_tensor *targ
     return nn_finish(&s, op, out);
 }
 
+tide_tensor *tide_nll_loss(const tide_tensor *log_probs, const tide_tensor *target,
+                           tide_reduction reduction, int64_t ignore_index)
+{
+    TD_IN_OP("nll_loss", nll_loss_body(log_probs, target, reduction, ignore_index));
+}
+
 /*
  * With label smoothing ls the target distribution is (1 - ls) one-hot + ls/C uniform, so the
  * per-position loss is (1 - ls) * nll + (ls / C) * (-sum_c log_softmax_c), both 0 where ignored:
  * PyTorch's formula, whose mean also divides by the positions not ignored.
  */
-tide_tensor *tide_cross_entropy(const tide_tensor *logits, const tide_tensor *target,
-                                tide_reduction reduction, double label_smoothing,
-                                int64_t ignore_index)
+static tide_tensor *cross_entropy_body(const tide_tensor *logits, const tide_tensor *target,
+                                       tide_reduction reduction, double label_smoothing,
+                                       int64_t ignore_index)
 {
     const char *op = "cross_entropy";
     int cdim = check_class_target(op, "logits", logits, target);
@@ -133,6 +139,14 @@ tide_tensor *tide_cross_entropy(const tide_tensor *logits, const tide_tensor *ta
     return nn_finish(&s, op, out);
 }
 
+tide_tensor *tide_cross_entropy(const tide_tensor *logits, const tide_tensor *target,
+                                tide_reduction reduction, double label_smoothing,
+                                int64_t ignore_index)
+{
+    TD_IN_OP("cross_entropy",
+             cross_entropy_body(logits, target, reduction, label_smoothing, ignore_index));
+}
+
 /* The checks of the elementwise losses: both floating, the same shape. */
 static int check_pair(const char *op, const char *input_name, const tide_tensor *input,
                       const tide_tensor *target, tide_reduction reduction)
@@ -143,8 +157,8 @@ static int check_pair(const char *op, const char *input_name, const tide_tensor 
     return nn_check_shape(op, "target", target, tide_ndim(input), tide_shape(input));
 }
 
-tide_tensor *tide_mse_loss(const tide_tensor *input, const tide_tensor *target,
-                           tide_reduction reduction)
+static tide_tensor *mse_loss_body(const tide_tensor *input, const tide_tensor *target,
+                                  tide_reduction reduction)
 {
     if (check_pair("mse_loss", "input", input, target, reduction) < 0)
         return NULL;
@@ -153,6 +167,12 @@ tide_tensor *tide_mse_loss(const tide_tensor *input, const tide_tensor *target,
     tide_tensor *sq = nn_keep(&s, tide_mul(diff, diff));
     tide_tensor *out = nn_reduce(&s, sq, reduction);
     return nn_finish(&s, "mse_loss", out);
+}
+
+tide_tensor *tide_mse_loss(const tide_tensor *input, const tide_tensor *target,
+                           tide_reduction reduction)
+{
+    TD_IN_OP("mse_loss", mse_loss_body(input, target, reduction));
 }
 
 /* log(1 + u) for u >= 0, accurate when u is tiny (Kahan's trick: log(w) * u / (w - 1) with
@@ -172,9 +192,9 @@ static tide_tensor *log1p_nonneg(nn_scope *s, tide_tensor *u)
 }
 
 /* max(x, 0) - x*y + log(1 + exp(-|x|)): exp never overflows, whatever the logits. */
-tide_tensor *tide_binary_cross_entropy_with_logits(const tide_tensor *logits,
-                                                   const tide_tensor *target,
-                                                   tide_reduction reduction)
+static tide_tensor *binary_cross_entropy_with_logits_body(const tide_tensor *logits,
+                                                          const tide_tensor *target,
+                                                          tide_reduction reduction)
 {
     const char *op = "binary_cross_entropy_with_logits";
     if (check_pair(op, "logits", logits, target, reduction) < 0)
@@ -192,4 +212,12 @@ tide_tensor *tide_binary_cross_entropy_with_logits(const tide_tensor *logits,
     tide_tensor *loss = nn_keep(&s, tide_add(lin, softplus));
     tide_tensor *out = nn_reduce(&s, loss, reduction);
     return nn_finish(&s, op, out);
+}
+
+tide_tensor *tide_binary_cross_entropy_with_logits(const tide_tensor *logits,
+                                                   const tide_tensor *target,
+                                                   tide_reduction reduction)
+{
+    TD_IN_OP("binary_cross_entropy_with_logits",
+             binary_cross_entropy_with_logits_body(logits, target, reduction));
 }

@@ -51,8 +51,8 @@ static tide_tensor *affine(nn_scope *s, tide_tensor *y, const tide_tensor *weigh
     return y;
 }
 
-tide_tensor *tide_layer_norm(const tide_tensor *x, int n_normalized, const tide_tensor *weight,
-                             const tide_tensor *bias, double eps)
+static tide_tensor *layer_norm_body(const tide_tensor *x, int n_normalized,
+                                    const tide_tensor *weight, const tide_tensor *bias, double eps)
 {
     const char *op = "layer_norm";
     if (nn_check_floating(op, "input", x) < 0 || nn_check_eps(op, eps) < 0)
@@ -77,6 +77,12 @@ tide_tensor *tide_layer_norm(const tide_tensor *x, int n_normalized, const tide_
     tide_tensor *y = normalize(&s, x, dims, n_normalized, eps, NULL, NULL);
     tide_tensor *out = affine(&s, y, weight, bias, n_normalized, norm_shape);
     return nn_finish(&s, op, out);
+}
+
+tide_tensor *tide_layer_norm(const tide_tensor *x, int n_normalized, const tide_tensor *weight,
+                             const tide_tensor *bias, double eps)
+{
+    TD_IN_OP("layer_norm", layer_norm_body(x, n_normalized, weight, bias, eps));
 }
 
 /* Checks an optional per-channel tensor: 1-D with C elements, floating (and x's dtype when
@@ -141,9 +147,10 @@ static void update_running(nn_scope *s, tide_tensor *running_mean, tide_tensor *
     nn_no_grad_end(grad);
 }
 
-tide_tensor *tide_batch_norm(const tide_tensor *x, tide_tensor *running_mean,
-                             tide_tensor *running_var, const tide_tensor *weight,
-                             const tide_tensor *bias, bool training, double momentum, double eps)
+static tide_tensor *batch_norm_body(const tide_tensor *x, tide_tensor *running_mean,
+                                    tide_tensor *running_var, const tide_tensor *weight,
+                                    const tide_tensor *bias, bool training, double momentum,
+                                    double eps)
 {
     const char *op = "batch_norm";
     if (nn_check_floating(op, "input", x) < 0 || nn_check_eps(op, eps) < 0)
@@ -210,4 +217,12 @@ tide_tensor *tide_batch_norm(const tide_tensor *x, tide_tensor *running_mean,
     }
     tide_tensor *out = affine(&s, y, weight, bias, ndim, stat_shape);
     return nn_finish(&s, op, out);
+}
+
+tide_tensor *tide_batch_norm(const tide_tensor *x, tide_tensor *running_mean,
+                             tide_tensor *running_var, const tide_tensor *weight,
+                             const tide_tensor *bias, bool training, double momentum, double eps)
+{
+    TD_IN_OP("batch_norm", batch_norm_body(x, running_mean, running_var, weight, bias, training,
+                                           momentum, eps));
 }

@@ -25,7 +25,7 @@ static int softmax_dim(const char *op, const tide_tensor *x, int dim)
     return nn_normalize_dim(op, dim, tide_ndim(x));
 }
 
-tide_tensor *tide_softmax(const tide_tensor *x, int dim)
+static tide_tensor *softmax_body(const tide_tensor *x, int dim)
 {
     int d = softmax_dim("softmax", x, dim);
     if (d < 0)
@@ -43,7 +43,12 @@ tide_tensor *tide_softmax(const tide_tensor *x, int dim)
     return nn_finish(&s, "softmax", out);
 }
 
-tide_tensor *tide_log_softmax(const tide_tensor *x, int dim)
+tide_tensor *tide_softmax(const tide_tensor *x, int dim)
+{
+    TD_IN_OP("softmax", softmax_body(x, dim));
+}
+
+static tide_tensor *log_softmax_body(const tide_tensor *x, int dim)
 {
     int d = softmax_dim("log_softmax", x, dim);
     if (d < 0)
@@ -62,7 +67,12 @@ tide_tensor *tide_log_softmax(const tide_tensor *x, int dim)
     return nn_finish(&s, "log_softmax", out);
 }
 
-tide_tensor *tide_logsumexp(const tide_tensor *x, const int *dims, int ndims, bool keepdim)
+tide_tensor *tide_log_softmax(const tide_tensor *x, int dim)
+{
+    TD_IN_OP("log_softmax", log_softmax_body(x, dim));
+}
+
+static tide_tensor *logsumexp_body(const tide_tensor *x, const int *dims, int ndims, bool keepdim)
 {
     if (nn_check_floating("logsumexp", "input", x) < 0 ||
         td_dims_mask("logsumexp", x, dims, ndims) < 0)
@@ -94,4 +104,9 @@ tide_tensor *tide_logsumexp(const tide_tensor *x, const int *dims, int ndims, bo
         shift = nn_keep(&s, tide_reshape(shift, tide_ndim(log_sum), tide_shape(log_sum)));
     out = nn_keep(&s, tide_add(log_sum, shift));
     return nn_finish(&s, "logsumexp", out);
+}
+
+tide_tensor *tide_logsumexp(const tide_tensor *x, const int *dims, int ndims, bool keepdim)
+{
+    TD_IN_OP("logsumexp", logsumexp_body(x, dims, ndims, keepdim));
 }

@@ -52,7 +52,7 @@ static tide_tensor *random_op(tide_device *dev, const char *op, int ndim, const 
     tide_attrs attrs = {.nints = 3,
                         .ints = {dist, (int64_t)seed, (int64_t)offset},
                         .values = {a, b}};
-    return td_dispatch(TIDE_OP_RANDOM, &meta, NULL, 0, &attrs);
+    TD_IN_OP(op, td_dispatch(TIDE_OP_RANDOM, &meta, NULL, 0, &attrs));
 }
 
 static int check_floating(const char *op, tide_dtype dtype)
@@ -110,8 +110,8 @@ tide_tensor *tide_randint(int64_t low, int64_t high, int ndim, const int64_t *sh
     return tide_randint_on(NULL, low, high, ndim, shape, dtype);
 }
 
-tide_tensor *tide_randint_on(const char *device, int64_t low, int64_t high, int ndim,
-                             const int64_t *shape, tide_dtype dtype)
+static tide_tensor *randint_on_body(const char *device, int64_t low, int64_t high, int ndim,
+                                    const int64_t *shape, tide_dtype dtype)
 {
     tide_device *dev = td_creation_device("randint", device);
     if (!dev)
@@ -140,7 +140,13 @@ tide_tensor *tide_randint_on(const char *device, int64_t low, int64_t high, int 
                      (double)high);
 }
 
-tide_tensor *tide_bernoulli(const tide_tensor *p)
+tide_tensor *tide_randint_on(const char *device, int64_t low, int64_t high, int ndim,
+                             const int64_t *shape, tide_dtype dtype)
+{
+    TD_IN_OP("randint", randint_on_body(device, low, high, ndim, shape, dtype));
+}
+
+static tide_tensor *bernoulli_body(const tide_tensor *p)
 {
     if (td_check_tensor("bernoulli", "p", p) < 0)
         return NULL;
@@ -158,6 +164,11 @@ tide_tensor *tide_bernoulli(const tide_tensor *p)
     tide_tensor *out = mask ? tide_cast(mask, (tide_dtype)p->dtype) : NULL;
     tide_release(mask);
     return out;
+}
+
+tide_tensor *tide_bernoulli(const tide_tensor *p)
+{
+    TD_IN_OP("bernoulli", bernoulli_body(p));
 }
 
 /* Element p's integer in [0, range), by the integer rule of core/philox.h. */
@@ -200,7 +211,7 @@ static tide_tensor *placed(tide_device *dev, tide_tensor *perm, tide_dtype dtype
     return out;
 }
 
-tide_tensor *tide_randperm_on(const char *device, int64_t n, tide_dtype dtype)
+static tide_tensor *randperm_on_body(const char *device, int64_t n, tide_dtype dtype)
 {
     tide_device *dev = td_creation_device("randperm", device);
     if (!dev)
@@ -244,6 +255,11 @@ tide_tensor *tide_randperm_on(const char *device, int64_t n, tide_dtype dtype)
         perm[j] = t;
     }
     return placed(dev, out, dtype);
+}
+
+tide_tensor *tide_randperm_on(const char *device, int64_t n, tide_dtype dtype)
+{
+    TD_IN_OP("randperm", randperm_on_body(device, n, dtype));
 }
 
 /* Checks of the in-place fills: a floating destination and finite parameters. */

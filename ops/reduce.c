@@ -25,8 +25,8 @@ static tide_tensor *drop_reduced_dims(tide_tensor *full, int mask)
     return out;
 }
 
-static tide_tensor *reduce(tide_op op, const tide_tensor *x, const int *dims, int ndims,
-                           bool keepdim)
+static tide_tensor *reduce_body(tide_op op, const tide_tensor *x, const int *dims, int ndims,
+                                bool keepdim)
 {
     const char *name = tide_op_name(op);
     if (td_check_tensor(name, "input", x) < 0)
@@ -60,6 +60,13 @@ static tide_tensor *reduce(tide_op op, const tide_tensor *x, const int *dims, in
     return drop_reduced_dims(full, mask);
 }
 
+/* The view dropping the reduced dims is named after the reduction (grad_fn=<sum>). */
+static tide_tensor *reduce(tide_op op, const tide_tensor *x, const int *dims, int ndims,
+                           bool keepdim)
+{
+    TD_IN_OP(tide_op_name(op), reduce_body(op, x, dims, ndims, keepdim));
+}
+
 tide_tensor *tide_sum(const tide_tensor *x, const int *dims, int ndims, bool keepdim)
 {
     return reduce(TIDE_OP_SUM, x, dims, ndims, keepdim);
@@ -77,7 +84,7 @@ tide_tensor *tide_min(const tide_tensor *x, const int *dims, int ndims, bool kee
     return reduce(TIDE_OP_MIN, x, dims, ndims, keepdim);
 }
 
-tide_tensor *tide_mean(const tide_tensor *x, const int *dims, int ndims, bool keepdim)
+static tide_tensor *mean_body(const tide_tensor *x, const int *dims, int ndims, bool keepdim)
 {
     if (td_check_tensor("mean", "input", x) < 0)
         return NULL;
@@ -101,7 +108,12 @@ tide_tensor *tide_mean(const tide_tensor *x, const int *dims, int ndims, bool ke
     return out;
 }
 
-static tide_tensor *argreduce(tide_op op, const tide_tensor *x, int dim, bool keepdim)
+tide_tensor *tide_mean(const tide_tensor *x, const int *dims, int ndims, bool keepdim)
+{
+    TD_IN_OP("mean", mean_body(x, dims, ndims, keepdim));
+}
+
+static tide_tensor *argreduce_body(tide_op op, const tide_tensor *x, int dim, bool keepdim)
 {
     const char *name = tide_op_name(op);
     if (td_check_tensor(name, "input", x) < 0)
@@ -125,7 +137,7 @@ static tide_tensor *argreduce(tide_op op, const tide_tensor *x, int dim, bool ke
         /* Over the flattened tensor; with keepdim every dim stays as size 1, as PyTorch. */
         int64_t n = td_numel(x->ndim, x->shape);
         tide_tensor *flat = tide_reshape(x, 1, &n);
-        tide_tensor *r = flat ? argreduce(op, flat, 0, false) : NULL;
+        tide_tensor *r = flat ? argreduce_body(op, flat, 0, false) : NULL;
         tide_release(flat);
         if (!r || !keepdim)
             return r;
@@ -147,6 +159,11 @@ static tide_tensor *argreduce(tide_op op, const tide_tensor *x, int dim, bool ke
     if (!full || keepdim)
         return full;
     return drop_reduced_dims(full, 1 << d);
+}
+
+static tide_tensor *argreduce(tide_op op, const tide_tensor *x, int dim, bool keepdim)
+{
+    TD_IN_OP(tide_op_name(op), argreduce_body(op, x, dim, keepdim));
 }
 
 tide_tensor *tide_argmax(const tide_tensor *x, int dim, bool keepdim)

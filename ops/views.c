@@ -88,7 +88,7 @@ static bool view_strides(const tide_tensor *x, int ndim, const int64_t *shape, i
     return view_d == -1;
 }
 
-tide_tensor *tide_view(const tide_tensor *x, int ndim, const int64_t *shape)
+static tide_tensor *view_body(const tide_tensor *x, int ndim, const int64_t *shape)
 {
     int64_t sh[TIDE_MAX_DIMS], st[TIDE_MAX_DIMS];
     if (td_check_tensor("view", "input", x) < 0 || infer_shape("view", x, ndim, shape, sh) < 0)
@@ -103,6 +103,11 @@ tide_tensor *tide_view(const tide_tensor *x, int ndim, const int64_t *shape)
     }
     tide_attrs a = shape_attrs(ndim, sh);
     return td_dispatch_view(TIDE_OP_RESHAPE, x, ndim, sh, st, x->offset, &a);
+}
+
+tide_tensor *tide_view(const tide_tensor *x, int ndim, const int64_t *shape)
+{
+    TD_IN_OP("view", view_body(x, ndim, shape));
 }
 
 tide_tensor *tide_reshape(const tide_tensor *x, int ndim, const int64_t *shape)
@@ -148,7 +153,7 @@ tide_tensor *tide_permute(const tide_tensor *x, const int *perm)
     return td_dispatch_view(TIDE_OP_PERMUTE, x, x->ndim, sh, st, x->offset, &a);
 }
 
-tide_tensor *tide_transpose(const tide_tensor *x, int dim0, int dim1)
+static tide_tensor *transpose_body(const tide_tensor *x, int dim0, int dim1)
 {
     if (td_check_tensor("transpose", "input", x) < 0)
         return NULL;
@@ -164,6 +169,11 @@ tide_tensor *tide_transpose(const tide_tensor *x, int dim0, int dim1)
     perm[d0] = d1;
     perm[d1] = d0;
     return tide_permute(x, perm);
+}
+
+tide_tensor *tide_transpose(const tide_tensor *x, int dim0, int dim1)
+{
+    TD_IN_OP("transpose", transpose_body(x, dim0, dim1));
 }
 
 tide_tensor *tide_expand(const tide_tensor *x, int ndim, const int64_t *shape)
@@ -287,7 +297,7 @@ static tide_tensor *reshape_view(const tide_tensor *x, int ndim, const int64_t *
     return td_dispatch_view(TIDE_OP_RESHAPE, x, ndim, shape, st, x->offset, &a);
 }
 
-tide_tensor *tide_squeeze(const tide_tensor *x, int dim)
+static tide_tensor *squeeze_body(const tide_tensor *x, int dim)
 {
     if (td_check_tensor("squeeze", "input", x) < 0)
         return NULL;
@@ -304,7 +314,12 @@ tide_tensor *tide_squeeze(const tide_tensor *x, int dim)
     return reshape_view(x, nd, sh);
 }
 
-tide_tensor *tide_squeeze_all(const tide_tensor *x)
+tide_tensor *tide_squeeze(const tide_tensor *x, int dim)
+{
+    TD_IN_OP("squeeze", squeeze_body(x, dim));
+}
+
+static tide_tensor *squeeze_all_body(const tide_tensor *x)
 {
     if (td_check_tensor("squeeze", "input", x) < 0)
         return NULL;
@@ -316,7 +331,12 @@ tide_tensor *tide_squeeze_all(const tide_tensor *x)
     return reshape_view(x, nd, sh);
 }
 
-tide_tensor *tide_unsqueeze(const tide_tensor *x, int dim)
+tide_tensor *tide_squeeze_all(const tide_tensor *x)
+{
+    TD_IN_OP("squeeze_all", squeeze_all_body(x));
+}
+
+static tide_tensor *unsqueeze_body(const tide_tensor *x, int dim)
 {
     if (td_check_tensor("unsqueeze", "input", x) < 0)
         return NULL;
@@ -335,4 +355,9 @@ tide_tensor *tide_unsqueeze(const tide_tensor *x, int dim)
     for (int i = 0, j = 0; i <= x->ndim; i++)
         sh[i] = i == d ? 1 : x->shape[j++];
     return reshape_view(x, x->ndim + 1, sh);
+}
+
+tide_tensor *tide_unsqueeze(const tide_tensor *x, int dim)
+{
+    TD_IN_OP("unsqueeze", unsqueeze_body(x, dim));
 }

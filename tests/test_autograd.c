@@ -670,6 +670,66 @@ static void *grad_mode_elsewhere(void *arg)
     return (void *)(intptr_t)tide_is_grad_enabled();
 }
 
+/* grad_fn names the op the user called, not the primitive that made the result: sum drops its
+ * reduced dims with a RESHAPE view, mean is sum / count, softmax ends in a div. */
+static bool named(tide_tensor *t, const char *want)
+{
+    const char *got = t ? tide_grad_fn_name(t) : "(NULL)";
+    bool ok = got && strcmp(got, want) == 0;
+    CHECK(ok, "grad_fn %s, expected %s (%s)", got ? got : "none", want, tide_last_error());
+    tide_release(t);
+    return ok;
+}
+
+static void test_grad_fn_names(void)
+{
+    double xv[6] = {1, -2, 3, 0.5, 4, -1};
+    int64_t shape[2] = {2, 3}, wshape[2] = {4, 3}, n2 = 2;
+    tide_tensor *x = tide_from_data(xv, 2, shape, TIDE_FLOAT64);
+    tide_requires_grad_(x, true);
+    tide_tensor *w = tide_ones(2, wshape, TIDE_FLOAT64);
+    int64_t tv[2] = {0, 2};
+    tide_tensor *target = tide_from_data(tv, 1, &n2, TIDE_INT64);
+    int dim1 = 1;
+    named(tide_sum(x, NULL, 0, false), "sum");
+    named(tide_sum(x, &dim1, 1, false), "sum");
+    named(tide_max(x, NULL, 0, false), "max");
+    named(tide_mean(x, NULL, 0, false), "mean");
+    named(tide_softmax(x, 1), "softmax");
+    named(tide_log_softmax(x, 1), "log_softmax");
+    named(tide_logsumexp(x, &dim1, 1, false), "logsumexp");
+    named(tide_linear(x, w, NULL), "linear");
+    named(tide_cross_entropy(x, target, TIDE_REDUCTION_MEAN, 0, -100), "cross_entropy");
+    named(tide_layer_norm(x, 1, NULL, NULL, 1e-5), "layer_norm");
+    named(tide_gelu(x, false), "gelu");
+    named(tide_view(x, 1, (int64_t[]){6}), "view");
+    named(tide_unsqueeze(x, 0), "unsqueeze");
+    named(tide_transpose(x, 0, 1), "transpose");
+    named(tide_clone(x), "clone");
+    tide_tensor *row = tide_select(x, 0, 0);
+    named(tide_matmul(row, row), "matmul"); /* 1-D @ 1-D: a view of a [1, 1] product */
+    tide_release(row);
+    /* A primitive after a composite, or after one that failed, has its own name again. */
+    tide_tensor *s = tide_sum(x, NULL, 0, false);
+    named(tide_exp(s), "exp");
+    CHECK(tide_softmax(x, 5) == NULL, "softmax over dim 5 of a 2-D tensor fails");
+    named(tide_mul(x, x), "mul");
+    /* A binding names its own composite; an enclosing name wins, and leaving restores it. */
+    const char *outer = tide_begin_op("my_op");
+    named(tide_mul(x, x), "my_op");
+    const char *inner = tide_begin_op("inner");
+    named(tide_sum(x, NULL, 0, false), "my_op");
+    tide_end_op(inner);
+    tide_end_op(outer);
+    named(tide_mul(x, x), "mul");
+    /* The backward-twice error names sum, which the user called. */
+    CHECK(tide_backward(s, NULL, false) == 0, "backward: %s", tide_last_error());
+    CHECK_RC_ERROR(tide_backward(s, NULL, false), "second time", "'sum'");
+    CHECK(!strstr(tide_last_error(), "reshape"), "no reshape in \"%s\"", tide_last_error());
+    tide_release(s);
+    tide_release(target), tide_release(w), tide_release(x);
+}
+
 static void test_modes_and_detach(void)
 {
     tide_tensor *x = vec((double[]){1, 2}, 2, true);
@@ -819,6 +879,7 @@ int main(void)
     test_conv_pool();
     test_composites();
     test_accumulation_and_retain();
+    test_grad_fn_names();
     test_modes_and_detach();
     test_inplace();
     test_long_chain();

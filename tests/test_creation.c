@@ -495,6 +495,29 @@ static void test_memory_stats(void)
           cached3);
 }
 
+/* An allocation refused by the memory cap names the op that was called (zeros), not the
+ * primitive that allocates (FILL, IOTA, RANDOM). */
+static void test_out_of_memory_names_the_op(void)
+{
+    size_t limit = tide_get_memory_limit();
+    tide_set_memory_limit((size_t)64 << 20);
+    int64_t big = (int64_t)1 << 30; /* 4 GiB of float32, over the 64 MiB cap */
+    CHECK_ERROR(tide_zeros(1, &big, TIDE_FLOAT32), "zeros: out of memory");
+    CHECK_ERROR(tide_ones(1, &big, TIDE_FLOAT32), "ones: out of memory");
+    CHECK_ERROR(tide_full(1, &big, 2.5, TIDE_FLOAT32), "full: out of memory");
+    CHECK_ERROR(tide_empty(1, &big, TIDE_FLOAT32), "empty: out of memory");
+    CHECK_ERROR(tide_rand(1, &big, TIDE_FLOAT32), "rand: out of memory");
+    CHECK_ERROR(tide_randn(1, &big, TIDE_FLOAT32), "randn: out of memory");
+    CHECK_ERROR(tide_randint(0, 9, 1, &big, TIDE_INT64), "randint: out of memory");
+    CHECK_ERROR(tide_randperm(big, TIDE_INT64), "randperm: out of memory");
+    CHECK_ERROR(tide_arange(0, (double)big, 1, TIDE_FLOAT32), "arange: out of memory");
+    CHECK_ERROR(tide_linspace(0, 1, big, TIDE_FLOAT32), "linspace: out of memory");
+    CHECK_ERROR(tide_eye(1 << 16, 1 << 16, TIDE_FLOAT32), "eye: out of memory");
+    CHECK(!strstr(tide_last_error(), "fill"), "eye's error names no primitive: %s",
+          tide_last_error());
+    tide_set_memory_limit(limit);
+}
+
 int main(void)
 {
     test_dtype_helpers();
@@ -506,5 +529,6 @@ int main(void)
     test_wrap();
     test_read_back_and_queries();
     test_memory_stats();
+    test_out_of_memory_names_the_op();
     return test_summary("test_creation");
 }

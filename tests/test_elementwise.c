@@ -1143,6 +1143,70 @@ static void test_cast(void)
     }
 }
 
+/* Float to integer outside the integer's range, the rule docs/tensors.md states (PyTorch's
+ * results on x86, without C's undefined behaviour): truncation toward zero when the result fits;
+ * NaN, +-inf and out-of-range values give INT32_MIN / INT64_MIN; uint8 is the low byte of the
+ * int64 result (as PyTorch, which casts to uint8 through int64); bool is x != 0 (NaN is true).
+ * Each value fills a 37-element tensor (vector body and tail) and a strided view of one. */
+static void test_cast_out_of_range(void)
+{
+    const double I32MIN = -2147483648.0, I64MIN = -9223372036854775808.0;
+    struct {
+        double in, i32, i64, u8, b;
+        bool f64_only; /* not a float32 value */
+    } cases[] = {
+        {NAN, I32MIN, I64MIN, 0, 1, false},
+        {INFINITY, I32MIN, I64MIN, 0, 1, false},
+        {-INFINITY, I32MIN, I64MIN, 0, 1, false},
+        {3e9, I32MIN, 3e9, 0, 1, false},                 /* 3e9 = 0xB2D05E00 */
+        {-3e9, I32MIN, -3e9, 0, 1, false},               /* low byte of -0xB2D05E00 is 0 */
+        {2147483648.0, I32MIN, 2147483648.0, 0, 1, false},
+        {-2147483648.0, I32MIN, -2147483648.0, 0, 1, false},
+        {0x1p63, I32MIN, I64MIN, 0, 1, false},
+        {-0x1p63, I32MIN, I64MIN, 0, 1, false},
+        {0x1p64, I32MIN, I64MIN, 0, 1, false},
+        {-1e38, I32MIN, I64MIN, 0, 1, false},
+        {300.75, 300, 300, 44, 1, false},
+        {-1.5, -1, -1, 255, 1, false},
+        {-0.0, 0, 0, 0, 0, false},
+        {2147483647.5, 2147483647.0, 2147483647.0, 255, 1, true},
+        {-2147483648.75, I32MIN, -2147483648.0, 0, 1, true}, /* truncates into range */
+        {-2147483649.0, I32MIN, -2147483649.0, 255, 1, true},
+        {4294967596.0, I32MIN, 4294967596.0, 44, 1, true},    /* 2^32 + 300 */
+    };
+    const tide_dtype dsts[4] = {I32, I64, U8, BOOL};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int s = 0; s < 2; s++) {
+            tide_dtype src = s ? F64 : F32;
+            if (cases[c].f64_only && src == F32)
+                continue;
+            double v[74];
+            for (int i = 0; i < 74; i++)
+                v[i] = cases[c].in;
+            int64_t n = 74;
+            tide_tensor *full = ref_from_doubles(v, 1, &n, src);
+            tide_tensor *views[2] = {tide_slice(full, 0, 0, 37, 1), tide_slice(full, 0, 0, 74, 2)};
+            for (int d = 0; d < 4; d++) {
+                double want[4] = {cases[c].i32, cases[c].i64, cases[c].u8, cases[c].b};
+                for (int w = 0; w < 2; w++) {
+                    tide_tensor *r = tide_cast(views[w], dsts[d]);
+                    double *got = ref_read_native(r);
+                    int64_t bad = got ? -1 : 0;
+                    for (int64_t i = 0; got && i < 37 && bad < 0; i++)
+                        if (got[i] != want[d])
+                            bad = i;
+                    CHECK(got && bad < 0, "cast %s %.17g -> %s (%s): element %lld is %.17g, want "
+                          "%.17g (%s)", ref_dtype_name(src), cases[c].in, ref_dtype_name(dsts[d]),
+                          w ? "strided" : "contiguous", (long long)bad, got ? got[bad] : NAN,
+                          want[d], tide_last_error());
+                    free(got);
+                    tide_release(r);
+                }
+            }
+            tide_release(views[0]), tide_release(views[1]), tide_release(full);
+        }
+}
+
 int main(void)
 {
     test_promotion_examples();
@@ -1159,5 +1223,6 @@ int main(void)
     test_wrapped_numbers();
     test_where();
     test_cast();
+    test_cast_out_of_range();
     return test_summary("test_elementwise");
 }

@@ -203,4 +203,26 @@ H.test("rand, randn, randint, randperm, manual_seed", function()
   H.eq(bern:sum():item(), 100)
 end)
 
+H.test("an allocation too big for the memory cap names the creation op", function()
+  -- 1e12 elements are terabytes, over any cap (a fraction of host memory by default); the error
+  -- names what was called, not the primitive that allocates (fill, iota, random)
+  local N = 1e12
+  local cases = {
+    { "zeros", function() return tide.zeros(N) end },
+    { "ones", function() return tide.ones(N) end },
+    { "empty", function() return tide.empty(N) end },
+    { "full", function() return tide.full({ N }, 2.5) end },
+    { "rand", function() return tide.rand(N) end },
+    { "randn", function() return tide.randn(N) end },
+    { "randint", function() return tide.randint(0, 9, { N }) end },
+    { "randperm", function() return tide.randperm(N) end },
+    { "arange", function() return tide.arange(N) end },
+    { "linspace", function() return tide.linspace(0, 1, N) end },
+    { "eye", function() return tide.eye(1e6) end },
+  }
+  for _, c in ipairs(cases) do
+    H.raises(c[2], c[1] .. ": out of memory", "[1000000")
+  end
+end)
+
 H.done()

@@ -227,6 +227,14 @@ H.test("a closed tensor raises instead of touching freed memory", function()
   H.raises(function() return y:sum() end, "closed")
   H.raises(function() return tostring(y) end, "closed")
   H.raises(function() return y[1] end, "closed")
+  -- still a tensor (a closed one): is_tensor answers rather than raising
+  H.eq(tide.is_tensor(y), true)
+  H.eq(tide.is_tensor(tide.ones(1)), true)
+  for _, v in ipairs({ 1, "x", {}, io.stdout, print, true }) do
+    H.eq(tide.is_tensor(v), false, type(v))
+  end
+  H.eq(tide.is_tensor(nil), false)
+  H.eq(tide.is_tensor(), false)
 end)
 
 H.test("the process is still fine after all of that", function()

@@ -383,4 +383,30 @@ H.test("// and % errors name the op", function()
   H.raises(function() return tide.zeros(2) % "x" end, "remainder")
 end)
 
+H.test("float to integer casts of NaN, inf and out-of-range values (docs/tensors.md)", function()
+  local inf, nan = 1 / 0, 0 / 0
+  local I32, I64 = -2147483648, math.mininteger
+  local values = { nan, inf, -inf, 3e9, -3e9, 2 ^ 63, 2 ^ 64, 300.75, -1.5, -0.0 }
+  local want = {
+    int32 = { I32, I32, I32, I32, I32, I32, I32, 300, -1, 0 },
+    int64 = { I64, I64, I64, 3000000000, -3000000000, I64, I64, 300, -1, 0 },
+    uint8 = { 0, 0, 0, 0, 0, 0, 0, 44, 255, 0 },
+    bool = { true, true, true, true, true, true, true, true, true, false },
+  }
+  local devices = { "cpu" }
+  if tide.vulkan and tide.vulkan.available() then devices[2] = "vulkan" end
+  for _, device in ipairs(devices) do
+    for _, src in ipairs({ "float32", "float64" }) do
+      local x = tide.tensor(values, { dtype = src, device = device })
+      for dst, expected in pairs(want) do
+        local what = ("%s %s -> %s"):format(device, src, dst)
+        H.eq(x:to(dst):to("cpu"):totable(), expected, what)
+        -- the jit's cast (libtcc C or a shader) gives the same values
+        local f = tide.jit(function(t) return t:to(dst) end)
+        H.eq(f(x):to("cpu"):totable(), expected, what .. " (jit)")
+      end
+    end
+  end
+end)
+
 H.done()

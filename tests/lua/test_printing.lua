@@ -37,6 +37,30 @@ H.test("scientific notation when values span a wide range", function()
   same(tide.tensor({ 0.5, 1e9 }), "tensor([5.0000e-01, 1.0000e+09])")
 end)
 
+H.test("the switch to scientific notation at PyTorch's exact thresholds", function()
+  -- the rule (torch/_tensor_str.py, _Formatter) looks at the nonzero finite values only:
+  -- scientific when max/min > 1000, max > 1e8, or (not all whole) min < 1e-4; all strict
+  same(tide.tensor({ 1340590.5 }), "tensor([1340590.5000])") -- under 1e8, one value: fixed
+  same(tide.tensor(1340590.5), "tensor(1340590.5000)")
+  same(tide.tensor({ 1340590.5, 2000.25 }), "tensor([1340590.5000,    2000.2500])") -- ratio 670
+  same(tide.tensor({ 1340590.5, 1.0 }), "tensor([1.3406e+06, 1.0000e+00])") -- ratio > 1000
+  same(tide.tensor({ 1000.0, 1.0 }), "tensor([1000.,    1.])") -- ratio exactly 1000
+  same(tide.tensor({ 1000.5, 1.0 }), "tensor([1.0005e+03, 1.0000e+00])")
+  same(tide.tensor({ 1e8 }), "tensor([100000000.])") -- exactly 1e8 stays fixed
+  same(tide.tensor({ 1.5e8 }), "tensor([1.5000e+08])")
+  same(tide.tensor({ 123456789.5 }, { dtype = "float64" }),
+    "tensor([1.2346e+08], dtype=tide.float64)")
+  -- 1e-4 rounds below 1e-4 in float32 (9.99999975e-05) but is exact in float64
+  same(tide.tensor({ 1e-4 }), "tensor([1.0000e-04])")
+  same(tide.tensor({ 1e-4 }, { dtype = "float64" }), "tensor([0.0001], dtype=tide.float64)")
+  same(tide.tensor({ 0.00012, 0.1 }), "tensor([0.0001, 0.1000])")
+  -- zeros, nan and inf neither decide the mode nor widen the columns
+  same(tide.tensor({ 1e8, 0, 0 / 0, 1 / 0 }),
+    "tensor([100000000.,         0.,        nan,        inf])")
+  same(tide.tensor({ 2e8, -1 / 0 }), "tensor([2.0000e+08,       -inf])")
+  same(tide.tensor({ -1e9, 0.5 }), "tensor([-1.0000e+09,  5.0000e-01])")
+end)
+
 H.test("nan and infinities", function()
   same(tide.tensor({ 1, 0 / 0, 1 / 0, -1 / 0 }, { dtype = "float32" }),
     "tensor([1., nan, inf, -inf])")
