@@ -1,9 +1,9 @@
 /*
  * ltide_io.c — files from Lua: tide.save / tide.load (safetensors, nested tables flattened with
- * dotted names), tide.save_npy / tide.load_npy, tide.load_idx (gzipped or plain IDX), and
- * tide.isatty (for progress bars). Also registers the Lua sources embedded at build time
- * (tide.nn, tide.optim, tide.data ...) in package.preload, and lets `tide.nn` etc. be read as
- * fields of the module (loaded on first use).
+ * dotted names), tide.save_npy / tide.load_npy, tide.load_idx (gzipped or plain IDX),
+ * tide.frombytes (a string's bytes as a uint8 tensor) and tide.isatty (for progress bars). Also
+ * registers the Lua sources embedded at build time (tide.nn, tide.optim, tide.data ...) in
+ * package.preload, and lets `tide.nn` etc. be read as fields of the module (loaded on first use).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +283,20 @@ static int f_load_idx(lua_State *L)
     return lt_fill(L, b, tide_load_idx(path), false);
 }
 
+/* tide.frombytes(s) -> a 1-D uint8 tensor holding the bytes of the Lua string s (a copy: one
+ * memcpy, so a file read with io.read becomes a tensor without a Lua loop per byte). */
+static int f_frombytes(lua_State *L)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    int64_t shape[1] = {(int64_t)len};
+    lt_box *b = lt_newbox(L);
+    tide_tensor *t = tide_empty(1, shape, TIDE_UINT8);
+    if (t && len > 0)
+        memcpy(tide_mutable_data_ptr(t), s, len);
+    return lt_fill(L, b, t, false);
+}
+
 /* tide.isatty([fd or file]) -> boolean (default: io.stdout's descriptor, 1) */
 static int f_isatty(lua_State *L)
 {
@@ -314,6 +328,7 @@ static const lt_reg io_funcs[] = {
     {"save_npy", f_save_npy, LT_FUNCTION},
     {"load_npy", f_load_npy, LT_FUNCTION},
     {"load_idx", f_load_idx, LT_FUNCTION},
+    {"frombytes", f_frombytes, LT_FUNCTION},
     {"isatty", f_isatty, LT_FUNCTION},
     {"clock", f_clock, LT_FUNCTION},
     {NULL, NULL, 0},

@@ -8,7 +8,7 @@ packages=(
   libopenblas-dev liblua5.4-dev lua5.4 libreadline-dev libtcc-dev libsleef-dev
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools
   valgrind zlib1g-dev clang
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
 )
 
 missing=()

@@ -1,5 +1,6 @@
 -- tide.data — datasets and batching (torch.utils.data's names), and the Fashion-MNIST / MNIST
--- readers on tide.load_idx (gzipped or plain IDX files).
+-- readers on tide.load_idx (gzipped or plain IDX files). TextDataset (byte-level text windows)
+-- and the fortunes corpus live in tide/data/text.lua.
 --
 --   local ds = data.TensorDataset(x, y)              -- ds:get(i) -> x[i], y[i] (1-based)
 --   local loader = data.DataLoader(ds, {batch_size = 128, shuffle = true, drop_last = false,
@@ -329,5 +330,13 @@ data.FashionMNIST = idx_dataset("FashionMNIST", FASHION_ROOT, {
 data.MNIST = idx_dataset("MNIST", "/usr/share/datasets/mnist",
                          { "0", "1", "2", "3", "4", "5", "6", "7", "8", "9" })
 data.FASHION_MNIST_ROOT = FASHION_ROOT
+
+-- ---- text: TextDataset and the fortunes corpus (tide/data/text.lua) -----------------------------
+
+local text = require "tide.data.text"
+data.TextDataset = text.TextDataset
+data.fortunes_files = text.fortunes_files
+data.Fortunes = text.Fortunes
+data.FORTUNES_ROOT = text.FORTUNES_ROOT
 
 return data

@@ -26,6 +26,7 @@ local namespaces = {
   { "sched:", function() return tide.optim.StepLR end },
   { "loader:", function() return tide.data.DataLoader end },
   { "ds:", function() return tide.data.Dataset end },
+  { "text:", function() return tide.data.TextDataset end },
 }
 help.namespaces = namespaces
 
@@ -94,12 +95,12 @@ local modules = {
   { "nn", "tide.nn: modules (nn.Linear ...), nn.init, m:<method> for a module" },
   { "F", "tide.nn.functional: torch.nn.functional's names" },
   { "optim", "tide.optim: SGD, Adam, AdamW, LR schedulers (opt:<method>, sched:<method>)" },
-  { "data", "tide.data: datasets and DataLoader (loader:<method>, ds:<method>)" },
+  { "data", "tide.data: datasets and DataLoader (loader:<method>, ds:<method>, text:<method> for TextDataset)" },
 }
 -- The name prefixes each module's listing shows: its functions, then its objects' methods.
 local module_prefixes = {
   tide = { "tide.", "x:" }, nn = { "nn.", "m:" }, F = { "F." },
-  optim = { "optim.", "opt:", "sched:" }, data = { "data.", "loader:", "ds:" },
+  optim = { "optim.", "opt:", "sched:" }, data = { "data.", "loader:", "ds:", "text:" },
 }
 
 local function line(e)

@@ -2,7 +2,8 @@
 -- The signature starts with the name help looks up, with its receiver prefix: tide.<f> for
 -- module functions (also the method when x:<f> is the same function), x:<m> for tensor-only
 -- methods, nn.<Class>, nn.init.<f>, F.<f>, optim.<Class>, data.<f>, and m: (nn.Module),
--- opt: (optimizers), sched: (LR schedulers), loader: (DataLoader), ds: (Dataset) for methods.
+-- opt: (optimizers), sched: (LR schedulers), loader: (DataLoader), ds: (Dataset), text:
+-- (TextDataset) for methods.
 -- Adding a function: add its line here and name it in docs/lua-api.md; tests/lua/test_help.lua
 -- fails until both agree. Keep descriptions to one line.
 return {
@@ -195,6 +196,7 @@ return {
   { "tide.save_npy(path, x)", "writes one tensor in NumPy's .npy format" },
   { "tide.load_npy(path)", "reads a NumPy .npy file" },
   { "tide.load_idx(path)", "reads an IDX file (MNIST's format), gzipped or plain" },
+  { "tide.frombytes(s)", "a 1-D uint8 tensor holding the bytes of the string s (one copy)" },
   -- ---- tide.nn
   { "nn.Module", "the base class: nn.Module:extend(\"Name\") makes a subclass; calling a module runs forward" },
   { "nn.Module.__init(self)", "the base initializer a subclass's __init calls first" },
@@ -312,4 +314,14 @@ return {
   { "data.default_collate(samples)", "stacks a list of samples into a batch" },
   { "data.FashionMNIST([root] [, {train=, limit=}])", "Fashion-MNIST as a TensorDataset of uint8 images and labels 1..10" },
   { "data.MNIST([root] [, {train=, limit=}])", "MNIST as a TensorDataset of uint8 images and labels 1..10" },
+  { "data.TextDataset(files, {block_size=, val_fraction=0.1, seed=})", "the bytes of text files (in order) as 1-based byte tokens 1..256, split into train and validation" },
+  { "text:len([split])", "bytes in the \"train\" (default), \"val\" or \"all\" part of a TextDataset" },
+  { "text:batch(B)", "B random training windows x, y (int64 [B, block_size]; y is x shifted by one)" },
+  { "text:val_batches(B)", "an iterator over every validation window in order, B at a time" },
+  { "text:val_windows()", "the number of validation windows" },
+  { "text:windows(part, starts)", "the windows x, y of a uint8 part at 1-based byte positions" },
+  { "text:encode(s)", "a string as int64 token ids (byte + 1)" },
+  { "text:decode(ids)", "token ids (tensor or list, 1..256) as a string" },
+  { "data.fortunes_files([root])", "the fortune text files (no .dat, no links), sorted by name" },
+  { "data.Fortunes({block_size=, val_fraction=, seed=, root=})", "TextDataset over data.fortunes_files(): the last 10% of bytes is validation" },
 }
