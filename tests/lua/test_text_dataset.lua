@@ -73,8 +73,8 @@ H.test("TextDataset: windows match the text and y is x shifted by one", function
   local ds = data.TextDataset({ fa, fb }, { block_size = T, seed = 3 })
   local train = TEXT:sub(1, 900)
   local x, y = ds:batch(16)
-  H.eq(H.shape_of(x), { 16, T })
-  H.eq(H.shape_of(y), { 16, T })
+  H.eq({ x:size(1), x:size(2) }, { 16, T })
+  H.eq({ y:size(1), y:size(2) }, { 16, T })
   H.eq(x.dtype, "int64")
   local starts = {}
   for r = 1, 16 do
@@ -218,7 +218,7 @@ H.test("Fortunes: the real corpus (Debian package fortunes)", function()
   H.eq(ds:decode(x[1]), all:sub(v0 + 1, v0 + 256))
   H.eq(ds:decode(y[2]), all:sub(v0 + 258, v0 + 513))
   local xb = ds:batch(4)
-  H.eq(H.shape_of(xb), { 4, 256 })
+  H.eq({ xb:size(1), xb:size(2) }, { 4, 256 })
 end)
 
 for _, p in ipairs(tmpfiles) do os.remove(p) end
