@@ -22,7 +22,8 @@ TextDataset.__index = TextDataset
 TextDataset.__name = "TextDataset"
 text.TextDataset = setmetatable(TextDataset, {
   __call = function(c, files, opts)
-    return c.new(files, opts)
+    local self = c.new(files, opts) -- not a tail call: errors use level 4, the caller's line
+    return self
   end,
 })
 
@@ -31,7 +32,9 @@ local option_keys = { block_size = true, val_fraction = true, seed = true }
 local function read_file(path)
   local f, err = io.open(path, "rb")
   if not f then
-    error(("TextDataset: cannot read %s (%s)"):format(path, err), 4)
+    -- io.open's message starts with the path again
+    local why = err:sub(1, #path + 2) == path .. ": " and err:sub(#path + 3) or err
+    error(("TextDataset: cannot read %s (%s)"):format(path, why), 4)
   end
   local s, rerr = f:read("a")
   f:close()
@@ -218,8 +221,9 @@ end
 text.FORTUNES_ROOT = "/usr/share/games/fortunes"
 
 -- The fortune text files under root (default /usr/share/games/fortunes), sorted by name: regular
--- files only (the .u8 entries are links to the same texts) and no .dat index files.
-function text.fortunes_files(root)
+-- files only (the .u8 entries are links to the same texts) and no .dat index files. level: the
+-- error level of the caller to blame.
+local function find_fortunes(root, level)
   root = root or text.FORTUNES_ROOT
   local q = "'" .. root:gsub("'", "'\\''") .. "'"
   local p = io.popen("find " .. q .. " -maxdepth 1 -type f ! -name '*.dat' 2>/dev/null")
@@ -230,20 +234,27 @@ function text.fortunes_files(root)
   p:close()
   if #files == 0 then
     error(("fortunes_files: no fortune files in %s (install the Debian package fortunes: "
-      .. "scripts/setup.sh)"):format(root), 2)
+      .. "scripts/setup.sh)"):format(root), level)
   end
   table.sort(files)
   return files
 end
 
--- Fortunes({block_size = T, val_fraction = 0.1, seed =, root =}): TextDataset over fortunes_files.
+function text.fortunes_files(root)
+  local files = find_fortunes(root, 3)
+  return files
+end
+
+-- Fortunes({block_size = T, val_fraction = 0.1, seed =, root =}): TextDataset over the sorted
+-- fortune files (errors blame the caller: TextDataset.new's level 4 is Fortunes' caller).
 function text.Fortunes(opts)
   opts = opts or {}
   local rest = {}
   for k, v in pairs(opts) do
     if k ~= "root" then rest[k] = v end
   end
-  return TextDataset(text.fortunes_files(opts.root), rest)
+  local ds = TextDataset.new(find_fortunes(opts.root, 3), rest)
+  return ds
 end
 
 return text
