@@ -288,7 +288,9 @@ static int f_load_idx(lua_State *L)
 static int f_frombytes(lua_State *L)
 {
     size_t len;
-    const char *s = luaL_checklstring(L, 1, &len);
+    if (lua_type(L, 1) != LUA_TSTRING) /* a number would silently become its digits */
+        return luaL_error(L, "frombytes: expected a string, got %s", luaL_typename(L, 1));
+    const char *s = lua_tolstring(L, 1, &len);
     int64_t shape[1] = {(int64_t)len};
     lt_box *b = lt_newbox(L);
     tide_tensor *t = tide_empty(1, shape, TIDE_UINT8);

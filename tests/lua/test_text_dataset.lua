@@ -1,4 +1,4 @@
--- test_text_dataset.lua — tide.data.TextDataset on small temp files: the split sizes, the bytes
+-- test_text_dataset.lua — tide.frombytes, and tide.data.TextDataset on small temp files: the split sizes, the bytes
 -- in file order, token ids (byte + 1), random training windows (y is x shifted by one, each
 -- window is the text at some position), reproducible seeding, the validation sweep (every
 -- window in order), and every error message; then the real fortunes corpus, skipped with a
@@ -36,6 +36,15 @@ local fa, fb = write_tmp(A), write_tmp(B)
 local function row_string(ds, t, r) -- row r of an int64 [B, T] id tensor as bytes
   return ds:decode(t[r])
 end
+
+H.test("tide.frombytes: a string's bytes as uint8", function()
+  local t = tide.frombytes("\0\255ab")
+  H.eq(t.dtype, "uint8")
+  H.values(t, { 0, 255, 97, 98 })
+  H.eq(tide.frombytes(""):size(1), 0)
+  H.raises(function() tide.frombytes(3) end, "frombytes: expected a string, got number")
+  H.raises(function() tide.frombytes() end, "frombytes: expected a string, got no value")
+end)
 
 H.test("TextDataset: split sizes and the bytes in file order", function()
   local ds = data.TextDataset({ fa, fb }, { block_size = 8 })
