@@ -1,8 +1,8 @@
--- test_text_dataset.lua — tide.frombytes, and tide.data.TextDataset on small temp files: the split sizes, the bytes
--- in file order, token ids (byte + 1), random training windows (y is x shifted by one, each
--- window is the text at some position), reproducible seeding, the validation sweep (every
--- window in order), and every error message; then the real fortunes corpus, skipped with a
--- reason when the Debian package is not installed.
+-- test_text_dataset.lua — tide.frombytes, and tide.data.TextDataset on small temp files: the
+-- split sizes, the bytes in file order, token ids (byte + 1), random training windows (y is x
+-- shifted by one, each window is the text at some position), reproducible seeding, the
+-- validation sweep (every window in order), and every error message; then the real fortunes
+-- corpus, skipped with a reason when the Debian package is not installed.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local H = require "harness"
 local tide = require "tide"
