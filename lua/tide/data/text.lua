@@ -209,7 +209,8 @@ function TextDataset:decode(ids)
   local chars = {}
   for i, v in ipairs(t) do
     if type(v) ~= "number" or v ~= math.floor(v) or v < 1 or v > VOCAB then
-      error(("TextDataset: decode: token %s at %d is not in 1..%d"):format(tostring(v), i, VOCAB), 2)
+      error(("TextDataset: decode: token %s at %d is not in 1..%d")
+        :format(tostring(v), i, VOCAB), 2)
     end
     chars[i] = string.char(math.tointeger(v) - 1)
   end
