@@ -1164,7 +1164,8 @@ function MHA:__init(embed_dim, num_heads, opts)
   local E = check_int(embed_dim, "MultiheadAttention", "embed_dim")
   local H = check_int(num_heads, "MultiheadAttention", "num_heads")
   if E % H ~= 0 then
-    error(("MultiheadAttention: embed_dim (%d) must be divisible by num_heads (%d)"):format(E, H), 2)
+    error(("MultiheadAttention: embed_dim (%d) must be divisible by num_heads (%d)"):format(
+      E, H), 2)
   end
   local p = opts.dropout or 0
   if type(p) ~= "number" or p < 0 or p >= 1 then

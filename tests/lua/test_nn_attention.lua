@@ -134,10 +134,14 @@ end)
 H.test("MultiheadAttention parameters, gradients and jit", function()
   local m = nn.MultiheadAttention(8, 4)
   local names = {}
-  for name, p in m:named_parameters() do names[#names + 1] = name .. ":" .. table.concat(p:size(), "x") end
-  H.eq(names, { "in_proj_weight:24x8", "in_proj_bias:24", "out_proj.weight:8x8", "out_proj.bias:8" })
+  for name, p in m:named_parameters() do
+    names[#names + 1] = name .. ":" .. table.concat(p:size(), "x")
+  end
+  H.eq(names, { "in_proj_weight:24x8", "in_proj_bias:24", "out_proj.weight:8x8",
+                "out_proj.bias:8" })
   H.eq(m.in_proj_bias:abs():max():item(), 0.0)
-  H.eq(tostring(m):match("^[^\n]*"), "MultiheadAttention(embed_dim=8, num_heads=4, dropout=0, batch_first=false")
+  H.eq(tostring(m):match("^[^\n]*"),
+       "MultiheadAttention(embed_dim=8, num_heads=4, dropout=0, batch_first=false")
   local nb = nn.MultiheadAttention(8, 2, { bias = false })
   H.eq(#nb:parameters(), 2)
   -- every parameter gets a gradient
@@ -157,11 +161,13 @@ end)
 
 H.test("MultiheadAttention errors name the module and the shapes", function()
   H.raises(function() return nn.MultiheadAttention(6, 4) end, "MultiheadAttention", "divisible")
-  H.raises(function() return nn.MultiheadAttention(8, 2, { dropout = 1 }) end, "MultiheadAttention", "dropout")
+  H.raises(function() return nn.MultiheadAttention(8, 2, { dropout = 1 }) end,
+           "MultiheadAttention", "dropout")
   H.raises(function() return nn.MultiheadAttention(8, 2, { kdim = 3 }) end, "unknown option 'kdim'")
   local m = nn.MultiheadAttention(4, 2, { batch_first = true })
   local x = tide.randn(2, 3, 4)
-  H.raises(function() return m(tide.randn(2, 3, 5), x, x) end, "MultiheadAttention", "query", "[2, 3, 5]")
+  H.raises(function() return m(tide.randn(2, 3, 5), x, x) end,
+           "MultiheadAttention", "query", "[2, 3, 5]")
   H.raises(function() return m(x, tide.randn(3, 3, 4), x) end, "MultiheadAttention", "disagree")
   H.raises(function() return m(x, x, x, { attn_mask = tide.zeros(3, 4) }) end,
            "MultiheadAttention", "attn_mask", "[3, 4]")

@@ -20,7 +20,8 @@ local function lrs_over(sched, opt, epochs, group)
 end
 
 H.test("LambdaLR: lr = base_lr * lr_lambda(epoch), one function or one per group", function()
-  local opt = optim.SGD({ { params = { param({ 1.0 }) } }, { params = { param({ 2.0 }) }, lr = 0.5 } },
+  local opt = optim.SGD({ { params = { param({ 1.0 }) } },
+                         { params = { param({ 2.0 }) }, lr = 0.5 } },
                         { lr = 0.1 })
   local s = optim.lr_scheduler.LambdaLR(opt, function(e) return 0.9 ^ e end)
   H.ok(optim.LambdaLR == optim.lr_scheduler.LambdaLR, "also optim.LambdaLR")
@@ -57,7 +58,8 @@ H.test("LinearLR: base_lr * (start + (end - start) * min(epoch, total_iters) / t
   H.values(lrs_over(s, opt, 7), want, 1e-15)
   H.near(opt.lr, 0.3, 1e-15)
 
-  local opt2 = optim.AdamW({ { params = { param({ 1.0 }) } }, { params = { param({ 2.0 }) }, lr = 0.2 } },
+  local opt2 = optim.AdamW({ { params = { param({ 1.0 }) } },
+                            { params = { param({ 2.0 }) }, lr = 0.2 } },
                            { lr = 0.1 })
   local s2 = optim.LinearLR(opt2, { start_factor = 1.0, end_factor = 0.25, total_iters = 3 })
   local w1, w2 = {}, {}
@@ -103,7 +105,8 @@ end
 
 H.test("AdamW parameter groups: weight decay only where the group asks", function()
   local a, b = param({ 0.5, -1.0 }), param({ 2.0 })
-  local opt = optim.AdamW({ { params = { a }, weight_decay = 0.1 }, { params = { b }, weight_decay = 0 } },
+  local opt = optim.AdamW({ { params = { a }, weight_decay = 0.1 },
+                           { params = { b }, weight_decay = 0 } },
                           { lr = 0.05 })
   H.eq(opt.param_groups[1].weight_decay, 0.1)
   H.eq(opt.param_groups[2].weight_decay, 0)
@@ -112,7 +115,7 @@ H.test("AdamW parameter groups: weight decay only where the group asks", functio
   for _ = 1, 5 do
     opt:zero_grad()
     -- loss = sum(0.3 * p + p^2 / 2): grad = 0.3 + p
-    ((a * 0.3):sum() + (a * a):sum() * 0.5 + (b * 0.3):sum() + (b * b):sum() * 0.5):backward()
+    ;((a * 0.3):sum() + (a * a):sum() * 0.5 + (b * 0.3):sum() + (b * b):sum() * 0.5):backward()
     opt:step()
   end
   -- float64 throughout; a 5-step recurrence of a few ops: rounding ~1e-15
@@ -125,7 +128,7 @@ H.test("AdamW parameter groups: weight decay only where the group asks", functio
   local opt2 = optim.AdamW({ c }, { lr = 0.05 })
   for _ = 1, 5 do
     opt2:zero_grad()
-    ((c * 0.3):sum() + (c * c):sum() * 0.5):backward()
+    ;((c * 0.3):sum() + (c * c):sum() * 0.5):backward()
     opt2:step()
   end
   H.values(c, { adamw_ref(2.0, 0.3, 0.05, 1e-2, 5) }, 1e-12)

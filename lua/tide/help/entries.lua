@@ -229,6 +229,7 @@ return {
   { "nn.LayerNorm(shape [, {eps=, elementwise_affine=, bias=}])", "layer normalization over the last dims" },
   { "nn.RMSNorm(shape [, {eps=, elementwise_affine=}])", "root-mean-square normalization over the last dims (eps nil: the dtype's machine epsilon)" },
   { "nn.utils.clip_grad_norm_(params, max_norm [, {norm_type=2, error_if_nonfinite=}])", "scales the gradients to a total norm of at most max_norm; returns the total norm" },
+  { "nn.MultiheadAttention(embed_dim, num_heads [, {dropout=, bias=, batch_first=}])", "multi-head attention; mha(q, k, v [, {attn_mask=, key_padding_mask=, need_weights=, is_causal=}]) returns output, weights" },
   { "nn.Dropout(p)", "zeroes elements with probability p in training mode" },
   { "nn.Embedding(n, d)", "a lookup table of n vectors of size d (1-based indices)" },
   { "nn.ReLU()", "max(x, 0)" },
