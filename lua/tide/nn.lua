@@ -1229,8 +1229,9 @@ function MHA:_masks(scores, opts, unbatched)
   local N, H, L, S = scores:size(1), scores:size(2), scores:size(3), scores:size(4)
   local m = opts.attn_mask
   if m == nil and opts.is_causal then
-    local rows = tide.arange(1, L + 1):view(L, 1)
-    m = tide.arange(1, S + 1):view(1, S):gt(rows)
+    local on = { device = scores.device }
+    local rows = tide.arange(1, L + 1, on):view(L, 1)
+    m = tide.arange(1, S + 1, on):view(1, S):gt(rows)
   end
   if m ~= nil then
     if not tide.is_tensor(m) or not ((m:dim() == 2 and m:size(1) == L and m:size(2) == S) or

@@ -1,7 +1,7 @@
 -- test_nn_attention.lua — nn.MultiheadAttention against multi-head attention written out in Lua
 -- loops (float64): batch_first and PyTorch's [L, N, E] layout, unbatched input, bool and float
 -- attn_mask, key_padding_mask, is_causal, head-averaged weights; parameter names, gradients,
--- jit against eager, and errors.
+-- jit against eager, the ref and Vulkan devices against the cpu, and errors.
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local H = require "harness"
 local tide = require "tide"
@@ -176,5 +176,33 @@ H.test("MultiheadAttention errors name the module and the shapes", function()
   H.raises(function() return m(x, x, x, { causal = true }) end, "unknown option 'causal'")
   H.raises(function() return m(x, nil, x) end, "MultiheadAttention", "key must be a tensor")
 end)
+
+
+-- The reference device always; Vulkan (lavapipe in CI) when there is one.
+local other_devices = { "ref" }
+if tide.vulkan.available() then other_devices[#other_devices + 1] = "vulkan" end
+for _, dev in ipairs(other_devices) do
+  H.test("MultiheadAttention, RMSNorm, clip_grad_norm_ on " .. dev .. " match the cpu", function()
+    local function run(device)
+      tide.manual_seed(1)
+      local m = nn.MultiheadAttention(8, 2, { batch_first = true })
+      local r = nn.RMSNorm(8)
+      tide.manual_seed(2)
+      local x = tide.randn(2, 5, 8)
+      m:to(device); r:to(device)
+      x = x:to(device)
+      local o = r(m(x, x, x, { is_causal = true }))
+      o:sum():backward()
+      local total = nn.utils.clip_grad_norm_(m:parameters(), 0.5)
+      return o:to("cpu"), total:to("cpu"), m.in_proj_weight.grad:to("cpu")
+    end
+    local o1, t1, g1 = run("cpu")
+    local o2, t2, g2 = run(dev)
+    -- float32 with a different summation order per device: a few ulps of values ~1..100
+    H.values(o2, o1:totable(), 1e-5, "output")
+    H.near(t2:item(), t1:item(), 1e-5, "total norm")
+    H.values(g2, g1:totable(), 1e-4, "clipped gradient")
+  end)
+end
 
 H.done()
