@@ -1,5 +1,5 @@
--- tide.optim — SGD, Adam, AdamW with PyTorch's update formulas, and the LR schedulers StepLR and
--- CosineAnnealingLR (also as tide.optim.lr_scheduler.*).
+-- tide.optim — SGD, Adam, AdamW with PyTorch's update formulas, and the LR schedulers StepLR,
+-- CosineAnnealingLR, LambdaLR and LinearLR (also as tide.optim.lr_scheduler.*).
 --
 --   local opt = optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9})
 --   opt:zero_grad(); loss:backward(); opt:step()
@@ -416,7 +416,7 @@ end
 function Scheduler:_apply()
   self._last_lr = {}
   for i, g in ipairs(self.optimizer.param_groups) do
-    g.lr = self:_lr_at(self.base_lrs[i], self.last_epoch)
+    g.lr = self:_lr_at(self.base_lrs[i], self.last_epoch, i)
     self._last_lr[i] = g.lr
   end
 end
@@ -472,6 +472,63 @@ make_scheduler("CosineAnnealingLR", function(self, T_max, opts)
   self.eta_min = (opts or {}).eta_min or 0
 end, function(self, base, epoch)
   return self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+end)
+
+
+-- LambdaLR(optimizer, lr_lambda): lr = base_lr * lr_lambda(epoch); lr_lambda is a function or a
+-- list of functions, one per parameter group. The functions are not part of state_dict().
+make_scheduler("LambdaLR", function(self, lr_lambda)
+  local n = #self.optimizer.param_groups
+  local fns = lr_lambda
+  if type(lr_lambda) == "function" then
+    fns = {}
+    for i = 1, n do fns[i] = lr_lambda end
+  elseif type(lr_lambda) ~= "table" or #lr_lambda ~= n then
+    error(("LambdaLR: lr_lambda must be a function or a list of %d functions (one per parameter "
+      .. "group), got %s"):format(n, type(lr_lambda) == "table" and #lr_lambda .. " entries"
+      or type(lr_lambda)), 3)
+  end
+  for i = 1, n do
+    if type(fns[i]) ~= "function" then
+      error(("LambdaLR: lr_lambda %d is a %s, not a function"):format(i, type(fns[i])), 3)
+    end
+  end
+  self._lr_lambdas = fns
+end, function(self, base, epoch, group)
+  local f = self._lr_lambdas[group](epoch)
+  if type(f) ~= "number" then
+    error(("LambdaLR: lr_lambda returned a %s for epoch %d, expected a number"):format(
+      type(f), epoch), 4)
+  end
+  return base * f
+end)
+
+-- LinearLR(optimizer [, {start_factor=1/3, end_factor=1, total_iters=5}]):
+-- lr = base_lr * (start + (end - start) * min(epoch, total_iters) / total_iters)
+make_scheduler("LinearLR", function(self, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("LinearLR: options must be a table, got " .. type(opts), 3)
+  end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if k ~= "start_factor" and k ~= "end_factor" and k ~= "total_iters" then
+      error("LinearLR: unknown option '" .. tostring(k) .. "'", 3)
+    end
+  end
+  local s, e, n = opts.start_factor or 1 / 3, opts.end_factor or 1.0, opts.total_iters or 5
+  if type(s) ~= "number" or s <= 0 or s > 1 then
+    error("LinearLR: start_factor must be in (0, 1], got " .. tostring(s), 3)
+  end
+  if type(e) ~= "number" or e < 0 or e > 1 then
+    error("LinearLR: end_factor must be in [0, 1], got " .. tostring(e), 3)
+  end
+  if math.type(n) ~= "integer" or n < 1 then
+    error("LinearLR: total_iters must be a positive integer, got " .. tostring(n), 3)
+  end
+  self.start_factor, self.end_factor, self.total_iters = s, e, n
+end, function(self, base, epoch)
+  local t = math.min(epoch, self.total_iters) / self.total_iters
+  return base * (self.start_factor + (self.end_factor - self.start_factor) * t)
 end)
 
 return optim

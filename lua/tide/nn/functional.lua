@@ -6,6 +6,7 @@
 --   F.max_pool2d(x, k, {stride=, padding=})  F.avg_pool2d(x, k, {stride=, padding=, count_include_pad=})
 --   F.cross_entropy(logits, target [, {reduction="mean", label_smoothing=0, ignore_index=}])
 --   F.softmax(x, dim)  F.log_softmax(x, dim)  F.dropout(x, p, training)  F.layer_norm(x, shape, w, b, eps)
+--   F.rms_norm(x, shape, w, eps)
 local tide = require "tide"
 
 local F = {}
@@ -176,6 +177,45 @@ end
 -- F.layer_norm(x, normalized_shape [, weight [, bias [, eps=1e-5]]])
 function F.layer_norm(x, normalized_shape, weight, bias, eps)
   return tide.layer_norm(x, normalized_shape, weight, bias, eps or 1e-5)
+end
+
+-- Machine epsilon of a floating dtype (torch.finfo(dtype).eps): RMSNorm's default eps.
+local finfo_eps = { float32 = 2.0 ^ -23, float64 = 2.0 ^ -52, float16 = 2.0 ^ -10,
+                    bfloat16 = 2.0 ^ -7 }
+F.finfo_eps = finfo_eps
+
+local function shape_str(t)
+  return "[" .. table.concat(t, ", ") .. "]"
+end
+
+-- F.rms_norm(x, normalized_shape [, weight [, eps]]) as torch.nn.functional.rms_norm:
+-- x / sqrt(mean(x^2 over the last #normalized_shape dims) + eps) * weight; eps defaults to the
+-- machine epsilon of x's dtype. Composed of tide ops, so autograd and tracing see it.
+function F.rms_norm(x, normalized_shape, weight, eps)
+  if not tide.is_tensor(x) then
+    error("rms_norm: expected a tensor input, got " .. type(x), 2)
+  end
+  if type(normalized_shape) ~= "table" then normalized_shape = { normalized_shape } end
+  local size, k = x:size(), #normalized_shape
+  local ok = k >= 1 and #size >= k
+  for i = 1, k do
+    ok = ok and size[#size - k + i] == normalized_shape[i]
+  end
+  if not ok then
+    error(("rms_norm: normalized_shape %s does not match the last dims of the input %s")
+      :format(shape_str(normalized_shape), shape_str(size)), 2)
+  end
+  eps = eps or finfo_eps[x.dtype]
+  if eps == nil then
+    error("rms_norm: the input is " .. x.dtype .. "; expected a floating-point tensor", 2)
+  end
+  local dims = {}
+  for i = 1, k do dims[i] = #size - k + i end
+  local y = x * tide.rsqrt(tide.mean(x * x, dims, true) + eps)
+  if weight ~= nil then
+    y = y * weight
+  end
+  return y
 end
 
 -- F.batch_norm(x, running_mean, running_var [, weight [, bias [, training=false [, momentum=0.1
