@@ -71,10 +71,28 @@ H.test("gelu: exact by default, tanh with {approximate = \"tanh\"}", function()
   H.values(xg.grad, H.map(XS, gelu_tanh_grad), 1e-13, "tanh gradient")
 end)
 
+H.test("silu and its gradient, sigmoid(x) (1 + x (1 - sigmoid(x)))", function()
+  local function sig(v) return 1 / (1 + math.exp(-v)) end
+  local xg = tide.tensor(XS, { dtype = "float64", requires_grad = true })
+  local y = tide.silu(xg)
+  -- exp's 1 ulp through a handful of roundings: 1e-14
+  H.values(y, H.map(XS, function(v) return v * sig(v) end), 1e-14, "values")
+  y:sum():backward()
+  H.values(xg.grad, H.map(XS, function(v) return sig(v) * (1 + v * (1 - sig(v))) end), 1e-14,
+    "gradient")
+end)
+
 H.test("jit equals eager bitwise on the CPU", function()
-  local f = function(x) return (x * 1.5):erf() * x + tide.gelu(x, { approximate = "tanh" }) end
+  local fs = {
+    erf = function(x) return (x * 1.5):erf() * x end,
+    gelu_tanh = function(x) return tide.gelu(x * 2, { approximate = "tanh" }) + x end,
+    gelu = function(x) return tide.gelu(x - 0.5) end,
+    silu = function(x) return tide.silu(x) * 3 end,
+  }
   local x = tide.randn(3000)
-  H.eq(tide.equal(tide.jit(f)(x), f(x)), true, "erf and gelu tanh in a jit function")
+  for name, f in pairs(fs) do
+    H.eq(tide.equal(tide.jit(f)(x), f(x)), true, name .. " in a jit function")
+  end
 end)
 
 H.test("errors", function()
@@ -93,6 +111,9 @@ if tide.vulkan.available() then
     H.values(tide.gelu(x:to("vulkan"), { approximate = "tanh" }):to("cpu"),
       tide.gelu(x, { approximate = "tanh" }):totable(), 2e-5, "gelu tanh")
     H.values(tide.gelu(x:to("vulkan")):to("cpu"), tide.gelu(x):totable(), 2e-5, "gelu exact")
+    H.values(tide.silu(x:to("vulkan")):to("cpu"), tide.silu(x):totable(), 2e-5, "silu")
+    local f = tide.jit(function(v) return tide.gelu(v:erf() + v, { approximate = "tanh" }) end)
+    H.values(f(x:to("vulkan")):to("cpu"), f(x):totable(), 2e-5, "erf + gelu tanh jitted")
   end)
 else
   print("test_activations.lua: no Vulkan device, its test is skipped")
