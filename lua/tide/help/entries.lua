@@ -89,7 +89,7 @@ return {
   { "tide.sigmoid(x)", "1 / (1 + e^-x) elementwise" },
   { "tide.relu(x)", "max(x, 0) elementwise" },
   { "tide.silu(x)", "x * sigmoid(x) elementwise" },
-  { "tide.gelu(x [, approximate])", "GELU (exact, or \"tanh\" / {approximate=\"tanh\"}) elementwise" },
+  { "tide.gelu(x [, approximate])", "GELU, exact or \"tanh\" (also {approximate=\"tanh\"})" },
   { "tide.floor(x)", "rounds down elementwise" },
   { "tide.ceil(x)", "rounds up elementwise" },
   { "tide.round(x)", "rounds to nearest, ties to even, elementwise" },
