@@ -128,7 +128,7 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
         return 2u | ((needed & 2u) ? 1u : 0u);
     case TIDE_OP_ABS: case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SQRT: case TIDE_OP_RSQRT:
     case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH: case TIDE_OP_SIGMOID:
-    case TIDE_OP_RELU: case TIDE_OP_RECIPROCAL:
+    case TIDE_OP_RELU: case TIDE_OP_RECIPROCAL: case TIDE_OP_ERF:
     case TIDE_OP_PROD: case TIDE_OP_MAX: case TIDE_OP_MIN:
     case TIDE_OP_WHERE: /* the condition */
     case TIDE_OP_MAX_POOL2D:
@@ -166,6 +166,10 @@ static int unary_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **
         r = K(tide_mul(g, K(tide_add_scalar(K(tide_neg(K(tide_mul(t, t)))), 1))));
         break;
     }
+    case TIDE_OP_ERF: /* d/dx erf x = 2/sqrt(pi) exp(-x^2) */
+        r = K(tide_mul(g, K(tide_mul_scalar(K(tide_exp(K(tide_neg(K(tide_mul(x, x)))))),
+                                            1.1283791670955126))));
+        break;
     case TIDE_OP_SIGMOID: {
         tide_tensor *s = K(tide_sigmoid(x));
         r = K(tide_mul(g, K(tide_mul(s, K(tide_add_scalar(K(tide_neg(s)), 1))))));

@@ -15,7 +15,8 @@
 #define TIDE_UNARY_OPS(X)                                                                          \
     X(NEG, neg) X(ABS, abs) X(EXP, exp) X(LOG, log) X(SQRT, sqrt) X(RSQRT, rsqrt) X(SIN, sin)     \
     X(COS, cos) X(TANH, tanh) X(SIGMOID, sigmoid) X(RELU, relu) X(FLOOR, floor) X(CEIL, ceil)     \
-    X(ROUND, round) X(SIGN, sign) X(RECIPROCAL, reciprocal) X(LOGICAL_NOT, logical_not)
+    X(ROUND, round) X(SIGN, sign) X(RECIPROCAL, reciprocal) X(LOGICAL_NOT, logical_not)           \
+    X(ERF, erf)
 
 #define TIDE_BINARY_OPS(X)                                                                         \
     X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(POW, pow) X(MAXIMUM, maximum)               \
@@ -59,7 +60,7 @@ typedef enum tide_op {
 } tide_op;
 
 #define TIDE_OP_FIRST_UNARY TIDE_OP_NEG
-#define TIDE_OP_LAST_UNARY TIDE_OP_LOGICAL_NOT
+#define TIDE_OP_LAST_UNARY TIDE_OP_ERF
 #define TIDE_OP_FIRST_BINARY TIDE_OP_ADD
 #define TIDE_OP_LAST_BINARY TIDE_OP_LOGICAL_OR
 

@@ -157,7 +157,8 @@ TIDE_API const void *tide_data_ptr(const tide_tensor *t);
 TIDE_API void *tide_mutable_data_ptr(tide_tensor *t);
 
 /* ---- elementwise unary -------------------------------------------------------------------- */
-/* Integer and bool inputs of exp/log/sqrt/rsqrt/sin/cos/tanh/sigmoid/reciprocal give float32. */
+/* Integer and bool inputs of exp/log/sqrt/rsqrt/sin/cos/tanh/erf/sigmoid/reciprocal give
+ * float32. */
 TIDE_API tide_tensor *tide_neg(const tide_tensor *x);
 TIDE_API tide_tensor *tide_abs(const tide_tensor *x);
 TIDE_API tide_tensor *tide_exp(const tide_tensor *x);
@@ -167,6 +168,7 @@ TIDE_API tide_tensor *tide_rsqrt(const tide_tensor *x);
 TIDE_API tide_tensor *tide_sin(const tide_tensor *x);
 TIDE_API tide_tensor *tide_cos(const tide_tensor *x);
 TIDE_API tide_tensor *tide_tanh(const tide_tensor *x);
+TIDE_API tide_tensor *tide_erf(const tide_tensor *x); /* error function, within 1 ulp on the CPU */
 TIDE_API tide_tensor *tide_sigmoid(const tide_tensor *x);
 TIDE_API tide_tensor *tide_relu(const tide_tensor *x);
 TIDE_API tide_tensor *tide_floor(const tide_tensor *x);

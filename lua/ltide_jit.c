@@ -59,19 +59,20 @@ static void break_cb(void *ctx)
         lua_gc(j->L, LUA_GCCOLLECT);
 }
 
-/* Whether the call at 2..top is traced: the tensor arguments, and the Lua types of the others,
- * go to the function's signatures (it may fall back to eager for good). */
-static bool admit(lua_State *L, lt_jit *j, int top)
+/* Whether the call with arguments at first..top is traced: the tensor arguments, and the Lua
+ * types of the others, go to the function's signatures (it may fall back to eager for good). */
+static bool admit(lua_State *L, lt_jit *j, int first, int top)
 {
     tide_tensor *args[MAX_ARGS];
     int n = 0;
     uint64_t other = 0;
-    for (int i = 2; i <= top; i++) {
+    for (int i = first; i <= top; i++) {
         tide_tensor *t = lt_totensor(L, i);
         if (n < MAX_ARGS)
             args[n++] = t;
         if (!t || n == MAX_ARGS)
-            other = (other ^ (uint64_t)lua_type(L, i)) * 0x100000001b3ull + (uint64_t)i;
+            other = (other ^ (uint64_t)lua_type(L, i)) * 0x100000001b3ull +
+                    (uint64_t)(i - first + 2); /* the argument's place, as 2.. */
     }
     j->L = L;
     return tide_jit_function_admit(j->fn, args, n, other, where_cb(j)) == 1;
@@ -94,13 +95,15 @@ static int collector_mode(lua_State *L, lt_jit *j)
 static int jit_call(lua_State *L)
 {
     lt_jit *j = luaL_checkudata(L, 1, JIT_MT);
-    int top = lua_gettop(L);
-    lua_getiuservalue(L, 1, 1); /* fn */
-    lua_replace(L, 1);          /* fn in place of self: fn, args... */
-    if (!admit(L, j, top)) { /* eager, or inlined into an outer trace */
+    int nargs = lua_gettop(L) - 1;
+    /* self, fn, args...: self stays on the stack, so a temporary (tide.jit(f)(x)) is not
+     * collected by the collections below while its call runs */
+    lua_getiuservalue(L, 1, 1);
+    lua_insert(L, 2);
+    if (!admit(L, j, 3, nargs + 2)) { /* eager, or inlined into an outer trace */
         j->L = NULL;
-        lua_call(L, top - 1, LUA_MULTRET);
-        return lua_gettop(L);
+        lua_call(L, nargs, LUA_MULTRET);
+        return lua_gettop(L) - 1;
     }
     if (tide_jit_trace_begin_function(j->fn, where_cb, j) < 0)
         return lt_raise(L, NULL);
@@ -112,7 +115,7 @@ static int jit_call(lua_State *L)
     bool young = collector_mode(L, j) == LUA_GCGEN && lua_gc(L, LUA_GCISRUNNING);
     if (young)
         lua_gc(L, LUA_GCSTOP);
-    int status = lua_pcall(L, top - 1, LUA_MULTRET, 0);
+    int status = lua_pcall(L, nargs, LUA_MULTRET, 0);
     if (young) {
         lua_gc(L, LUA_GCRESTART);
         lua_gc(L, LUA_GCSTEP, 0);
@@ -125,7 +128,7 @@ static int jit_call(lua_State *L)
         return lua_error(L);
     if (rc < 0)
         return lt_raise(L, NULL);
-    return lua_gettop(L);
+    return lua_gettop(L) - 1;
 }
 
 static void push_stats(lua_State *L, const tide_jit_stats *s)

@@ -274,11 +274,16 @@ static int softmax_like(lua_State *L, bool log)
 static int f_softmax(lua_State *L) { return softmax_like(L, false); }
 static int f_log_softmax(lua_State *L) { return softmax_like(L, true); }
 
-/* gelu(x [, approximate]): approximate is "none" (default) or "tanh" */
+/* gelu(x [, approximate]): approximate is "none" (default) or "tanh", given as a string or as
+ * the table {approximate = ...} (PyTorch's keyword) */
 static int f_gelu(lua_State *L)
 {
     tide_tensor *x = lt_check(L, 1, "gelu");
     bool approx = false;
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        lua_getfield(L, 2, "approximate");
+        lua_replace(L, 2);
+    }
     if (!lua_isnoneornil(L, 2)) {
         const char *a = lua_tostring(L, 2);
         if (lua_type(L, 2) != LUA_TSTRING || (strcmp(a, "none") != 0 && strcmp(a, "tanh") != 0))

@@ -26,7 +26,7 @@ static const struct {
     {"relu", tide_relu, true},         {"floor", tide_floor, true},
     {"ceil", tide_ceil, true},         {"round", tide_round, true},
     {"sign", tide_sign, true},         {"reciprocal", tide_reciprocal, true},
-    {"logical_not", tide_logical_not, false},
+    {"logical_not", tide_logical_not, false}, {"erf", tide_erf, true},
     {"silu", silu, false},             {"contiguous", tide_contiguous, false},
     {"clone", tide_clone, false},      {"negative", tide_neg, false},
 };

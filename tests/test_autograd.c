@@ -138,6 +138,7 @@ FN(f_rsqrt, T(tide_rsqrt(x[0])))
 FN(f_sin, T(tide_sin(x[0])))
 FN(f_cos, T(tide_cos(x[0])))
 FN(f_tanh, T(tide_tanh(x[0])))
+FN(f_erf, T(tide_erf(x[0])))
 FN(f_sigmoid, T(tide_sigmoid(x[0])))
 FN(f_relu, T(tide_relu(x[0])))
 FN(f_floor, T(tide_add(T(tide_floor(x[0])), x[0])))
@@ -166,7 +167,7 @@ FN(f_mixed, T(tide_mul(T(tide_cast(x[0], TIDE_FLOAT32)), x[1]))) /* float32 * fl
 static void test_elementwise(void)
 {
     case_fn general[] = {f_neg, f_exp, f_sin, f_cos, f_tanh, f_sigmoid, f_floor, f_ceil,
-                         f_round, f_sign};
+                         f_round, f_sign, f_erf};
     for (size_t i = 0; i < sizeof general / sizeof *general; i++) {
         GC(general[i], R(3, 4));
         GC(general[i], RT(3, 4));

@@ -149,6 +149,7 @@ static const unop_t UNOPS[] = {
     {"sin", tide_sin, sin, U_FLOAT, REF_GEN_GENERAL, true, ALL_OK},
     {"cos", tide_cos, cos, U_FLOAT, REF_GEN_GENERAL, true, ALL_OK},
     {"tanh", tide_tanh, tanh, U_FLOAT, REF_GEN_GENERAL, true, ALL_OK},
+    {"erf", tide_erf, erf, U_FLOAT, REF_GEN_GENERAL, true, ALL_OK},
     {"sigmoid", tide_sigmoid, r_sigmoid, U_FLOAT, REF_GEN_GENERAL, true, ALL_OK},
     {"relu", tide_relu, r_relu, U_SAME, REF_GEN_GENERAL, false, BOOL_MAYBE},
     {"floor", tide_floor, floor, U_SAME, REF_GEN_QUARTERS, false, BOOL_MAYBE},

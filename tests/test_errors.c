@@ -36,6 +36,7 @@ static const struct {
     {"sigmoid", tide_sigmoid}, {"relu", tide_relu},   {"floor", tide_floor},
     {"ceil", tide_ceil},       {"round", tide_round}, {"sign", tide_sign},
     {"reciprocal", tide_reciprocal}, {"logical_not", tide_logical_not},
+    {"erf", tide_erf},
 };
 
 static const struct {

@@ -259,7 +259,7 @@ static void test_all_ops(void)
         {"sqrt", tide_sqrt}, {"rsqrt", tide_rsqrt}, {"sin", tide_sin}, {"cos", tide_cos},
         {"tanh", tide_tanh}, {"sigmoid", tide_sigmoid}, {"relu", tide_relu},
         {"floor", tide_floor}, {"ceil", tide_ceil}, {"round", tide_round}, {"sign", tide_sign},
-        {"reciprocal", tide_reciprocal}, {"logical_not", tide_logical_not},
+        {"reciprocal", tide_reciprocal}, {"logical_not", tide_logical_not}, {"erf", tide_erf},
     };
     static const struct { const char *name; bin_fn f; } bin[] = {
         {"add", tide_add}, {"sub", tide_sub}, {"mul", tide_mul}, {"div", tide_div},

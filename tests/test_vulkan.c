@@ -272,6 +272,7 @@ static const struct {
     {"ceil", tide_ceil, 0, false},        {"round", tide_round, 0, false},
     {"sign", tide_sign, 0, false},        {"reciprocal", tide_reciprocal, 1, true},
     {"logical_not", tide_logical_not, 0, false},
+    {"erf", tide_erf, 0, true}, /* the shader: within 4 ulps (common.glsl) */
 };
 
 static const struct {

@@ -439,7 +439,7 @@ static bool unary_is_costly(tide_op op)
 {
     switch (op) {
     case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH:
-    case TIDE_OP_SIGMOID:
+    case TIDE_OP_SIGMOID: case TIDE_OP_ERF:
         return true;
     default:
         return false;

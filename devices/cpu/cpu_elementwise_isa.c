@@ -115,6 +115,8 @@ DEFINE_VEC_MAP1(map_log_f64, double, vec_f64, SLEEF_F64(log))
 DEFINE_VEC_MAP1(map_sin_f64, double, vec_f64, SLEEF_F64(sin))
 DEFINE_VEC_MAP1(map_cos_f64, double, vec_f64, SLEEF_F64(cos))
 DEFINE_VEC_MAP1(map_tanh_f64, double, vec_f64, SLEEF_F64(tanh))
+DEFINE_VEC_MAP1(map_erf_f32, float, vec_f32, SLEEF_F32(erf))
+DEFINE_VEC_MAP1(map_erf_f64, double, vec_f64, SLEEF_F64(erf))
 DEFINE_VEC_MAP2(map_pow_f64, double, vec_f64, SLEEF_F64(pow))
 
 /* Kernels with the table's void-pointer signature around the typed maps. */
@@ -135,6 +137,8 @@ DEFINE_MAP_UNARY(log_f64, double, map_log_f64)
 DEFINE_MAP_UNARY(sin_f64, double, map_sin_f64)
 DEFINE_MAP_UNARY(cos_f64, double, map_cos_f64)
 DEFINE_MAP_UNARY(tanh_f64, double, map_tanh_f64)
+DEFINE_MAP_UNARY(erf_f32, float, map_erf_f32)
+DEFINE_MAP_UNARY(erf_f64, double, map_erf_f64)
 DEFINE_MAP_BINARY(pow_f64, double, map_pow_f64)
 
 /*
@@ -665,7 +669,7 @@ const td_ew_kernels TD_ISA_FN(td_ew_kernels) = {
         U_FLOAT(TANH, tanh), U_FLOAT(SIGMOID, sigmoid), U_NUMERIC(RELU, relu),
         U_FLOAT(FLOOR, floor), U_FLOAT(CEIL, ceil), U_FLOAT(ROUND, round),
         U_NUMERIC(SIGN, sign), U_FLOAT(RECIPROCAL, reciprocal), U_NUMERIC(LOGICAL_NOT, not),
-        U(LOGICAL_NOT, BOOL, not_bool),
+        U(LOGICAL_NOT, BOOL, not_bool), U_FLOAT(ERF, erf),
     },
     .binary = {
         B_NUMERIC(ADD, add), B(ADD, BOOL, or_bool),

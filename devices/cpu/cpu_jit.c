@@ -44,7 +44,7 @@ static bool heavy_op(int op)
 {
     switch (op) {
     case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH:
-    case TIDE_OP_SIGMOID: case TIDE_OP_POW:
+    case TIDE_OP_SIGMOID: case TIDE_OP_POW: case TIDE_OP_ERF:
         return true;
     default:
         return false;

@@ -24,6 +24,7 @@ static double unary_float(tide_op op, double v)
     case TIDE_OP_SIN: return sin(v);
     case TIDE_OP_COS: return cos(v);
     case TIDE_OP_TANH: return tanh(v);
+    case TIDE_OP_ERF: return erf(v);
     /* exp(-|v|) never overflows; v < 0 takes e/(1+e); a NaN stays NaN */
     case TIDE_OP_SIGMOID: return (v >= 0 ? 1.0 : exp(-fabs(v))) / (1.0 + exp(-fabs(v)));
     case TIDE_OP_RELU: return v < 0 ? 0.0 : v; /* NaN and -0 pass through */

@@ -31,6 +31,7 @@
 #define VK_OP_SIGN 14u
 #define VK_OP_RECIPROCAL 15u
 #define VK_OP_NOT 16u
+#define VK_OP_ERF 17u
 /* binary */
 #define VK_OP_ADD 32u
 #define VK_OP_SUB 33u

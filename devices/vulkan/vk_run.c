@@ -161,7 +161,8 @@ static uint32_t vk_opcode(tide_op op)
         [TIDE_OP_SIGMOID] = VK_OP_SIGMOID, [TIDE_OP_RELU] = VK_OP_RELU,
         [TIDE_OP_FLOOR] = VK_OP_FLOOR, [TIDE_OP_CEIL] = VK_OP_CEIL, [TIDE_OP_ROUND] = VK_OP_ROUND,
         [TIDE_OP_SIGN] = VK_OP_SIGN, [TIDE_OP_RECIPROCAL] = VK_OP_RECIPROCAL,
-        [TIDE_OP_LOGICAL_NOT] = VK_OP_NOT, [TIDE_OP_ADD] = VK_OP_ADD, [TIDE_OP_SUB] = VK_OP_SUB,
+        [TIDE_OP_LOGICAL_NOT] = VK_OP_NOT, [TIDE_OP_ERF] = VK_OP_ERF, [TIDE_OP_ADD] = VK_OP_ADD,
+        [TIDE_OP_SUB] = VK_OP_SUB,
         [TIDE_OP_MUL] = VK_OP_MUL, [TIDE_OP_DIV] = VK_OP_DIV, [TIDE_OP_POW] = VK_OP_POW,
         [TIDE_OP_MAXIMUM] = VK_OP_MAXIMUM, [TIDE_OP_MINIMUM] = VK_OP_MINIMUM,
         [TIDE_OP_FLOOR_DIVIDE] = VK_OP_FLOORDIV, [TIDE_OP_REMAINDER] = VK_OP_REMAINDER,
@@ -197,7 +198,7 @@ static bool int_op_ok(uint32_t op)
     switch (op) {
     case VK_OP_POW: case VK_OP_DIV: case VK_OP_EXP: case VK_OP_LOG: case VK_OP_SQRT:
     case VK_OP_RSQRT: case VK_OP_SIN: case VK_OP_COS: case VK_OP_TANH: case VK_OP_SIGMOID:
-    case VK_OP_FLOOR: case VK_OP_CEIL: case VK_OP_ROUND: case VK_OP_RECIPROCAL:
+    case VK_OP_FLOOR: case VK_OP_CEIL: case VK_OP_ROUND: case VK_OP_RECIPROCAL: case VK_OP_ERF:
         return false;
     default:
         return true;
@@ -266,7 +267,7 @@ static int ew_check(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *con
                                                                           : in[0]->dtype)));
     if (wide && arith && cdt == (int)VK_DT_F64 &&
         (op == VK_OP_EXP || op == VK_OP_LOG || op == VK_OP_SIN || op == VK_OP_COS ||
-         op == VK_OP_TANH || op == VK_OP_SIGMOID || op == VK_OP_POW))
+         op == VK_OP_TANH || op == VK_OP_SIGMOID || op == VK_OP_POW || op == VK_OP_ERF))
         return decline("no float64 shader for %s", tide_op_name(top));
     if (top == TIDE_OP_COPY && on_device(s, in[0]) && in[0]->storage == out->storage)
         return decline("%s between overlapping views of one buffer", "copy");

@@ -441,4 +441,14 @@ else
   print("test_jit: the Vulkan jit tests skipped: " .. tostring(vk_why))
 end
 
+H.test("a temporary jit function lives through its own call", function()
+  -- tide.jit(f)(x): nothing but the call's stack holds the jit function while the collections
+  -- around the traced call run
+  local x = tide.randn(3000)
+  for _ = 1, 3 do
+    local y = tide.jit(function(v) return v:tanh() * v * 3 end)(x)
+    H.eq(tide.equal(y, x:tanh() * x * 3), true, "same values as eager")
+  end
+end)
+
 H.done()

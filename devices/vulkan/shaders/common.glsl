@@ -72,6 +72,40 @@ float tanh1(float x)
     return x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u) ? -r : r;
 }
 
+// erf in float32. |x| < 0.5: the Taylor series 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)) to
+// n = 7 (the first term left out is below 2^-31 of the sum). 0.5 <= |x| < 4:
+// 1 - erfc(|x|), with erfc(z) = t exp(-z^2 + g(t)), t = 2/(2 + z), and g the 12-term polynomial
+// fitted for ops/nn_activation.c (relative error 2.6e-9 on z in [0, 10]); erfc is at most 0.48
+// there, so its few-ulp error is at most half as large relative to erf. Past 4, erf rounds to 1.
+// Measured on lavapipe against a double erf (tests/test_erf.c): within 4 ulps.
+float erf1(float x)
+{
+    float a = abs(x);
+    float r;
+    if (a < 0.5) {
+        float x2 = a * a;
+        r = 1.1283791670955126 * a * (1.0 + x2 * (-1.0 / 3.0 + x2 * (1.0 / 10.0 + x2 * (-1.0 / 42.0
+            + x2 * (1.0 / 216.0 + x2 * (-1.0 / 1320.0 + x2 * (1.0 / 9360.0
+            + x2 * (-1.0 / 75600.0))))))));
+    } else if (a < 4.0) {
+        float h = 1.0 / (a + 2.0); // t / 2
+        // the series variable s = (2t - 1 - A)/(1 - A), A = 1/6
+        float s = max(h * 4.8 - 1.4, -1.0);
+        float g = -4.7177399865712735e-06;
+        g = g * s - 2.2855769681526915e-05; g = g * s + 6.7834031783185731e-05;
+        g = g * s + 0.0001298682143473287;  g = g * s - 0.00054729439540930852;
+        g = g * s - 0.00027596115799807943; g = g * s + 0.0037131527712421391;
+        g = g * s - 0.0010455518350085862;  g = g * s - 0.029471350434957733;
+        g = g * s + 0.015745074072071874;   g = g * s + 0.57030715365546358;
+        g = g * s - 0.55859535372792468;
+        r = 1.0 - 2.0 * h * exp(g - a * a);
+    } else {
+        r = 1.0;
+    }
+    if (isnan(x)) return x;
+    return x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u) ? -r : r; // erf(-0) = -0
+}
+
 float sigmoid1(float x)
 {
     float e = exp(-abs(x));
@@ -164,6 +198,7 @@ vec4 unary_f(uint op, vec4 x)
         return sel(sel(x, vec4(-1.0), lessThan(x, vec4(0.0))), vec4(1.0), greaterThan(x, vec4(0.0)));
     case VK_OP_RECIPROCAL: return 1.0 / x;
     case VK_OP_NOT: return vec4(equal(x, vec4(0.0)));
+    case VK_OP_ERF: return vec4(erf1(x.x), erf1(x.y), erf1(x.z), erf1(x.w));
     default: return x; // VK_OP_CAST between float32 tensors: a copy
     }
 }
