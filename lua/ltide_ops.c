@@ -275,6 +275,32 @@ static int argminmax(lua_State *L, bool is_max)
 static int t_argmax(lua_State *L) { return argminmax(L, true); }
 static int t_argmin(lua_State *L) { return argminmax(L, false); }
 
+/* x:triu([diagonal]), x:tril([diagonal]): diagonal is an offset (0 the main one), not a
+ * position, so it is not shifted to 1-based. */
+static int triangle(lua_State *L, bool upper)
+{
+    const char *name = upper ? "triu" : "tril";
+    tide_tensor *x = lt_check(L, 1, name);
+    int64_t diagonal = lua_isnoneornil(L, 2) ? 0 : lt_checkint(L, 2, name, "diagonal");
+    lua_settop(L, 2);
+    lt_box *b = lt_newbox(L);
+    return lt_fill(L, b, (upper ? tide_triu : tide_tril)(x, diagonal), false);
+}
+static int t_triu(lua_State *L) { return triangle(L, true); }
+static int t_tril(lua_State *L) { return triangle(L, false); }
+
+/* x:cumsum(dim), dim 1-based or negative. */
+static int t_cumsum(lua_State *L)
+{
+    tide_tensor *x = lt_check(L, 1, "cumsum");
+    if (lua_isnoneornil(L, 2))
+        return luaL_error(L, "cumsum: expected a dim");
+    int dim = lt_checkdim(L, 2, tide_ndim(x), 0, "cumsum");
+    lua_settop(L, 2);
+    lt_box *b = lt_newbox(L);
+    return lt_fill(L, b, tide_cumsum(x, dim), false);
+}
+
 /* x:all([dim [, keepdim]]), x:any(...): bool tensors, composed from != 0 and sum. */
 static int allany(lua_State *L, bool all)
 {
@@ -535,6 +561,9 @@ static const lt_reg ops_regs[] = {
     {"equal", f_equal, LT_BOTH},
     {"allclose", f_allclose, LT_BOTH},
     {"isclose", f_isclose, LT_BOTH},
+    {"triu", t_triu, LT_BOTH},
+    {"tril", t_tril, LT_BOTH},
+    {"cumsum", t_cumsum, LT_BOTH},
     {NULL, NULL, 0},
 };
 
