@@ -136,6 +136,8 @@ H.test("jit: the same bits as eager, forward and backward", function()
     bitwise(g1, g2, "grad call " .. rep)
   end
   H.eq(f:stats().hits >= 2, true, "later calls hit the cache")
+  H.eq(f:stats().breaks, 0, "cumsum stays in the plan (an opaque library op): no break")
+  H.eq(f:stats().fallbacks, 0, "no fallback to eager")
 end)
 
 local vk = tide.vulkan.available()
@@ -162,6 +164,9 @@ H.test("vulkan: the same bits as the CPU (cumsum through the logged CPU fallback
   local l2 = (q:cumsum(1):triu() * 2):sum()
   l2:backward()
   bitwise(p.grad:to("cpu"), q.grad, "grad")
+  local fwd = function(t) return (t:triu(1) * 2):cumsum(2):tril() end
+  local jf = tide.jit(fwd)
+  for _ = 1, 2 do bitwise(jf(xv):to("cpu"), fwd(x), "jit on vulkan") end
 end)
 
 H.test("errors name the op and the shape", function()
