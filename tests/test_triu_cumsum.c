@@ -1,5 +1,5 @@
 /*
- * test_triu_cumsum.c — triu/tril and cumsum against plain reference loops: every dtype, the
+ * test_triu_cumsum.c — triu/tril, cumsum and topk against plain reference loops: every dtype, the
  * contiguous / transposed / sliced / expanded layouts, every dim and diagonal sign, batches,
  * 0-dim and empty tensors; cumsum's result independent of the thread count; gradcheck of all
  * three; and the errors (1-d input, bad dim), which name the op and the shape.
@@ -8,7 +8,9 @@
  * double and rounds each prefix once, which is what the CPU kernel does (devices/cpu/cpu_scan.c),
  * so float32 and float64 results are compared exactly, integers too (small values, no wrap).
  */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/autograd.h"
 #include "tide.h"
@@ -146,10 +148,93 @@ static void test_cumsum_threads(void)
     tide_release(a0), tide_release(a1), tide_release(b0), tide_release(b1), tide_release(x);
 }
 
+/* ---- topk ---------------------------------------------------------------------------------- */
+
+/* Whether u (at position pu) ranks before v (at pv): larger (smaller) first, NaN the largest,
+ * ties to the lower position. */
+static bool ranks_before(double u, int64_t pu, double v, int64_t pv, bool largest)
+{
+    int c = isnan(u) != isnan(v) ? (isnan(u) ? 1 : -1) : (isnan(u) || u == v) ? 0 : (u > v ? 1 : -1);
+    if (!largest)
+        c = -c;
+    return c > 0 || (c == 0 && pu < pv);
+}
+
+static void check_topk(int nd, const int64_t *shape, tide_dtype dt, int layout, int dim, int64_t k,
+                       bool largest)
+{
+    double *v;
+    tide_tensor *x = make(nd, shape, dt, layout, &v);
+    int64_t oshape[TIDE_MAX_DIMS], inner = 1, len = shape[dim];
+    memcpy(oshape, shape, sizeof(int64_t) * nd);
+    oshape[dim] = k;
+    for (int d = dim + 1; d < nd; d++)
+        inner *= shape[d];
+    int64_t lines = ref_numel(nd, shape) / len, no = ref_numel(nd, oshape);
+    double *wi = malloc((size_t)(no > 0 ? no : 1) * sizeof *wi);
+    double *wv = malloc((size_t)(no > 0 ? no : 1) * sizeof *wv);
+    int64_t *order = malloc((size_t)len * sizeof *order);
+    for (int64_t l = 0; l < lines; l++) {
+        int64_t first = (l / inner) * len * inner + l % inner;
+        for (int64_t p = 0; p < len; p++) { /* insertion sort: plain and stable */
+            int64_t q = p;
+            while (q > 0 && ranks_before(v[first + p * inner], p, v[first + order[q - 1] * inner],
+                                         order[q - 1], largest)) {
+                order[q] = order[q - 1];
+                q--;
+            }
+            order[q] = p;
+        }
+        int64_t ofirst = (l / inner) * k * inner + l % inner;
+        for (int64_t r = 0; r < k; r++) {
+            wi[ofirst + r * inner] = (double)order[r];
+            wv[ofirst + r * inner] = v[first + order[r] * inner];
+        }
+    }
+    tide_tensor *vals = NULL, *idx = NULL;
+    int rc = tide_topk(x, k, dim, largest, true, &vals, &idx);
+    CHECK(rc == 0, "topk failed: %s", tide_last_error());
+    char desc[200];
+    snprintf(desc, sizeof desc, "topk %s %s %s dim %d k %lld %s", ref_shape_str(nd, shape),
+             ref_dtype_name(dt), ref_layout_name(layout), dim, (long long)k,
+             largest ? "largest" : "smallest");
+    ref_check_tensor(desc, idx, TIDE_INT64, nd, oshape, wi, 0);
+    ref_check_tensor(desc, vals, dt, nd, oshape, wv, 0);
+    tide_release(vals), tide_release(idx);
+    free(wi), free(wv), free(order), free(v);
+    tide_release(x);
+}
+
+static void test_topk(void)
+{
+    ref_seed(4);
+    for (int di = 0; di < 5; di++) /* not bool */
+        for (int layout = 0; layout < REF_NUM_LAYOUTS; layout++)
+            for (int dim = 0; dim < 3; dim++)
+                for (int largest = 0; largest < 2; largest++) {
+                    int64_t shape[3] = {3, 4, 5};
+                    for (int64_t k = 0; k <= shape[dim]; k += 2)
+                        check_topk(3, shape, all_dtypes[di], layout, dim, k, largest);
+                }
+    /* ties and NaN: NaN first for largest, last for smallest; equal values by position */
+    double tv[6] = {1, NAN, 2, 1, 2, -INFINITY};
+    tide_tensor *t = tide_from_data(tv, 1, (int64_t[]){6}, TIDE_FLOAT64), *iv = NULL;
+    int64_t got[6];
+    CHECK(tide_topk(t, 6, 0, true, true, NULL, &iv) == 0 && tide_to_buffer(iv, got, sizeof got) == 0 &&
+              got[0] == 1 && got[1] == 2 && got[2] == 4 && got[3] == 0 && got[4] == 3 && got[5] == 5,
+          "topk order with NaN and ties: %s", tide_last_error());
+    tide_release(iv);
+    iv = NULL;
+    CHECK(tide_topk(t, 6, 0, false, true, NULL, &iv) == 0 && tide_to_buffer(iv, got, sizeof got) == 0 &&
+              got[0] == 5 && got[1] == 0 && got[2] == 3 && got[3] == 2 && got[4] == 4 && got[5] == 1,
+          "topk smallest order with NaN and ties: %s", tide_last_error());
+    tide_release(iv), tide_release(t);
+}
+
 /* ---- gradcheck ------------------------------------------------------------------------------ */
 
 typedef struct gc_case {
-    int which; /* 0 triu, 1 tril, 2 cumsum */
+    int which; /* 0 triu, 1 tril, 2 cumsum, 3 topk values along dim 2 (k = arg) */
     int64_t arg;
 } gc_case;
 
@@ -157,9 +242,13 @@ static tide_tensor *gc_fn(void *ctx, tide_tensor *const *in, int n)
 {
     (void)n;
     const gc_case *c = ctx;
-    tide_tensor *y = c->which == 0   ? tide_triu(in[0], c->arg)
-                     : c->which == 1 ? tide_tril(in[0], c->arg)
-                                     : tide_cumsum(in[0], (int)c->arg);
+    tide_tensor *y = NULL;
+    if (c->which == 3)
+        tide_topk(in[0], c->arg, 2, true, true, &y, NULL);
+    else
+        y = c->which == 0   ? tide_triu(in[0], c->arg)
+            : c->which == 1 ? tide_tril(in[0], c->arg)
+                            : tide_cumsum(in[0], (int)c->arg);
     tide_tensor *z = y ? tide_tanh(y) : NULL; /* something nonlinear after it */
     tide_release(y);
     return z;
@@ -168,7 +257,7 @@ static tide_tensor *gc_fn(void *ctx, tide_tensor *const *in, int n)
 static void test_gradcheck(void)
 {
     static const gc_case cases[] = {{0, 0}, {0, 2}, {0, -1}, {1, 0}, {1, 1}, {1, -2},
-                                    {2, 0}, {2, 1}, {2, 2},  {2, -1}};
+                                    {2, 0}, {2, 1}, {2, 2},  {2, -1}, {3, 2}, {3, 4}};
     ref_seed(3);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int layout = 0; layout < 3; layout++) { /* not expanded: gradcheck needs no stride 0 */
@@ -179,7 +268,8 @@ static void test_gradcheck(void)
             /* central differences of a smooth function: error ~ eps^2, rounding ~ 1e-16/eps */
             int rc = td_gradcheck(gc_fn, &c, &x, 1, 1e-6, 1e-7, 1e-6);
             CHECK(rc == 0, "gradcheck %s(%lld) %s: %s",
-                  c.which == 0 ? "triu" : c.which == 1 ? "tril" : "cumsum", (long long)c.arg,
+                  c.which == 0 ? "triu" : c.which == 1 ? "tril" : c.which == 2 ? "cumsum" : "topk",
+                  (long long)c.arg,
                   ref_layout_name(layout), tide_last_error());
             free(v);
             tide_release(x);
@@ -200,6 +290,20 @@ static void test_errors(void)
     CHECK_ERROR(tide_cumsum(m, -3), "cumsum", "dim -3", "[2, 3] int32");
     CHECK_ERROR(tide_cumsum(s, 1), "cumsum", "dim 1", "-1..0");
     CHECK_ERROR(tide_cumsum(NULL, 0), "cumsum");
+    tide_tensor *tv = NULL, *ti = NULL;
+    CHECK(tide_topk(m, 4, 1, true, true, &tv, &ti) < 0 && !tv && !ti &&
+              strstr(tide_last_error(), "topk: k = 4 is out of range 0..3 for input [2, 3] int32"),
+          "topk k too large: %s", tide_last_error());
+    CHECK(tide_topk(m, -1, 1, true, true, &tv, &ti) < 0 && strstr(tide_last_error(), "k = -1"),
+          "topk negative k: %s", tide_last_error());
+    CHECK(tide_topk(m, 1, 2, true, true, &tv, &ti) < 0 &&
+              strstr(tide_last_error(), "topk: dim 2 is out of range for input [2, 3] int32"),
+          "topk bad dim: %s", tide_last_error());
+    tide_tensor *bl = tide_ones(1, (int64_t[]){3}, TIDE_BOOL);
+    CHECK(tide_topk(bl, 1, 0, true, true, &tv, &ti) < 0 && strstr(tide_last_error(), "topk") &&
+              strstr(tide_last_error(), "bool"),
+          "topk bool: %s", tide_last_error());
+    tide_release(bl);
     tide_release(v), tide_release(s), tide_release(m);
 }
 
@@ -208,6 +312,7 @@ int main(void)
     test_triangle();
     test_cumsum();
     test_cumsum_threads();
+    test_topk();
     test_gradcheck();
     test_errors();
     int rc = test_summary("test_triu_cumsum");
