@@ -169,6 +169,45 @@ H.test("vulkan: the same bits as the CPU (cumsum through the logged CPU fallback
   for _ = 1, 2 do bitwise(jf(xv):to("cpu"), fwd(x), "jit on vulkan") end
 end)
 
+H.test("topk: values and 1-based indices, best first; gradient scattered back", function()
+  local x = tide.tensor({ { 3, 1, 4, 1, 5 }, { 9, 2, 6, 5, 3 } })
+  local v, i = x:topk(2)
+  H.values(v, { { 5, 4 }, { 9, 6 } }, 0)
+  H.values(i, { { 5, 3 }, { 1, 3 } }, 0)
+  v, i = tide.topk(x, 3, { dim = 2, largest = false, sorted = true })
+  H.values(v, { { 1, 1, 3 }, { 2, 3, 5 } }, 0, "smallest; ties to the lower position")
+  H.values(i, { { 2, 4, 1 }, { 2, 5, 4 } }, 0)
+  v, i = x:topk(1, 1)
+  H.values(v, { { 9, 2, 6, 5, 5 } }, 0, "dim 1")
+  H.values(i, { { 2, 2, 2, 2, 1 } }, 0)
+  local y = tide.randn(3, 6):double():requires_grad_()
+  local w = tide.randn(3, 2):double()
+  local vals, idx = y:topk(2, { dim = -1 })
+  H.eq(vals.grad_fn, "topk")
+  ;(vals * w):sum():backward()
+  local it, wt = idx:totable(), w:totable()
+  H.values(y.grad, H.build({ 3, 6 }, function(r, c)
+    if it[r][1] == c then return wt[r][1] end
+    if it[r][2] == c then return wt[r][2] end
+    return 0
+  end), 0)
+  local f = tide.jit(function(t) local a, b = t:topk(3); return a * 2, b end)
+  local z = tide.randn(5, 8)
+  local a1, b1 = f(z)
+  local a2, b2 = z:topk(3)
+  H.ok(tide.equal(a1, a2 * 2) and tide.equal(b1, b2), "jit equals eager")
+  if vk then
+    local av, bv = z:to("vulkan"):topk(3, { largest = false })
+    local ac, bc = z:topk(3, { largest = false })
+    H.ok(tide.equal(av:to("cpu"), ac) and tide.equal(bv:to("cpu"), bc), "vulkan equals cpu")
+  end
+  H.raises(function() return x:topk(6) end, "topk", "k = 6", "0..5", "[2, 5] int64")
+  H.raises(function() return x:topk(1, 3) end, "topk", "dim 3")
+  H.raises(function() return x:topk(1.5) end, "topk", "k", "integer")
+  H.raises(function() return x:topk(1, { largest = 1 }) end, "topk", "largest", "boolean")
+  H.raises(function() return tide.tensor({ true }):topk(1) end, "topk", "bool")
+end)
+
 H.test("errors name the op and the shape", function()
   H.raises(function() return tide.triu(tide.ones(3)) end, "triu", "at least 2 dims", "[3]")
   H.raises(function() return tide.tril(tide.tensor(1)) end, "tril", "at least 2 dims")
