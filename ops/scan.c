@@ -64,9 +64,9 @@ static int topk_body(const tide_tensor *x, int64_t k, int dim, bool largest,
                         nn_describe(buf, sizeof buf, x));
     int d = dim < 0 ? dim + (x->ndim > 0 ? x->ndim : 1) : dim;
     int64_t size = x->ndim > 0 ? x->shape[d] : 1;
-    if (k < 0 || k > size)
-        return td_error("%s: k = %lld is out of range 0..%lld for input %s", op, (long long)k,
-                        (long long)size, nn_describe(buf, sizeof buf, x));
+    if (k < (x->ndim == 0 ? 1 : 0) || k > size) /* a 0-dim result holds one element */
+        return td_error("%s: k = %lld is out of range %d..%lld for input %s", op, (long long)k,
+                        x->ndim == 0 ? 1 : 0, (long long)size, nn_describe(buf, sizeof buf, x));
     td_meta meta = {x->ndim, {0}, TIDE_INT64, x->device};
     memcpy(meta.shape, x->shape, sizeof(int64_t) * x->ndim);
     if (x->ndim > 0)

@@ -304,6 +304,14 @@ static void test_errors(void)
               strstr(tide_last_error(), "bool"),
           "topk bool: %s", tide_last_error());
     tide_release(bl);
+    tide_tensor *s0 = tide_scalar(2.5, TIDE_FLOAT32);
+    CHECK(tide_topk(s0, 0, 0, true, true, &tv, &ti) < 0 && strstr(tide_last_error(), "1..1"),
+          "topk k = 0 of a 0-dim input: %s", tide_last_error());
+    double sv = 0, si = -1;
+    CHECK(tide_topk(s0, 1, -1, true, true, &tv, &ti) == 0 && tide_item(tv, &sv) == 0 &&
+              tide_item(ti, &si) == 0 && sv == 2.5 && si == 0,
+          "topk of a 0-dim input: %s", tide_last_error());
+    tide_release(tv), tide_release(ti), tide_release(s0);
     tide_release(v), tide_release(s), tide_release(m);
 }
 

@@ -6,6 +6,7 @@
  * lines run in parallel.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "cpu_kernels.h"
@@ -22,7 +23,7 @@ typedef struct topk_job {
     int dim;
     int64_t n, k, inner;
     bool largest, fl;
-    int failed;
+    atomic_int failed; /* a worker could not get its scratch line */
 } topk_job;
 
 /* <0 when a ranks before b, for largest order; ties by position. */
@@ -74,9 +75,9 @@ static void read_item(const tide_tensor *x, int64_t off, topk_item *it)
 static void topk_lines(void *ctx, int64_t begin, int64_t end)
 {
     topk_job *j = ctx;
-    topk_item *items = malloc((size_t)j->n * sizeof *items);
+    topk_item *items = td_malloc((size_t)j->n * sizeof *items);
     if (!items) {
-        j->failed = 1; /* benign race: every writer stores 1 */
+        atomic_store(&j->failed, 1);
         return;
     }
     int (*cmp)(const void *, const void *) = j->largest ? (j->fl ? cmp_largest_f : cmp_largest_i)
@@ -114,6 +115,6 @@ int td_cpu_topk(tide_tensor *out, const tide_tensor *x, int dim, int64_t k, bool
     if (k == 0 || lines == 0)
         return 0;
     td_parallel_for(lines, 64, topk_lines, &j);
-    return j.failed ? td_error("topk: out of memory for a line of %lld elements", (long long)j.n)
+    return atomic_load(&j.failed) ? td_error("topk: out of memory for a line of %lld elements", (long long)j.n)
                     : 0;
 }
