@@ -550,6 +550,18 @@ static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor 
         }
         return 0;
     }
+    case TIDE_OP_CUMSUM: {
+        /* d out[j] / d x[i] = 1 for j >= i: the gradient is the reversed cumsum of g. */
+        if (i0->ndim == 0) {
+            gi[0] = give(S, g);
+            return 0;
+        }
+        int dim = (int)v[0];
+        tide_tensor *rev = K(tide_flip(g, &dim, 1));
+        tide_tensor *sums = rev ? K(tide_cumsum(rev, dim)) : NULL;
+        gi[0] = give(S, sums ? K(tide_flip(sums, &dim, 1)) : NULL);
+        return 0;
+    }
     default:
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }

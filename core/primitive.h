@@ -46,7 +46,8 @@
     X(MATMUL, matmul) X(CONV2D, conv2d) X(CONV2D_GRAD_INPUT, conv2d_grad_input)                   \
     X(CONV2D_GRAD_WEIGHT, conv2d_grad_weight) X(MAX_POOL2D, max_pool2d)                           \
     X(MAX_POOL2D_INDICES, max_pool2d_indices) X(AVG_POOL2D, avg_pool2d)                           \
-    X(AVG_POOL2D_GRAD, avg_pool2d_grad) X(RANDOM, random) X(TO, to)
+    X(AVG_POOL2D_GRAD, avg_pool2d_grad) X(RANDOM, random) X(TO, to)                               \
+    X(CUMSUM, cumsum) X(TOPK, topk)
 
 #define TIDE_ALL_OPS(X)                                                                            \
     TIDE_UNARY_OPS(X) TIDE_BINARY_OPS(X) TIDE_REDUCE_OPS(X) TIDE_ARGREDUCE_OPS(X)                 \
@@ -95,6 +96,10 @@ static inline bool tide_op_is_binary(tide_op op)
  *  RANDOM: no inputs; ints = (distribution: 0 uniform [a, b), 1 normal (mean a, std b),
  *  2 integers uniform in [a, b); seed; offset), values = (a, b). Element i of the output is a
  *  function of (seed, offset + i) alone, so every thread count and device agrees.
+ *  CUMSUM: in = (x), out has x's shape and dtype (float32, float64, int64); ints[0] = the dim
+ *  (0 for a 0-dim x); inclusive sums, added in order along the dim.
+ *  TOPK: in = (x), out int64: the positions along dim of the k largest (smallest) elements,
+ *  best first, ties to the lower position, NaN above everything; ints = (dim, k, largest).
  *  TO: in = (x), out on the destination device (its tensor's device); nothing here. The
  *  dispatcher copies through the two devices' read/write; it never reaches a device's run.
  *  View ops: shape/strides/offset of the result are on the output tensor itself; ints hold the

@@ -244,6 +244,19 @@ TIDE_API tide_tensor *tide_stack(tide_tensor *const *xs, int n, int dim);
 /* pads holds npads/2 (before, after) pairs, the first pair for the last dim, as torch's F.pad. */
 TIDE_API tide_tensor *tide_pad(const tide_tensor *x, const int64_t *pads, int npads, double value);
 TIDE_API tide_tensor *tide_flip(const tide_tensor *x, const int *dims, int ndims);
+/* torch.triu/tril: zeros below (triu) or above (tril) the diagonal-th diagonal of the last two
+ * dims (0 the main one, > 0 above, < 0 below); leading dims are a batch. ndim >= 2. */
+TIDE_API tide_tensor *tide_triu(const tide_tensor *x, int64_t diagonal);
+TIDE_API tide_tensor *tide_tril(const tide_tensor *x, int64_t diagonal);
+/* Inclusive prefix sums along dim, added in order along it; integer and bool inputs give int64,
+ * as PyTorch. */
+TIDE_API tide_tensor *tide_cumsum(const tide_tensor *x, int dim);
+/* The k largest (largest false: smallest) elements along dim into *values (x's dtype) and their
+ * int64 0-based positions into *indices (either may be NULL), best first whatever sorted says;
+ * ties go to the lower position, NaN counts as the largest. Values are a gather of x, so their
+ * gradient is scattered back to the chosen places. 0, or -1 with the error set. */
+TIDE_API int tide_topk(const tide_tensor *x, int64_t k, int dim, bool largest, bool sorted,
+                       tide_tensor **values, tide_tensor **indices);
 
 /* ---- in place ----------------------------------------------------------------------------- */
 /* Writes src (broadcast to dst's shape, converted to dst's dtype) into dst, which may be a view. */

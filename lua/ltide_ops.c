@@ -275,6 +275,73 @@ static int argminmax(lua_State *L, bool is_max)
 static int t_argmax(lua_State *L) { return argminmax(L, true); }
 static int t_argmin(lua_State *L) { return argminmax(L, false); }
 
+/* x:triu([diagonal]), x:tril([diagonal]): diagonal is an offset (0 the main one), not a
+ * position, so it is not shifted to 1-based. */
+static int triangle(lua_State *L, bool upper)
+{
+    const char *name = upper ? "triu" : "tril";
+    tide_tensor *x = lt_check(L, 1, name);
+    int64_t diagonal = lua_isnoneornil(L, 2) ? 0 : lt_checkint(L, 2, name, "diagonal");
+    lua_settop(L, 2);
+    lt_box *b = lt_newbox(L);
+    return lt_fill(L, b, (upper ? tide_triu : tide_tril)(x, diagonal), false);
+}
+static int t_triu(lua_State *L) { return triangle(L, true); }
+static int t_tril(lua_State *L) { return triangle(L, false); }
+
+/* An optional boolean field of the options table at arg. */
+static bool opt_bool(lua_State *L, int arg, const char *key, bool dflt, const char *op)
+{
+    lua_getfield(L, arg, key);
+    bool v = dflt;
+    if (lua_isboolean(L, -1))
+        v = lua_toboolean(L, -1);
+    else if (!lua_isnil(L, -1))
+        luaL_error(L, "%s: option %s must be a boolean, got %s", op, key, luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return v;
+}
+
+/* x:topk(k [, dim | {dim=, largest=, sorted=}]) -> values, 1-based indices (dim: the last). */
+static int t_topk(lua_State *L)
+{
+    const char *op = "topk";
+    tide_tensor *x = lt_check(L, 1, op);
+    int64_t k = lt_checkint(L, 2, op, "k");
+    int dim = tide_ndim(x) > 0 ? tide_ndim(x) - 1 : 0;
+    bool largest = true, sorted = true;
+    if (lua_istable(L, 3)) {
+        lua_getfield(L, 3, "dim");
+        if (!lua_isnil(L, -1))
+            dim = lt_checkdim(L, -1, tide_ndim(x), 0, op);
+        lua_pop(L, 1);
+        largest = opt_bool(L, 3, "largest", true, op);
+        sorted = opt_bool(L, 3, "sorted", true, op);
+    } else if (!lua_isnoneornil(L, 3)) {
+        dim = lt_checkdim(L, 3, tide_ndim(x), 0, op);
+    }
+    lua_settop(L, 3);
+    lt_box *values = lt_newbox(L);
+    lt_box *indices = lt_newbox(L);
+    tide_tensor *v = NULL, *i = NULL;
+    if (tide_topk(x, k, dim, largest, sorted, &v, &i) < 0)
+        return lt_raise(L, op);
+    lt_fill(L, values, v, false);
+    return lt_fill(L, indices, plus_one(i), false) + 1;
+}
+
+/* x:cumsum(dim), dim 1-based or negative. */
+static int t_cumsum(lua_State *L)
+{
+    tide_tensor *x = lt_check(L, 1, "cumsum");
+    if (lua_isnoneornil(L, 2))
+        return luaL_error(L, "cumsum: expected a dim");
+    int dim = lt_checkdim(L, 2, tide_ndim(x), 0, "cumsum");
+    lua_settop(L, 2);
+    lt_box *b = lt_newbox(L);
+    return lt_fill(L, b, tide_cumsum(x, dim), false);
+}
+
 /* x:all([dim [, keepdim]]), x:any(...): bool tensors, composed from != 0 and sum. */
 static int allany(lua_State *L, bool all)
 {
@@ -535,6 +602,10 @@ static const lt_reg ops_regs[] = {
     {"equal", f_equal, LT_BOTH},
     {"allclose", f_allclose, LT_BOTH},
     {"isclose", f_isclose, LT_BOTH},
+    {"triu", t_triu, LT_BOTH},
+    {"tril", t_tril, LT_BOTH},
+    {"cumsum", t_cumsum, LT_BOTH},
+    {"topk", t_topk, LT_BOTH},
     {NULL, NULL, 0},
 };
 

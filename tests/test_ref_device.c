@@ -731,6 +731,53 @@ static int build_flip(int v, tcase *c)
     return 1;
 }
 
+/* cumsum sees float32, float64 and int64 (ops/ casts the rest); CPU and ref both add in order
+ * along the dim in double (wrapping int64), so they agree bitwise. */
+static int build_cumsum(int v, tcase *c)
+{
+    static const tide_dtype dts[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_INT64};
+    tide_dtype dt = dts[digit(&v, 3)];
+    int layout = digit(&v, NLAYOUTS), form = digit(&v, 4);
+    if (v)
+        return -1;
+    if (form == 3 && layout != CONTIG)
+        return 0;
+    static const char *const forms[] = {"dim 0", "dim 1", "dim 2", "0-dim"};
+    c->nin = 1;
+    c->in[0] = form == 3 ? mk(dt, CONTIG, 0, NULL) : mk(dt, layout, 3, SHAPE(3, 4, 5));
+    set_ints(c, 1, SHAPE(form == 3 ? 0 : form));
+    if (form == 3)
+        set_out(c, dt, 0, NULL);
+    else
+        set_out(c, dt, 3, SHAPE(3, 4, 5));
+    c->tol = TOL_EXACT;
+    describe(c, dt, layout, forms[form]);
+    return 1;
+}
+
+/* topk's positions: every dtype but bool, both orders, k of 0, some and all; special values
+ * (NaN, ties) in float inputs come in through the operand's generator. */
+static int build_topk(int v, tcase *c)
+{
+    tide_dtype dt = all_dtypes[digit(&v, 5)]; /* bool has no order */
+    int layout = digit(&v, NLAYOUTS), form = digit(&v, 4), largest = digit(&v, 2);
+    if (v)
+        return -1;
+    static const int64_t ks[4] = {2, 5, 0, 1};
+    static const int dims[4] = {2, 2, 1, 0};
+    int dim = dims[form];
+    c->nin = 1;
+    c->in[0] = mk(dt, layout, 3, SHAPE(3, 4, 5));
+    c->in[0].special = true;
+    int64_t shape[3] = {3, 4, 5};
+    shape[dim] = ks[form];
+    set_ints(c, 3, SHAPE(dim, ks[form], largest));
+    set_out(c, TIDE_INT64, 3, shape);
+    c->tol = TOL_EXACT;
+    describe(c, dt, layout, largest ? "largest" : "smallest");
+    return 1;
+}
+
 static int build_gather(int v, tcase *c)
 {
     tide_dtype dt = all_dtypes[digit(&v, 6)];
@@ -948,6 +995,8 @@ static int build(tide_op op, int v, tcase *c)
     case TIDE_OP_AVG_POOL2D_GRAD:
         return build_pool(op, v, c);
     case TIDE_OP_RANDOM: return build_random(v, c);
+    case TIDE_OP_CUMSUM: return build_cumsum(v, c);
+    case TIDE_OP_TOPK: return build_topk(v, c);
     default: return -1;
     }
 }

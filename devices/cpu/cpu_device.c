@@ -96,6 +96,10 @@ static int cpu_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *
         return td_cpu_pool2d(op, out, in[0], a->ints);
     case TIDE_OP_AVG_POOL2D_GRAD:
         return td_cpu_avg_pool2d_grad(out, in[0], a->ints);
+    case TIDE_OP_TOPK:
+        return td_cpu_topk(out, in[0], (int)a->ints[0], a->ints[1], a->ints[2] != 0);
+    case TIDE_OP_CUMSUM:
+        return td_cpu_cumsum(out, in[0], (int)a->ints[0]);
     case TIDE_OP_RANDOM:
         return td_cpu_random(out, (int)a->ints[0], (uint64_t)a->ints[1], (uint64_t)a->ints[2],
                              a->values[0], a->values[1]);

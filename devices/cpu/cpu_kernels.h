@@ -45,6 +45,16 @@ int td_cpu_cat(tide_tensor *out, tide_tensor *const *xs, int n, int dim);
 int td_cpu_pad(tide_tensor *out, const tide_tensor *x, const int64_t *pads, double value);
 int td_cpu_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int ndims);
 
+/* ---- cpu_scan.c ---- */
+/* Inclusive prefix sums of x along dim (a 0-dim x: dim is ignored); out has x's shape and dtype,
+ * float32, float64 or int64. Sequential along dim, accumulated in double (float) or wrapping
+ * int64. */
+int td_cpu_cumsum(tide_tensor *out, const tide_tensor *x, int dim);
+/* ---- cpu_topk.c ---- */
+/* out (int64, x's shape with k at dim) = positions of the k best elements of each line, best
+ * first; NaN above every number, ties to the lower position. x is not bool. */
+int td_cpu_topk(tide_tensor *out, const tide_tensor *x, int dim, int64_t k, bool largest);
+
 /* ---- cpu_matmul.c ---- */
 /* a [..., M, K] and b [..., K, N] have out's dtype and ndim; batch dims broadcast to out's
  * (stride 0 where expanded). float32/float64 through BLAS, integers by a blocked loop. */

@@ -95,6 +95,10 @@ int ref_iota(tide_tensor *out, double start, double step, double end, bool symme
 int ref_cat(tide_tensor *out, tide_tensor *const *xs, int n, int dim);
 int ref_pad(tide_tensor *out, const tide_tensor *x, const int64_t *pads, double value);
 int ref_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int ndims);
+/* out (float32, float64 or int64, x's dtype) = inclusive sums along dim, in order. */
+int ref_cumsum(tide_tensor *out, const tide_tensor *x, int dim);
+/* out (int64) = positions of the k best elements along dim, best first (ref_topk.c). */
+int ref_topk(tide_tensor *out, const tide_tensor *x, int dim, int64_t k, bool largest);
 
 int ref_gather(tide_tensor *out, const tide_tensor *x, const tide_tensor *index, int dim);
 int ref_scatter_add(tide_tensor *out, const tide_tensor *x, const tide_tensor *index,

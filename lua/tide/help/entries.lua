@@ -151,6 +151,10 @@ return {
   { "tide.stack(list [, dim])", "tensors joined along a new dim" },
   { "tide.pad(x, pads [, value])", "x padded: pads = {left, right [, top, bottom ...]}, last dim first" },
   { "tide.flip(x, dims...)", "a copy with the order of the dims' elements reversed" },
+  { "tide.triu(x [, diagonal])", "a copy with the elements below the diagonal-th diagonal of the last two dims zeroed" },
+  { "tide.tril(x [, diagonal])", "a copy with the elements above the diagonal-th diagonal of the last two dims zeroed" },
+  { "tide.cumsum(x, dim)", "inclusive running sums along dim (integers and bools give int64)" },
+  { "tide.topk(x, k [, dim | {dim, largest, sorted}])", "the k largest (smallest) values along dim (default the last) and their 1-based indices, best first" },
   -- ---- indexing
   { "tide.gather(x, dim, index)", "values of x at the 1-based index along dim" },
   { "tide.index_select(x, dim, index)", "the slices at the 1-based indices along dim" },

@@ -1,0 +1,97 @@
+/*
+ * cpu_scan.c — cumsum on the CPU: inclusive prefix sums along one dim, any input strides.
+ *
+ * Summation order: along the dim, strictly sequential: out[i] = round(acc_i) with
+ * acc_i = acc_{i-1} + x[i] in double for float32 and float64 (PyTorch's CPU accumulator type
+ * too), in wrapping int64 for int64 (ops/ casts other integers and bool to int64 first). The
+ * ref device adds in the same order in double, so the two agree bitwise.
+ *
+ * A line is one position of every dim but the scanned one. Lines are independent, so they are
+ * split across the thread pool (each line's order stays the same: the result does not depend on
+ * the thread count); a block of up to LINE_BLOCK neighbouring lines is walked together so
+ * that a step along the dim reads and writes neighbouring memory.
+ */
+#include "cpu_kernels.h"
+
+#define LINE_BLOCK 64
+#define GRAIN_ELEMS (32 * 1024)
+
+typedef struct scan_job {
+    const tide_tensor *x;
+    tide_tensor *out;
+    int dim;
+    int64_t n, inner; /* size of dim; product of the sizes after it */
+} scan_job;
+
+/* Offset (elements) from x's first element to element 0 along dim of line l. */
+static int64_t line_offset(const scan_job *j, int64_t l)
+{
+    const tide_tensor *x = j->x;
+    int64_t off = 0;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (d == j->dim)
+            continue;
+        off += (l % x->shape[d]) * x->strides[d];
+        l /= x->shape[d];
+    }
+    return off;
+}
+
+#define SCAN_BLOCK(T, ACC)                                                                       \
+    do {                                                                                         \
+        const T *xp = (const T *)td_tensor_data(j->x);                                           \
+        T *op = (T *)td_tensor_data(j->out) + first_out;                                         \
+        ACC acc[LINE_BLOCK] = {0};                                                               \
+        for (int64_t i = 0; i < j->n; i++, op += j->inner)                                       \
+            for (int k = 0; k < count; k++) {                                                    \
+                acc[k] = (ACC)(acc[k] + (ACC)xp[offs[k] + i * xs]);                               \
+                op[k] = (T)acc[k];                                                               \
+            }                                                                                    \
+    } while (0)
+
+/* Lines [l, l + count) share their outer position (one run of the inner index). */
+static void scan_block(const scan_job *j, int64_t l, int count)
+{
+    int64_t offs[LINE_BLOCK];
+    for (int k = 0; k < count; k++)
+        offs[k] = line_offset(j, l + k);
+    int64_t xs = j->dim >= 0 ? j->x->strides[j->dim] : 0;
+    int64_t first_out = (l / j->inner) * j->n * j->inner + l % j->inner;
+    switch (j->out->dtype) {
+    case TIDE_FLOAT32: SCAN_BLOCK(float, double); break;
+    case TIDE_FLOAT64: SCAN_BLOCK(double, double); break;
+    default: SCAN_BLOCK(int64_t, uint64_t); break; /* unsigned: wraps without overflow UB */
+    }
+}
+
+static void scan_lines(void *ctx, int64_t begin, int64_t end)
+{
+    const scan_job *j = ctx;
+    int64_t l = begin;
+    while (l < end) {
+        int64_t run = j->inner - l % j->inner; /* lines left in this outer position */
+        int64_t count = end - l < run ? end - l : run;
+        if (count > LINE_BLOCK)
+            count = LINE_BLOCK;
+        scan_block(j, l, (int)count);
+        l += count;
+    }
+}
+
+int td_cpu_cumsum(tide_tensor *out, const tide_tensor *x, int dim)
+{
+    if (x->ndim == 0) { /* a 0-dim tensor is its own cumsum */
+        scan_job j = {x, out, -1, 1, 1};
+        scan_block(&j, 0, 1);
+        return 0;
+    }
+    scan_job j = {x, out, dim, x->shape[dim], 1};
+    for (int d = dim + 1; d < x->ndim; d++)
+        j.inner *= x->shape[d];
+    int64_t lines = td_numel(x->ndim, x->shape) / (j.n > 0 ? j.n : 1);
+    if (j.n == 0 || lines == 0)
+        return 0;
+    int64_t grain = GRAIN_ELEMS / j.n > 0 ? GRAIN_ELEMS / j.n : 1;
+    td_parallel_for(lines, grain, scan_lines, &j);
+    return 0;
+}
