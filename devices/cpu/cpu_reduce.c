@@ -88,7 +88,7 @@ typedef struct red_plan {
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
-static const td_red_kernels *red_kernels(void)
+const td_red_kernels *td_red_kernels_current(void)
 {
     static const td_red_kernels *const tables[] = {&td_red_kernels_baseline,
                                                    &td_red_kernels_avx2, &td_red_kernels_avx512};
@@ -635,7 +635,7 @@ int td_cpu_reduce(tide_op op, tide_tensor *out, const tide_tensor *x, const int6
                   int ndims)
 {
     red_plan p;
-    p.k = red_kernels();
+    p.k = td_red_kernels_current();
     p.rop = reduce_op_index(op);
     tide_dtype xdt = (tide_dtype)x->dtype;
     p.odt = (tide_dtype)out->dtype;
@@ -784,7 +784,7 @@ int td_cpu_argreduce(tide_op op, tide_tensor *out, const tide_tensor *x, int dim
 {
     int aop = op == TIDE_OP_ARGMAX ? TD_ARG_MAX : TD_ARG_MIN;
     tide_dtype xdt = (tide_dtype)x->dtype;
-    const td_red_kernels *k = red_kernels();
+    const td_red_kernels *k = td_red_kernels_current();
     arg_plan p;
     p.run = k->arg_run[aop][xdt];
     p.rows = k->arg_rows[aop][xdt];

@@ -59,6 +59,8 @@ typedef struct td_red_kernels {
 
 extern const td_red_kernels td_red_kernels_baseline;
 extern const td_red_kernels td_red_kernels_avx2;
+/* The table of the tier this process runs (td_cpu_isa()): eager's and the jit's. */
+const td_red_kernels *td_red_kernels_current(void);
 extern const td_red_kernels td_red_kernels_avx512;
 
 #endif
