@@ -1,0 +1,44 @@
+/*
+ * cpu_attention.h — what cpu_attention.c shares with the two instances (float32, float64) of
+ * its blocked kernels in cpu_attention_body.h: the geometry of one SDPA / SDPA_GRAD call.
+ */
+#ifndef TIDE_CPU_ATTENTION_H
+#define TIDE_CPU_ATTENTION_H
+
+#include "cpu_blas.h"
+#include "cpu_elementwise.h"
+#include "cpu_kernels.h"
+
+/* Query rows and key rows per block. 64 x 64 scores (16 KB in float32) stay in L1/L2 beside
+ * the q, k, v rows they come from, and make GEMMs big enough for OpenBLAS's kernels. */
+#define ATTN_BQ 64
+#define ATTN_BK 64
+
+typedef struct attn_geom {
+    const tide_tensor *q, *k, *v, *mask; /* mask: NULL or additive, any strides */
+    const void *packed;                  /* SDPA_GRAD: the forward's outputs and logsumexps */
+    const void *dout;                    /* SDPA_GRAD: contiguous [N, L, Ev] */
+    void *out;                           /* SDPA: packed; SDPA_GRAD: dq, dk, dv */
+    int nb;                              /* batch dims */
+    int64_t n, L, S, E, Ev;
+    int64_t q_rs, k_rs, v_rs, m_rs, m_cs; /* row strides; the mask's column stride */
+    bool causal;
+    double scale;
+    td_ew_unary_fn exp_fn; /* the vector exp for the dtype (the elementwise kernel's) */
+    int failed;            /* a scratch allocation failed (atomic) */
+} attn_geom;
+
+/* Element offset of batch b's matrix in t (its batch dims, stride 0 where broadcast). */
+static inline int64_t attn_batch_offset(const attn_geom *g, const tide_tensor *t, int64_t b)
+{
+    int64_t off = 0;
+    for (int d = g->nb - 1; d >= 0; d--) {
+        off += (b % t->shape[d]) * t->strides[d];
+        b /= t->shape[d];
+    }
+    return off;
+}
+
+static inline int64_t attn_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+#endif
