@@ -568,6 +568,9 @@ TIDE_API int tide_get_num_threads(void);
 TIDE_API void tide_empty_cache(void);
 /* Bytes held by live tensors and bytes cached for reuse. */
 TIDE_API void tide_memory_stats(size_t *in_use, size_t *cached);
+/* The most bytes live tensors held at once since the last reset (or the start); reset: start
+ * again from the bytes in use now. */
+TIDE_API size_t tide_memory_peak(bool reset);
 /* Caps the host memory live tensors may hold, in bytes (0: back to the default, TIDE_MAX_MEMORY
  * MiB or else the machine's physical memory). An allocation past the cap fails: the op returns
  * NULL and tide_last_error() says "out of memory ... cap N MiB". Safe from any thread. */

@@ -9,8 +9,8 @@
  * key blocks past the query block's last row are never visited. Only the output and the row's
  * logsumexp m + log(l) are written.
  *
- * Backward (flash-attention 2): per key block, every query block that sees it recomputes the
- * scores, P = exp(s - lse), then dV += P^T dO, dP = dO V^T, dS = P * (dP - D) with
+ * Backward (flash-attention 2): per key block, the query rows that see it (from the block's
+ * first key on, when causal), BQ_BWD at a time, recompute the scores, P = exp(s - lse), then dV += P^T dO, dP = dO V^T, dS = P * (dP - D) with
  * D = rowsum(dO * O), dQ += scale dS K, dK += scale dS^T Q: five GEMMs, nothing of size L x S.
  */
 #define CAT2_(a, b) a##_##b
@@ -20,19 +20,57 @@
 /* Adds the mask to a score block (rows i0.., keys j0..) and sets keys after the query to -inf
  * when causal. */
 static void FN(mask_block)(const attn_geom *g, const REAL *mask, int64_t i0, int64_t j0,
-                           int64_t nq, int64_t nk, REAL *sc)
+                           int64_t nq, int64_t nk, REAL *sc, int64_t ld)
 {
     if (mask)
         for (int64_t r = 0; r < nq; r++) {
             const REAL *mr = mask + (i0 + r) * g->m_rs + j0 * g->m_cs;
             for (int64_t j = 0; j < nk; j++)
-                sc[r * ATTN_BK + j] += mr[j * g->m_cs];
+                sc[r * ld + j] += mr[j * g->m_cs];
         }
     if (g->causal && j0 + nk - 1 > i0)
         for (int64_t r = 0; r < nq; r++)
             for (int64_t j = i0 + r + 1 - j0; j < nk; j++)
                 if (j >= 0)
-                    sc[r * ATTN_BK + j] = (REAL)-INFINITY;
+                    sc[r * ld + j] = (REAL)-INFINITY;
+}
+
+/* Row helpers with eight independent lanes, so that the compiler's SLP pass makes vectors of
+ * them at -O2 (and the sums' order is fixed: lane by lane, then the lanes in order). */
+static REAL FN(row_max)(const REAL *s, int64_t n, REAL init)
+{
+    REAL m[8] = {init, init, init, init, init, init, init, init};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int u = 0; u < 8; u++)
+            m[u] = s[j + u] > m[u] ? s[j + u] : m[u];
+    for (; j < n; j++)
+        m[0] = s[j] > m[0] ? s[j] : m[0];
+    for (int u = 1; u < 8; u++)
+        m[0] = m[u] > m[0] ? m[u] : m[0];
+    return m[0];
+}
+
+static void FN(row_sub)(REAL *s, int64_t n, REAL c)
+{
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int u = 0; u < 8; u++)
+            s[j + u] -= c;
+    for (; j < n; j++)
+        s[j] -= c;
+}
+
+static REAL FN(row_sum)(const REAL *s, int64_t n)
+{
+    REAL a[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int u = 0; u < 8; u++)
+            a[u] += s[j + u];
+    for (; j < n; j++)
+        a[0] += s[j];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
 /* One key block of the online softmax: sc (scores) becomes P relative to the new row maxima,
@@ -41,21 +79,15 @@ static void FN(online_softmax)(const attn_geom *g, int64_t nq, int64_t nk, REAL 
                                REAL *l, REAL *acc)
 {
     for (int64_t r = 0; r < nq; r++) {
-        REAL *s = sc + r * ATTN_BK, mx = m[r];
-        for (int64_t j = 0; j < nk; j++)
-            mx = s[j] > mx ? s[j] : mx;
+        REAL *s = sc + r * ATTN_BK_FWD, mx = FN(row_max)(s, nk, m[r]);
         if (mx == (REAL)-INFINITY) { /* every key so far masked: nothing to add */
             memset(s, 0, sizeof(REAL) * (size_t)nk);
             continue;
         }
-        for (int64_t j = 0; j < nk; j++)
-            s[j] -= mx;
+        FN(row_sub)(s, nk, mx);
         g->exp_fn(nk, s, s);
-        REAL sum = 0;
-        for (int64_t j = 0; j < nk; j++)
-            sum += s[j];
         REAL corr = EXP_S(m[r] - mx); /* 0 when m was -inf */
-        l[r] = l[r] * corr + sum;
+        l[r] = l[r] * corr + FN(row_sum)(s, nk);
         m[r] = mx;
         if (corr != 1)
             for (int64_t e = 0; e < g->Ev; e++)
@@ -79,13 +111,13 @@ static void FN(fwd_block)(const attn_geom *g, int64_t b, int64_t i0, REAL *sc, R
         l[r] = 0;
     }
     memset(acc, 0, sizeof(REAL) * (size_t)(nq * g->Ev));
-    for (int64_t j0 = 0; j0 < kend; j0 += ATTN_BK) {
-        int64_t nk = attn_min(ATTN_BK, kend - j0);
+    for (int64_t j0 = 0; j0 < kend; j0 += ATTN_BK_FWD) {
+        int64_t nk = attn_min(ATTN_BK_FWD, kend - j0);
         GEMM(false, true, nq, nk, g->E, (REAL)g->scale, q + i0 * g->q_rs, g->q_rs,
-             k + j0 * g->k_rs, g->k_rs, 0, sc, ATTN_BK);
-        FN(mask_block)(g, mask, i0, j0, nq, nk, sc);
+             k + j0 * g->k_rs, g->k_rs, 0, sc, ATTN_BK_FWD);
+        FN(mask_block)(g, mask, i0, j0, nq, nk, sc, ATTN_BK_FWD);
         FN(online_softmax)(g, nq, nk, sc, m, l, acc);
-        GEMM(false, false, nq, g->Ev, nk, 1, sc, ATTN_BK, v + j0 * g->v_rs, g->v_rs, 1, acc,
+        GEMM(false, false, nq, g->Ev, nk, 1, sc, ATTN_BK_FWD, v + j0 * g->v_rs, g->v_rs, 1, acc,
              g->Ev);
     }
     REAL *out = (REAL *)g->out + (b * g->L + i0) * g->Ev;
@@ -102,13 +134,13 @@ static void FN(fwd_range)(void *ctx, int64_t begin, int64_t end)
 {
     attn_geom *g = ctx;
     int64_t blocks = (g->L + ATTN_BQ - 1) / ATTN_BQ;
-    size_t n = (size_t)(ATTN_BQ * ATTN_BK + ATTN_BQ * g->Ev + 2 * ATTN_BQ);
+    size_t n = (size_t)(ATTN_BQ * ATTN_BK_FWD + ATTN_BQ * g->Ev + 2 * ATTN_BQ);
     REAL *scratch = td_malloc(sizeof(REAL) * n);
     if (!scratch) {
         __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    REAL *sc = scratch, *acc = sc + ATTN_BQ * ATTN_BK, *m = acc + ATTN_BQ * g->Ev, *l = m + ATTN_BQ;
+    REAL *sc = scratch, *acc = sc + ATTN_BQ * ATTN_BK_FWD, *m = acc + ATTN_BQ * g->Ev, *l = m + ATTN_BQ;
     for (int64_t t = begin; t < end; t++)
         FN(fwd_block)(g, t / blocks, (t % blocks) * ATTN_BQ, sc, acc, m, l);
     free(scratch);
@@ -120,31 +152,37 @@ typedef struct FN(bwd_ops) {
     REAL *dq, *dk, *dv, *D;
 } FN(bwd_ops);
 
-/* One (query block, key block) pair of the backward; sc and dp are BQ x BK scratch. */
-static void FN(bwd_pair)(const attn_geom *g, const FN(bwd_ops) *p, int64_t i0, int64_t j0,
-                         REAL *sc, REAL *dp)
+/* dS = P * (dP - D) for one row, in place of dP. */
+static void FN(row_grad)(REAL *ds, const REAL *pr, int64_t n, REAL d)
 {
-    int64_t nq = attn_min(ATTN_BQ, g->L - i0), nk = attn_min(ATTN_BK, g->S - j0);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int u = 0; u < 8; u++)
+            ds[j + u] = pr[j + u] * (ds[j + u] - d);
+    for (; j < n; j++)
+        ds[j] = pr[j] * (ds[j] - d);
+}
+
+/* Query rows [i0, i0 + nq) against one key block; sc and dp are BQ_BWD x BK scratch. */
+static void FN(bwd_pair)(const attn_geom *g, const FN(bwd_ops) *p, int64_t i0, int64_t nq,
+                         int64_t j0, REAL *sc, REAL *dp)
+{
+    int64_t nk = attn_min(ATTN_BK, g->S - j0);
     REAL scale = (REAL)g->scale;
     GEMM(false, true, nq, nk, g->E, scale, p->q + i0 * g->q_rs, g->q_rs, p->k + j0 * g->k_rs,
          g->k_rs, 0, sc, ATTN_BK);
-    FN(mask_block)(g, p->mask, i0, j0, nq, nk, sc);
+    FN(mask_block)(g, p->mask, i0, j0, nq, nk, sc, ATTN_BK);
     for (int64_t r = 0; r < nq; r++) {
-        REAL *s = sc + r * ATTN_BK, lse = p->lse[i0 + r];
-        for (int64_t j = 0; j < nk; j++)
-            s[j] -= lse;
+        REAL *s = sc + r * ATTN_BK;
+        FN(row_sub)(s, nk, p->lse[i0 + r]);
         g->exp_fn(nk, s, s); /* P */
     }
     const REAL *dout = p->dout + i0 * g->Ev;
     GEMM(true, false, nk, g->Ev, nq, 1, sc, ATTN_BK, dout, g->Ev, 1, p->dv + j0 * g->Ev, g->Ev);
     GEMM(false, true, nq, nk, g->Ev, 1, dout, g->Ev, p->v + j0 * g->v_rs, g->v_rs, 0, dp,
          ATTN_BK);
-    for (int64_t r = 0; r < nq; r++) {
-        REAL d = p->D[i0 + r], *ds = dp + r * ATTN_BK;
-        const REAL *pr = sc + r * ATTN_BK;
-        for (int64_t j = 0; j < nk; j++)
-            ds[j] = pr[j] * (ds[j] - d);
-    }
+    for (int64_t r = 0; r < nq; r++)
+        FN(row_grad)(dp + r * ATTN_BK, sc + r * ATTN_BK, nk, p->D[i0 + r]);
     GEMM(false, false, nq, g->E, nk, scale, dp, ATTN_BK, p->k + j0 * g->k_rs, g->k_rs, 1,
          p->dq + i0 * g->E, g->E);
     GEMM(true, false, nk, g->E, nq, scale, dp, ATTN_BK, p->q + i0 * g->q_rs, g->q_rs, 1,
@@ -173,20 +211,21 @@ static void FN(bwd_batch)(const attn_geom *g, int64_t b, REAL *sc, REAL *dp, REA
         D[i] = d;
     }
     for (int64_t j0 = 0; j0 < S; j0 += ATTN_BK) /* causal: queries before j0 see none of it */
-        for (int64_t i0 = g->causal ? j0 / ATTN_BQ * ATTN_BQ : 0; i0 < L; i0 += ATTN_BQ)
-            FN(bwd_pair)(g, &p, i0, j0, sc, dp);
+        for (int64_t i0 = g->causal ? j0 : 0; i0 < L; i0 += ATTN_BQ_BWD)
+            FN(bwd_pair)(g, &p, i0, attn_min(ATTN_BQ_BWD, L - i0), j0, sc, dp);
 }
 
 static void FN(bwd_range)(void *ctx, int64_t begin, int64_t end)
 {
     attn_geom *g = ctx;
-    REAL *scratch = td_malloc(sizeof(REAL) * (size_t)(2 * ATTN_BQ * ATTN_BK + g->L));
+    REAL *scratch = td_malloc(sizeof(REAL) * (size_t)(2 * ATTN_BQ_BWD * ATTN_BK + g->L));
     if (!scratch) {
         __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
         return;
     }
+    REAL *sc = scratch, *dp = sc + ATTN_BQ_BWD * ATTN_BK, *D = dp + ATTN_BQ_BWD * ATTN_BK;
     for (int64_t b = begin; b < end; b++)
-        FN(bwd_batch)(g, b, scratch, scratch + ATTN_BQ * ATTN_BK, scratch + 2 * ATTN_BQ * ATTN_BK);
+        FN(bwd_batch)(g, b, sc, dp, D);
     free(scratch);
 }
 
