@@ -153,6 +153,32 @@ H.test("vulkan: the same bits as the CPU (through the logged CPU fallback)", fun
   end
 end)
 
+H.test("nn.MultiheadAttention without weights takes the fused path and gives the same output", function()
+  local nn = tide.nn
+  local mha = nn.MultiheadAttention(16, 4, { batch_first = true })
+  local x = tide.randn(2, 7, 16)
+  local mem = tide.randn(2, 9, 16)
+  local future = tide.ones(7, 7, { dtype = "bool" }):triu(1)
+  local fmask = tide.randn(2 * 4, 7, 9)
+  local opts = {
+    { {}, x, x }, { { is_causal = true }, x, x }, { { attn_mask = future }, x, x },
+    { { attn_mask = fmask }, x, mem },
+  }
+  for i, c in ipairs(opts) do
+    local o = c[1]
+    local want = mha(c[2], c[3], c[3], o)
+    o.need_weights = false
+    local got, w = mha(c[2], c[3], c[3], o)
+    H.eq(w, nil, "no weights")
+    H.ok(maxdiff(got, want) <= 1e-5, "case " .. i .. ": " .. maxdiff(got, want))
+  end
+  local got = mha(x, x, x, { is_causal = true, need_weights = false })
+  H.raises(function() mha(x, x, x, { attn_mask = tide.ones(3, 3, { dtype = "bool" }), need_weights = false }) end,
+           "MultiheadAttention: attn_mask must be [L, S] = [7, 7]")
+  got:sum():backward()
+  H.ok(mha.in_proj_weight.grad ~= nil, "gradients reach the projections")
+end)
+
 H.test("errors name the op, the shapes and the dtypes", function()
   local q, k, v = tide.randn(2, 5, 4), tide.randn(2, 6, 4), tide.randn(2, 6, 3)
   local op = "scaled_dot_product_attention"
