@@ -2,9 +2,10 @@
  * ref_attention.c — SDPA and SDPA_GRAD from their definitions in double: every score
  * s_ij = scale * q_i . k_j + mask_ij (-inf after i when causal), the softmax of a whole row at
  * once (max, then exp and sum), and the gradients as plain sums: P_ij = exp(s_ij - lse_i),
- * dV_j = sum_i P_ij dO_i, dP_ij = dO_i . V_j, D_i = sum_j P_ij dP_ij (not rowsum(dO * O), as
- * the CPU kernel does), dS = P (dP - D), dQ_i = scale sum_j dS_ij K_j, dK_j = scale sum_i
- * dS_ij Q_i. O(L * S) scratch per batch, which is fine for a reference.
+ * dV_j = sum_i P_ij dO_i, dP_ij = dO_i . V_j, D_i = sum_j P_ij dP_ij, which is dO_i . O_i for
+ * the forward's O (SDPA_GRAD's packed input; read from there, so any packed gives the CPU's
+ * result), dS = P (dP - D), dQ_i = scale sum_j dS_ij K_j, dK_j = scale sum_i dS_ij Q_i.
+ * O(L * S) scratch per batch, which is fine for a reference.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -91,6 +92,8 @@ static void grad_scores(const ref_attn *r, const tide_tensor *packed, const tide
         dv[o] = 0;
     for (int64_t i = 0; i < L; i++) {
         double lse = ref_get_f(packed, r->n * L * Ev + b * L + i), D = 0;
+        for (int64_t e = 0; e < Ev; e++) /* sum_j P_ij dP_ij = dO_i . O_i */
+            D += ref_get_f(dout, (b * L + i) * Ev + e) * ref_get_f(packed, (b * L + i) * Ev + e);
         for (int64_t j = 0; j < S; j++) {
             double p = exp(score(r, b, i, j) - lse), dp = 0;
             for (int64_t e = 0; e < Ev; e++) {
@@ -98,12 +101,8 @@ static void grad_scores(const ref_attn *r, const tide_tensor *packed, const tide
                 dp += g * at(r, r->in[2], b, j, e);
                 dv[j * Ev + e] += p * g;
             }
-            ds[i * S + j] = dp;
-            D += p * dp;
-            ds[L * S + i * S + j] = p;
+            ds[i * S + j] = p * (dp - D);
         }
-        for (int64_t j = 0; j < S; j++)
-            ds[i * S + j] = ds[L * S + i * S + j] * (ds[i * S + j] - D);
     }
 }
 
@@ -113,7 +112,7 @@ int ref_sdpa_grad(tide_tensor *out, tide_tensor *const *in, int nin, const tide_
         return ref_no_kernel(TIDE_OP_SDPA_GRAD, out->dtype);
     ref_attn r = attn_dims(in, a);
     int64_t L = r.L, S = r.S, E = r.E, Ev = r.Ev;
-    double *ds = malloc(sizeof(double) * (size_t)(2 * L * S + S * Ev + 1));
+    double *ds = malloc(sizeof(double) * (size_t)(2 * L * S + S * Ev + 1)) /* dS, (unused), dV */;
     if (!ds)
         return td_error("ref: scaled_dot_product_attention: out of memory");
     double scale = a->values[0];
