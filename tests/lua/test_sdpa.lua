@@ -113,6 +113,17 @@ H.test("jit: the same bits as eager, forward and backward; SDPA stays in the pla
   H.eq(s:stats().fallbacks, 0, "no fallback to eager")
 end)
 
+H.test("jit over 40 sequence lengths: a symbolic plan, values equal to eager", function()
+  local f = function(q, k, v) return F.scaled_dot_product_attention(q, k, v, { is_causal = true }) * 2 end
+  local jf = tide.jit(f)
+  for L = 1, 40 do
+    local q, k, v = tide.randn(2, 3, L, 8), tide.randn(2, 3, L, 8), tide.randn(2, 3, L, 8)
+    bitwise(jf(q, k, v), f(q, k, v), "length " .. L)
+  end
+  H.ok(jf:stats().compiles <= 4, "compiles: " .. jf:stats().compiles)
+  H.eq(jf:stats().fallbacks, 0, "no fallback")
+end)
+
 H.test("the reference device agrees with the CPU kernel (float64)", function()
   local q, k, v, o = make(cases[4], "float64")
   local out = F.scaled_dot_product_attention(q, k, v, o)
