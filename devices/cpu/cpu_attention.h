@@ -14,8 +14,10 @@
  * takes up to BQ_BWD query rows per key block of BK (its five GEMMs then have one long side;
  * 512 x 64 scores and their gradients, 256 KB in float32, still fit a Zen 3 core's L2), and
  * starts them at the block's first key when causal, so only the diagonal's triangle is computed
- * in vain. Chosen by timing T = 1024, E = 64 causal on one (busy, so roughly) Zen 3 core:
- * forward + backward went from 94 ms with 64 x 64 blocks everywhere to about 60-70 ms. */
+ * in vain. Chosen by timing T = 1024, E = 64, 6 heads, causal, on one Zen 3 core of a busy
+ * VM (so only roughly: +-30% between runs): forward + backward went from about 94 ms with
+ * 64 x 64 blocks everywhere to about 65-90 ms; BK = 128 in the backward, BK_FWD = 256 and
+ * BQ_BWD = 1024 showed no difference above that noise. */
 #define ATTN_BQ 128
 #define ATTN_BK 64
 #define ATTN_BK_FWD 128
