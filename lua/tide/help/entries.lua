@@ -27,6 +27,7 @@ return {
   { "tide.randint([low,] high, sizes [, opts])", "random integers in [low, high) (int64)" },
   { "tide.randperm(n [, opts])", "a random permutation of 1..n" },
   { "tide.bernoulli(p)", "0/1 draws with the probabilities in tensor p" },
+  { "tide.multinomial(probs, n [, replacement | {replacement}])", "n 1-based category indices per row of non-negative weights (1-D or 2-D), with or without replacement" },
   { "x:uniform_([a, b])", "fills x in place with U(a, b) numbers (default 0, 1)" },
   { "x:normal_([mean, std])", "fills x in place with N(mean, std^2) numbers (default 0, 1)" },
   { "tide.manual_seed(n)", "seeds the global random generator (PyTorch's default seed at start)" },
