@@ -238,6 +238,8 @@ return {
   { "nn.RMSNorm(shape [, {eps=, elementwise_affine=}])", "root-mean-square normalization over the last dims (eps nil: the dtype's machine epsilon)" },
   { "nn.utils.clip_grad_norm_(params, max_norm [, {norm_type=2, error_if_nonfinite=}])", "scales the gradients to a total norm of at most max_norm; returns the total norm" },
   { "nn.MultiheadAttention(embed_dim, num_heads [, {dropout=, bias=, batch_first=}])", "multi-head attention; mha(q, k, v [, {attn_mask=, key_padding_mask=, need_weights=, is_causal=}]) returns output, weights" },
+  { "nn.TransformerEncoderLayer(d_model, nhead [, {dim_feedforward=, dropout=, activation=, layer_norm_eps=, batch_first=, norm_first=, bias=}])", "PyTorch's encoder layer (self_attn, linear1, linear2, norm1, norm2); layer(src [, {src_mask=, src_key_padding_mask=, is_causal=}])" },
+  { "nn.TransformerEncoder(encoder_layer, num_layers [, {norm=}])", "num_layers copies of an encoder layer, then norm; enc(src [, {mask=, src_key_padding_mask=, is_causal=}])" },
   { "nn.Dropout(p)", "zeroes elements with probability p in training mode" },
   { "nn.Embedding(n, d)", "a lookup table of n vectors of size d (1-based indices)" },
   { "nn.ReLU()", "max(x, 0)" },

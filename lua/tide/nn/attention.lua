@@ -1,4 +1,5 @@
--- tide.nn's attention layers (nn.MultiheadAttention), kept apart from nn.lua. tide.nn installs
+-- tide.nn's attention layers (nn.MultiheadAttention, nn.TransformerEncoderLayer,
+-- nn.TransformerEncoder), kept apart from nn.lua. tide.nn installs
 -- them when it loads:  require("tide.nn.attention").install(nn, helpers)  where helpers holds
 -- nn.lua's option checkers (check_opts, check_int, dtype_of).
 local tide = require "tide"
@@ -154,6 +155,153 @@ function MHA:extra_repr()
     self.embed_dim, self.num_heads, self.dropout, tostring(self.batch_first))
 end
 
+
+-- ---- transformer encoder -----------------------------------------------------------------------
+
+local function check_activation(a)
+  if a == nil or a == "relu" then
+    return "relu", tide.relu
+  elseif a == "gelu" then
+    return "gelu", tide.gelu
+  elseif type(a) == "function" or (type(a) == "table" and getmetatable(a) and
+                                   getmetatable(a).__call) then
+    return "custom", a
+  end
+  error(("TransformerEncoderLayer: activation must be \"relu\", \"gelu\" or a function, got %s")
+    :format(type(a) == "string" and ("\"" .. a .. "\"") or type(a)), 3)
+end
+
+-- nn.TransformerEncoderLayer(d_model, nhead [, {dim_feedforward=2048, dropout=0.1,
+-- activation="relu", layer_norm_eps=1e-5, batch_first=false, norm_first=false, bias=true,
+-- dtype=}]) as PyTorch's: children self_attn (MultiheadAttention), linear1, dropout, linear2,
+-- norm1, norm2, dropout1, dropout2, so the state-dict keys are PyTorch's. Post-norm:
+-- x = norm1(x + sa(x)); x = norm2(x + ff(x)); pre-norm (norm_first): x = x + sa(norm1(x));
+-- x = x + ff(norm2(x)), with ff(x) = linear2(dropout(activation(linear1(x)))).
+local TEL = Module:extend("TransformerEncoderLayer")
+nn.TransformerEncoderLayer = TEL
+local TEL_OPTS = { dim_feedforward = true, dropout = true, activation = true,
+                   layer_norm_eps = true, batch_first = true, norm_first = true, bias = true,
+                   dtype = true }
+function TEL:__init(d_model, nhead, opts)
+  Module.__init(self)
+  opts = check_opts(opts, "TransformerEncoderLayer", TEL_OPTS)
+  local E = check_int(d_model, "TransformerEncoderLayer", "d_model")
+  local H = check_int(nhead, "TransformerEncoderLayer", "nhead")
+  local F = check_int(opts.dim_feedforward or 2048, "TransformerEncoderLayer", "dim_feedforward")
+  if E % H ~= 0 then
+    error(("TransformerEncoderLayer: d_model (%d) must be divisible by nhead (%d)"):format(E, H),
+      2)
+  end
+  local p = opts.dropout or 0.1
+  local eps = opts.layer_norm_eps or 1e-5
+  if type(eps) ~= "number" or eps <= 0 then
+    error("TransformerEncoderLayer: layer_norm_eps must be a positive number, got " ..
+      tostring(eps), 2)
+  end
+  self._config = { d_model = E, nhead = H, opts = opts }
+  self.activation_name, self.activation = check_activation(opts.activation)
+  self.norm_first, self.batch_first = opts.norm_first == true, opts.batch_first == true
+  local bias = opts.bias ~= false
+  local lin = { bias = bias, dtype = opts.dtype }
+  self:add_module("self_attn", nn.MultiheadAttention(E, H, { dropout = p, bias = bias,
+    batch_first = self.batch_first, dtype = opts.dtype }))
+  self:add_module("linear1", Linear(E, F, lin))
+  self:add_module("dropout", nn.Dropout(p))
+  self:add_module("linear2", Linear(F, E, lin))
+  local ln = { eps = eps, bias = bias, dtype = opts.dtype }
+  self:add_module("norm1", nn.LayerNorm(E, ln))
+  self:add_module("norm2", nn.LayerNorm(E, ln))
+  self:add_module("dropout1", nn.Dropout(p))
+  self:add_module("dropout2", nn.Dropout(p))
+end
+
+function TEL:_sa_block(x, opts)
+  local y = self.self_attn(x, x, x, { attn_mask = opts.src_mask,
+    key_padding_mask = opts.src_key_padding_mask, is_causal = opts.is_causal,
+    need_weights = false })
+  return self.dropout1(y)
+end
+
+function TEL:_ff_block(x)
+  return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+end
+
+-- layer(src [, {src_mask=, src_key_padding_mask=, is_causal=false}]): src [S, N, E] ([N, S, E]
+-- with batch_first, [S, E] unbatched); the masks as MultiheadAttention's attn_mask and
+-- key_padding_mask. is_causal without src_mask masks the future positions.
+function TEL:forward(src, opts)
+  opts = check_opts(opts, "TransformerEncoderLayer", { src_mask = true,
+                                                       src_key_padding_mask = true,
+                                                       is_causal = true })
+  local E = self._config.d_model
+  if not tide.is_tensor(src) or (src:dim() ~= 2 and src:dim() ~= 3) or src:size(-1) ~= E then
+    error(("TransformerEncoderLayer: src must be %s (or [S, E] unbatched) with E = d_model = %d, "
+      .. "got %s"):format(self.batch_first and "[N, S, E]" or "[S, N, E]", E,
+      tide.is_tensor(src) and shape_str(src) or type(src)), 0)
+  end
+  local x = src
+  if self.norm_first then
+    x = x + self:_sa_block(self.norm1(x), opts)
+    return x + self:_ff_block(self.norm2(x))
+  end
+  x = self.norm1(x + self:_sa_block(x, opts))
+  return self.norm2(x + self:_ff_block(x))
+end
+
+-- A layer of the same configuration holding copies of this one's parameters (what PyTorch's
+-- copy.deepcopy gives TransformerEncoder).
+function TEL:_clone()
+  local c = TEL(self._config.d_model, self._config.nhead, self._config.opts)
+  c.activation_name, c.activation = self.activation_name, self.activation
+  tide.no_grad(function() c:load_state_dict(self:state_dict()) end)
+  c:train(self.training)
+  return c
+end
+
+function TEL:extra_repr()
+  return ("d_model=%d, nhead=%d, activation=%s, norm_first=%s, batch_first=%s"):format(
+    self._config.d_model, self._config.nhead, self.activation_name, tostring(self.norm_first),
+    tostring(self.batch_first))
+end
+
+-- nn.TransformerEncoder(encoder_layer, num_layers [, {norm=}]): layers (a ModuleList of
+-- num_layers copies of encoder_layer, equal at the start, as PyTorch's deepcopy) then norm.
+local TE = Module:extend("TransformerEncoder")
+nn.TransformerEncoder = TE
+function TE:__init(encoder_layer, num_layers, opts)
+  Module.__init(self)
+  opts = check_opts(opts, "TransformerEncoder", { norm = true })
+  if getmetatable(encoder_layer) ~= TEL then
+    error("TransformerEncoder: encoder_layer must be an nn.TransformerEncoderLayer, got " ..
+      tostring(encoder_layer), 2)
+  end
+  self.num_layers = check_int(num_layers, "TransformerEncoder", "num_layers")
+  local layers = {}
+  for i = 1, self.num_layers do
+    layers[i] = encoder_layer:_clone()
+  end
+  self:add_module("layers", nn.ModuleList(layers))
+  if opts.norm ~= nil then
+    self:add_module("norm", opts.norm)
+  end
+end
+
+-- encoder(src [, {mask=, src_key_padding_mask=, is_causal=}]) as PyTorch's (mask is each
+-- layer's src_mask).
+function TE:forward(src, opts)
+  opts = check_opts(opts, "TransformerEncoder", { mask = true, src_key_padding_mask = true,
+                                                  is_causal = true })
+  local x = src
+  local layer_opts = { src_mask = opts.mask, src_key_padding_mask = opts.src_key_padding_mask,
+                       is_causal = opts.is_causal }
+  for i = 1, self.num_layers do
+    x = self.layers[i](x, layer_opts)
+  end
+  if self.norm ~= nil then
+    x = self.norm(x)
+  end
+  return x
+end
 end
 
 return attention
