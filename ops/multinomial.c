@@ -96,6 +96,8 @@ static int check_values(const tide_tensor *w2, int64_t num_samples, bool replace
                         const char *d)
 {
     int64_t rows = w2->shape[0], cols = w2->shape[1];
+    if (rows == 0)
+        return 0; /* no rows: an empty [0, num_samples] result, as torch */
     tide_tensor *f64 = tide_cast(w2, TIDE_FLOAT64);
     double *v = f64 ? td_malloc((size_t)(rows * cols) * sizeof *v) : NULL;
     int rc = v ? tide_to_buffer(f64, v, (size_t)(rows * cols) * sizeof *v) : -1;

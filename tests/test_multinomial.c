@@ -1,7 +1,7 @@
 /*
  * test_multinomial.c — tide_multinomial: the law of the draws with and without replacement
  * (chi-square bounds), distinct indices without replacement, zero weights never drawn,
- * determinism per seed, the same draws on the ref device, no gradient, and the errors.
+ * determinism per seed, the same draws on the ref device, no gradient, no rows, and the errors.
  *
  * The bound. For N draws over m categories of positive probability p_j with counts c_j,
  * X2 = sum_j (c_j - N p_j)^2 / (N p_j) is close to chi-square with m - 1 degrees of freedom:
@@ -220,6 +220,20 @@ static void test_no_gradient(void)
     tide_release(w);
 }
 
+/* No rows: an empty [0, n] result both ways, as torch. */
+static void test_no_rows(void)
+{
+    int64_t shape[2] = {0, 3};
+    tide_tensor *w = tide_ones(2, shape, TIDE_FLOAT32);
+    for (int rep = 0; rep < 2; rep++) {
+        tide_tensor *idx = tide_multinomial(w, 2, rep == 1);
+        CHECK(idx && tide_ndim(idx) == 2 && tide_size(idx, 0) == 0 && tide_size(idx, 1) == 2,
+              "no rows, replacement=%d: %s", rep, tide_last_error());
+        tide_release(idx);
+    }
+    tide_release(w);
+}
+
 static void test_errors(void)
 {
     double bad[4][2] = {{1, -1}, {1, NAN}, {INFINITY, 1}, {0, 0}};
@@ -260,6 +274,7 @@ int main(void)
     test_determinism();
     test_ref_device();
     test_no_gradient();
+    test_no_rows();
     test_errors();
     return test_summary("test_multinomial");
 }
