@@ -332,6 +332,12 @@ TIDE_API tide_tensor *tide_randint_on(const char *device, int64_t low, int64_t h
 /* The permutation is shuffled on the host and written through the device's write. */
 TIDE_API tide_tensor *tide_randperm_on(const char *device, int64_t n, tide_dtype dtype);
 TIDE_API int tide_uniform_(tide_tensor *t, double low, double high);
+/* torch.multinomial: num_samples int64 0-based category indices per row of probs (1-D [K] or
+ * 2-D [N, K] finite non-negative float weights, any scale), drawn with or without replacement
+ * from the same stream as tide_rand, on probs' device. Result [num_samples] or [N, num_samples];
+ * not differentiable. The weights are read back to be checked (ops/multinomial.c). */
+TIDE_API tide_tensor *tide_multinomial(const tide_tensor *probs, int64_t num_samples,
+                                       bool replacement);
 TIDE_API int tide_normal_(tide_tensor *t, double mean, double std);
 
 /* ---- composite neural-network ops (built from the ops above) -------------------------------- */

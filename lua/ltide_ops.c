@@ -330,6 +330,37 @@ static int t_topk(lua_State *L)
     return lt_fill(L, indices, plus_one(i), false) + 1;
 }
 
+/* tide.multinomial(probs, num_samples [, replacement | {replacement=false}]) -> int64 1-based
+ * category indices, as topk's. */
+static int t_multinomial(lua_State *L)
+{
+    const char *op = "multinomial";
+    tide_tensor *probs = lt_check(L, 1, op);
+    int64_t n = lt_checkint(L, 2, op, "num_samples");
+    bool replacement = false;
+    if (lua_istable(L, 3)) {
+        lua_pushnil(L);
+        while (lua_next(L, 3)) {
+            lua_pop(L, 1);
+            if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "replacement"))
+                return luaL_error(L, "%s: unknown option %s (expected replacement)", op,
+                                  luaL_tolstring(L, -1, NULL));
+        }
+        replacement = opt_bool(L, 3, "replacement", false, op);
+    } else if (lua_isboolean(L, 3)) {
+        replacement = lua_toboolean(L, 3);
+    } else if (!lua_isnoneornil(L, 3)) {
+        return luaL_error(L, "%s: argument 3 must be a boolean (replacement) or an options "
+                          "table, got %s", op, luaL_typename(L, 3));
+    }
+    lua_settop(L, 3);
+    lt_box *b = lt_newbox(L);
+    tide_tensor *idx = tide_multinomial(probs, n, replacement);
+    if (!idx)
+        return lt_raise(L, op);
+    return lt_fill(L, b, plus_one(idx), false);
+}
+
 /* x:cumsum(dim), dim 1-based or negative. */
 static int t_cumsum(lua_State *L)
 {
@@ -606,6 +637,7 @@ static const lt_reg ops_regs[] = {
     {"tril", t_tril, LT_BOTH},
     {"cumsum", t_cumsum, LT_BOTH},
     {"topk", t_topk, LT_BOTH},
+    {"multinomial", t_multinomial, LT_BOTH},
     {NULL, NULL, 0},
 };
 
