@@ -189,8 +189,11 @@ end
 
 -- ---- GPT ---------------------------------------------------------------------------------------
 
+-- gpt.GPT{...} makes a model (the class is callable, as nn.Linear); the config fields and
+-- their defaults are DEFAULTS above; attention = "composite" keeps the matmul/mask/softmax
+-- path even when tide has the fused scaled_dot_product_attention.
 local GPT = nn.Module:extend("GPT")
-gpt.GPT_class = GPT
+gpt.GPT = GPT
 
 -- nanoGPT's init: every Linear and Embedding weight ~ N(0, 0.02), biases 0, LayerNorms 1 and
 -- 0, and the projections back into the residual stream (attn.c_proj, mlp.c_proj) ~ N(0,
@@ -226,11 +229,6 @@ function GPT:__init(cfg)
   self:_init_weights()
 end
 
--- gpt.GPT{...}: a new model (see the header for the config fields).
-function gpt.GPT(cfg)
-  return GPT(cfg)
-end
-
 local function check_idx(self, idx, what, start)
   if not tide.is_tensor(idx) or idx:dim() ~= 2 or idx.dtype ~= "int64" then
     error(("GPT: %s must be an int64 tensor [B, T] of token ids 1..%d, got %s"):format(what,
@@ -249,7 +247,11 @@ end
 function GPT:_run(idx, cache, start)
   local T = idx:size(2)
   local pos = tide.arange(start + 1, start + T + 1, { device = idx.device })
-  local x = dropout(self, self.wte(idx) + self.wpe(pos))
+  local ok, tok = pcall(self.wte, idx)
+  if not ok then
+    error(("GPT: token ids must be in 1..%d (%s)"):format(self.config.vocab_size, tok), 0)
+  end
+  local x = dropout(self, tok + self.wpe(pos))
   for i, block in ipairs(self.h:children()) do
     x = block(x, cache and cache[i], start)
   end
@@ -272,7 +274,11 @@ function GPT:loss(idx, targets)
       0)
   end
   local B, T, V = logits:size(1), logits:size(2), logits:size(3)
-  return F.cross_entropy(logits:reshape(B * T, V), targets:reshape(B * T)), logits
+  local ok, loss = pcall(tide.cross_entropy, logits:reshape(B * T, V), targets:reshape(B * T))
+  if not ok then
+    error(("GPT:loss: targets must be token ids in 1..%d (%s)"):format(V, loss), 0)
+  end
+  return loss, logits
 end
 
 -- ---- decoding with a KV cache ------------------------------------------------------------------
