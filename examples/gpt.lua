@@ -163,8 +163,8 @@ if not ok then
   io.stderr:write(("%s: %s\n"):format(SCRIPT, tostring(ds)))
   os.exit(1)
 end
-print(("fortunes: %d files, %d bytes: %d training, %d validation (%d of them scored)"):format(
-  #ds.files, ds:len("all"), ds:len("train"), ds:len("val"),
+print(("corpus %s: %d files, %d bytes: %d training, %d validation (%d of them scored)"):format(
+  args.data, #ds.files, ds:len("all"), ds:len("train"), ds:len("val"),
   math.min(ds:val_windows(), args.eval_batches * args.batch_size) * args.context))
 
 local model = gpt.GPT(model_config())
@@ -202,7 +202,10 @@ end
 if not args.eager then train_step = tide.jit(train_step) end
 
 local function eval_loss(x, y)
-  return tide.no_grad(function() return model:loss(x, y) end)
+  return tide.no_grad(function()
+    local loss = model:loss(x, y) -- not the logits, its second result
+    return loss
+  end)
 end
 if not args.eager then eval_loss = tide.jit(eval_loss) end
 
