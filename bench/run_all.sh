@@ -43,6 +43,8 @@ done
 export TIDE_CPU_ISA=$best
 section "bench_lua (issue 4) [TIDE_CPU_ISA=$best]";   "$build/lua/tide" "$here/bench_lua.lua"
 section "bench_mlp (issue 5) [TIDE_CPU_ISA=$best]";   "$build/lua/tide" "$here/bench_mlp.lua" 5
+section "bench_gpt (issue 21) [TIDE_CPU_ISA=$best]"
+"$build/lua/tide" "$here/bench_gpt.lua" 5 "$build" 2>&1 | tee "$log/gpt"
 section "bench_symbolic (issue 20) [TIDE_CPU_ISA=$best]"
 "$build/lua/tide" "$here/bench_symbolic.lua" 6 2>&1 | tee "$log/symbolic"
 section "bench_vulkan (issue 7)"
@@ -61,3 +63,5 @@ for tier in $tiers; do
 done
 section "summary: symbolic dims [TIDE_CPU_ISA=$best]"
 grep -E '(met|NOT met)\)?$' "$log/symbolic"
+section "summary: the GPT step [TIDE_CPU_ISA=$best]"
+grep -E '^gpt_step_(jit|gemms_openblas|target):' "$log/gpt"
