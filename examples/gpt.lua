@@ -226,19 +226,20 @@ end
 local tty = tide.isatty(io.stdout)
 local last_draw = -1
 
--- The progress bar (a terminal) or a line every 10% of the steps (a log file).
+-- The progress bar (a terminal), or a line every 10% of the steps or 30 s (a log file).
 local function progress(step, loss, tok_s, elapsed)
   if args.quiet then return end
   local budget = args.time_budget
   local frac = math.max(step / args.steps, budget and elapsed / budget or 0)
+  local now = tide.clock()
   if tty then
-    local now = tide.clock()
     if now - last_draw < 0.1 then return end
     last_draw = now
     io.stdout:write(("\rstep %d/%d [%s] loss %.4f %6.0f tokens/s %s\27[K"):format(step,
       args.steps, cli.bar(frac), loss, tok_s, cli.fmt_time(elapsed)))
     io.stdout:flush()
-  elseif step % math.max(1, args.steps // 10) == 0 then
+  elseif step % math.max(1, args.steps // 10) == 0 or now - last_draw >= 30 then
+    last_draw = now
     print(("step %d/%d loss %.4f %.0f tokens/s %s"):format(step, args.steps, loss, tok_s,
                                                             cli.fmt_time(elapsed)))
   end

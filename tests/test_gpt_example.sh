@@ -71,6 +71,14 @@ if [ "$rc" -eq 1 ] && grep -q "cannot load the checkpoint $tmp/none.safetensors"
 else
   bad "--sample without a checkpoint: status $rc"; cat "$tmp/err"
 fi
+# ... or with a file that is not a checkpoint
+run --sample 5 --checkpoint "$tmp/corpus/docs.txt"
+if [ "$rc" -eq 1 ] && grep -q "cannot load the checkpoint" "$tmp/err" &&
+   ! grep -q "traceback" "$tmp/err"; then
+  ok "--sample with a text file as the checkpoint -> status 1"
+else
+  bad "--sample with a text file as the checkpoint: status $rc"; cat "$tmp/err"
+fi
 
 # 30 steps, validated at steps 10, 20 and 30 (the same 4 x 8 windows each time). The first
 # validation comes after the warmup, at about ln(256) = 5.5 nats or a little below; 20 more
