@@ -38,8 +38,11 @@ local function close(got, want, what, tol)
   return err / scale
 end
 
-local function fixture_model()
-  local model = gpt.GPT(CONFIG)
+local function fixture_model(attention)
+  local cfg = {}
+  for k, v in pairs(CONFIG) do cfg[k] = v end
+  cfg.attention = attention
+  local model = gpt.GPT(cfg)
   local sd = tide.load(DATA .. "pytorch_gpt.safetensors")
   local missing, unexpected = model:load_state_dict(sd, { from = "pytorch" })
   H.eq(#missing + #unexpected, 0, "the fixture's names are the model's PyTorch names")
@@ -91,6 +94,18 @@ H.test("eager logits, loss and every gradient match PyTorch", function()
   if os.getenv("TIDE_TEST_VERBOSE") then print("worst gradient error / scale", worst) end
 end)
 
+-- attention = "composite" forces matmul/mask/softmax/matmul even where tide has the fused
+-- scaled_dot_product_attention (the default then): both paths must match PyTorch.
+H.test("the composite attention path matches PyTorch too", function()
+  local model = fixture_model("composite")
+  H.eq(model.h[1].attn.sdpa, nil)
+  local loss, logits = model:loss(tokens, targets)
+  close(logits, io.logits, "composite logits")
+  close(loss, io.loss, "composite loss")
+  loss:backward()
+  check_grads(model, "composite")
+end)
+
 -- The training step (forward, loss, backward) under tide.jit: the first call compiles, the
 -- second replays the cached plan; both must give eager's bits and so PyTorch's values.
 H.test("the training step under tide.jit matches eager bitwise and PyTorch", function()
@@ -115,6 +130,30 @@ H.test("the training step under tide.jit matches eager bitwise and PyTorch", fun
     check_grads(model, "jit")
   end
   H.ok(step:stats().compiles >= 1 and step:stats().hits >= 1, "the second call hit the cache")
+end)
+
+-- On Vulkan (lavapipe under ctest) the same model gives PyTorch's values within the same
+-- tolerance, and greedy generation with the cache on the device gives the CPU's tokens.
+H.test("on Vulkan: logits, loss, gradients and generation", function()
+  local ok, why = tide.vulkan.available()
+  if not ok then
+    print("  (Vulkan part skipped: " .. tostring(why) .. ")")
+    return
+  end
+  local cpu = fixture_model()
+  local model = fixture_model():to("vulkan")
+  local loss, logits = model:loss(tokens:to("vulkan"), targets:to("vulkan"))
+  H.eq(logits.device, "vulkan")
+  close(logits:to("cpu"), io.logits, "vulkan logits")
+  close(loss:to("cpu"), io.loss, "vulkan loss")
+  loss:backward()
+  for name, p in pairs(model:state_dict({ to = "pytorch" })) do
+    close(p.grad:to("cpu"), io["grad." .. name], "vulkan grad " .. name)
+  end
+  local prompt = tokens:narrow(1, 1, 1):narrow(2, 1, 4)
+  local want = cpu:generate(prompt, 8, { temperature = 0 })
+  H.ok(tide.equal(model:generate(prompt, 8, { temperature = 0 }):to("cpu"), want),
+       "greedy tokens as on the CPU")
 end)
 
 H.test("decoding with the KV cache gives the full forward's logits at every position", function()
