@@ -172,6 +172,11 @@ H.test("decoding with the KV cache gives the full forward's logits at every posi
   end
   H.raises(function() model:decode_step(tokens:narrow(2, 1, 1), cache) end,
            "block_size 16")
+  -- a chunk of several tokens after cached ones: each sees the cache and its own past only
+  local c2 = model:new_cache(2)
+  model:decode_step(tokens:narrow(2, 1, 5), c2)
+  close(model:decode_step(tokens:narrow(2, 6, 4), c2), full:select(2, 9), "chunk 6..9")
+  H.eq(c2.len, 9)
   H.raises(function() model:decode_step(tokens:narrow(1, 1, 1):narrow(2, 1, 1),
                                         model:new_cache(2)) end, "batch 1, the cache 2")
 end)
@@ -245,9 +250,34 @@ H.test("generate: greedy is the argmax chain, sampling is reproducible by seed",
   local b = model:generate(prompt, 20, { temperature = 1.0, top_k = 8, seed = 7 })
   H.ok(tide.equal(a, b), "same seed, same tokens")
   H.ok(a:min():item() >= 1 and a:max():item() <= 64, "tokens in 1..vocab_size")
+  -- top_k = 1 is greedy; with top_k = 3 every drawn token is among its prefix's 3 best
+  H.ok(tide.equal(model:generate(prompt, 6, { top_k = 1, seed = 3 }), out), "top_k 1 = greedy")
+  local k3 = model:generate(prompt, 10, { temperature = 1.5, top_k = 3, seed = 4 })
+  local logits = tide.no_grad(function() return model(k3) end)
+  for t = 4, 13 do
+    local _, best = logits:select(2, t - 1):topk(3, 2)
+    local tok = k3[1][t]:item()
+    H.ok(best:eq(tok):any():item(), ("position %d: token %d in the top 3"):format(t, tok))
+  end
   -- past block_size the cache is rebuilt and generation goes on
   local long = model:generate(prompt, 30, { temperature = 0 })
   H.eq(long:size(), { 1, 33 })
+end)
+
+-- The sampler's frequencies over n = 20000 draws from {0.1, 0.2, 0.7, 0}: each within 5
+-- standard deviations (sqrt(p (1 - p) / n) <= 0.0033) of p, and the zero never drawn.
+H.test("sampling draws tokens with their probabilities", function()
+  tide.manual_seed(11)
+  local n = 20000
+  local probs = tide.tensor({ 0.1, 0.2, 0.7, 0 }):view(1, 4):expand(n, 4):contiguous()
+  local ids = gpt._sample(probs)
+  H.eq(ids:size(), { n, 1 })
+  H.eq(ids.dtype, "int64")
+  for k, p in ipairs({ 0.1, 0.2, 0.7, 0 }) do
+    local freq = ids:eq(k):to("float64"):mean():item()
+    H.ok(math.abs(freq - p) <= 5 * math.sqrt(p * (1 - p) / n),
+         ("token %d: frequency %g, probability %g"):format(k, freq, p))
+  end
 end)
 
 H.test("configure_optimizer: decay on the 2-D weights only (nanoGPT's rule)", function()
