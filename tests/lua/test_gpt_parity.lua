@@ -177,6 +177,12 @@ H.test("decoding with the KV cache gives the full forward's logits at every posi
   model:decode_step(tokens:narrow(2, 1, 5), c2)
   close(model:decode_step(tokens:narrow(2, 6, 4), c2), full:select(2, 9), "chunk 6..9")
   H.eq(c2.len, 9)
+  -- rewinding: position 7 again, with another token, then the original one
+  local other = (tokens:narrow(2, 7, 1) % 64) + 1
+  model:decode_step(other, c2, 7)
+  H.eq(c2.len, 7)
+  close(model:decode_step(tokens:narrow(2, 7, 1), c2, 7), full:select(2, 7), "rewound to 7")
+  H.raises(function() model:decode_step(other, c2, 9) end, "pos must be an integer in 1..8")
   H.raises(function() model:decode_step(tokens:narrow(1, 1, 1):narrow(2, 1, 1),
                                         model:new_cache(2)) end, "batch 1, the cache 2")
 end)

@@ -301,12 +301,21 @@ function GPT:new_cache(batch)
   return cache
 end
 
--- model:decode_step(idx, cache) -> logits [B, vocab_size] of the last of idx's positions.
--- idx int64 [B, T] (T = 1 for one new token, longer for a prompt) continues the sequence the
--- cache holds: its keys and values are appended, cache.len grows by T. No gradients are kept.
-function GPT:decode_step(idx, cache)
+-- model:decode_step(idx, cache [, pos]) -> logits [B, vocab_size] of the last of idx's
+-- positions. idx int64 [B, T] (T = 1 for one new token, longer for a prompt) continues the
+-- sequence the cache holds: its keys and values are appended, cache.len grows by T. pos (the
+-- 1-based position of idx's first token, default cache.len + 1) may be earlier, to rewind:
+-- the positions from pos on are overwritten. No gradients are kept.
+function GPT:decode_step(idx, cache, pos)
   if type(cache) ~= "table" or cache.len == nil then
     error("GPT:decode_step: expected a cache from model:new_cache(batch)", 2)
+  end
+  if pos ~= nil then
+    if math.type(pos) ~= "integer" or pos < 1 or pos > cache.len + 1 then
+      error(("GPT:decode_step: pos must be an integer in 1..%d (the cache holds %d positions), "
+        .. "got %s"):format(cache.len + 1, cache.len, tostring(pos)), 2)
+    end
+    cache.len = pos - 1
   end
   check_idx(self, idx, "decode_step's idx", cache.len)
   if idx:size(1) ~= cache.batch then
