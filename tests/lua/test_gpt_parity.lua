@@ -49,8 +49,8 @@ local function fixture_model(attention)
   return model, sd
 end
 
-local io = tide.load(DATA .. "pytorch_gpt_io.safetensors")
-local tokens, targets = io.tokens + 1, io.targets + 1 -- PyTorch counts tokens from 0
+local torch = tide.load(DATA .. "pytorch_gpt_io.safetensors")
+local tokens, targets = torch.tokens + 1, torch.targets + 1 -- PyTorch counts tokens from 0
 
 -- The gradient of every parameter against the fixture's grad.<PyTorch name>.
 local function check_grads(model, what)
@@ -60,7 +60,7 @@ local function check_grads(model, what)
   local pt = model:state_dict({ to = "pytorch" })
   for name, p in pairs(pt) do
     H.ok(p.grad ~= nil, what .. ": " .. name .. " has a gradient")
-    worst = math.max(worst, close(p.grad, io["grad." .. name], what .. " grad " .. name))
+    worst = math.max(worst, close(p.grad, torch["grad." .. name], what .. " grad " .. name))
     n = n + 1
   end
   H.eq(n, #tide_names)
@@ -86,9 +86,9 @@ end)
 H.test("eager logits, loss and every gradient match PyTorch", function()
   local model = fixture_model()
   local loss, logits = model:loss(tokens, targets)
-  close(logits, io.logits, "logits")
+  close(logits, torch.logits, "logits")
   H.eq(loss:dim(), 0)
-  close(loss, io.loss, "loss")
+  close(loss, torch.loss, "loss")
   loss:backward()
   local worst = check_grads(model, "eager")
   if os.getenv("TIDE_TEST_VERBOSE") then print("worst gradient error / scale", worst) end
@@ -100,8 +100,8 @@ H.test("the composite attention path matches PyTorch too", function()
   local model = fixture_model("composite")
   H.eq(model.h[1].attn.sdpa, nil)
   local loss, logits = model:loss(tokens, targets)
-  close(logits, io.logits, "composite logits")
-  close(loss, io.loss, "composite loss")
+  close(logits, torch.logits, "composite logits")
+  close(loss, torch.loss, "composite loss")
   loss:backward()
   check_grads(model, "composite")
 end)
@@ -122,7 +122,7 @@ H.test("the training step under tide.jit matches eager bitwise and PyTorch", fun
   for call = 1, 2 do
     local loss = step(tokens, targets)
     H.ok(tide.equal(loss, eager_loss), "call " .. call .. ": loss bitwise equal to eager")
-    close(loss, io.loss, "jit loss")
+    close(loss, torch.loss, "jit loss")
     local ref = eager:state_dict()
     for name, p in pairs(model:state_dict()) do
       H.ok(tide.equal(p.grad, ref[name].grad), ("call %d: %s grad bitwise"):format(call, name))
@@ -144,11 +144,11 @@ H.test("on Vulkan: logits, loss, gradients and generation", function()
   local model = fixture_model():to("vulkan")
   local loss, logits = model:loss(tokens:to("vulkan"), targets:to("vulkan"))
   H.eq(logits.device, "vulkan")
-  close(logits:to("cpu"), io.logits, "vulkan logits")
-  close(loss:to("cpu"), io.loss, "vulkan loss")
+  close(logits:to("cpu"), torch.logits, "vulkan logits")
+  close(loss:to("cpu"), torch.loss, "vulkan loss")
   loss:backward()
   for name, p in pairs(model:state_dict({ to = "pytorch" })) do
-    close(p.grad:to("cpu"), io["grad." .. name], "vulkan grad " .. name)
+    close(p.grad:to("cpu"), torch["grad." .. name], "vulkan grad " .. name)
   end
   local prompt = tokens:narrow(1, 1, 1):narrow(2, 1, 4)
   local want = cpu:generate(prompt, 8, { temperature = 0 })
