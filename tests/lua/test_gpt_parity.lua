@@ -38,16 +38,19 @@ local function close(got, want, what, tol)
   return err / scale
 end
 
-local function fixture_model()
-  local model = gpt.GPT(CONFIG)
+local function fixture_model(attention)
+  local cfg = {}
+  for k, v in pairs(CONFIG) do cfg[k] = v end
+  cfg.attention = attention
+  local model = gpt.GPT(cfg)
   local sd = tide.load(DATA .. "pytorch_gpt.safetensors")
   local missing, unexpected = model:load_state_dict(sd, { from = "pytorch" })
   H.eq(#missing + #unexpected, 0, "the fixture's names are the model's PyTorch names")
   return model, sd
 end
 
-local io = tide.load(DATA .. "pytorch_gpt_io.safetensors")
-local tokens, targets = io.tokens + 1, io.targets + 1 -- PyTorch counts tokens from 0
+local torch = tide.load(DATA .. "pytorch_gpt_io.safetensors")
+local tokens, targets = torch.tokens + 1, torch.targets + 1 -- PyTorch counts tokens from 0
 
 -- The gradient of every parameter against the fixture's grad.<PyTorch name>.
 local function check_grads(model, what)
@@ -57,7 +60,7 @@ local function check_grads(model, what)
   local pt = model:state_dict({ to = "pytorch" })
   for name, p in pairs(pt) do
     H.ok(p.grad ~= nil, what .. ": " .. name .. " has a gradient")
-    worst = math.max(worst, close(p.grad, io["grad." .. name], what .. " grad " .. name))
+    worst = math.max(worst, close(p.grad, torch["grad." .. name], what .. " grad " .. name))
     n = n + 1
   end
   H.eq(n, #tide_names)
@@ -83,12 +86,24 @@ end)
 H.test("eager logits, loss and every gradient match PyTorch", function()
   local model = fixture_model()
   local loss, logits = model:loss(tokens, targets)
-  close(logits, io.logits, "logits")
+  close(logits, torch.logits, "logits")
   H.eq(loss:dim(), 0)
-  close(loss, io.loss, "loss")
+  close(loss, torch.loss, "loss")
   loss:backward()
   local worst = check_grads(model, "eager")
   if os.getenv("TIDE_TEST_VERBOSE") then print("worst gradient error / scale", worst) end
+end)
+
+-- attention = "composite" forces matmul/mask/softmax/matmul even where tide has the fused
+-- scaled_dot_product_attention (the default then): both paths must match PyTorch.
+H.test("the composite attention path matches PyTorch too", function()
+  local model = fixture_model("composite")
+  H.eq(model.h[1].attn.sdpa, nil)
+  local loss, logits = model:loss(tokens, targets)
+  close(logits, torch.logits, "composite logits")
+  close(loss, torch.loss, "composite loss")
+  loss:backward()
+  check_grads(model, "composite")
 end)
 
 -- The training step (forward, loss, backward) under tide.jit: the first call compiles, the
@@ -107,7 +122,7 @@ H.test("the training step under tide.jit matches eager bitwise and PyTorch", fun
   for call = 1, 2 do
     local loss = step(tokens, targets)
     H.ok(tide.equal(loss, eager_loss), "call " .. call .. ": loss bitwise equal to eager")
-    close(loss, io.loss, "jit loss")
+    close(loss, torch.loss, "jit loss")
     local ref = eager:state_dict()
     for name, p in pairs(model:state_dict()) do
       H.ok(tide.equal(p.grad, ref[name].grad), ("call %d: %s grad bitwise"):format(call, name))
@@ -115,6 +130,30 @@ H.test("the training step under tide.jit matches eager bitwise and PyTorch", fun
     check_grads(model, "jit")
   end
   H.ok(step:stats().compiles >= 1 and step:stats().hits >= 1, "the second call hit the cache")
+end)
+
+-- On Vulkan (lavapipe under ctest) the same model gives PyTorch's values within the same
+-- tolerance, and greedy generation with the cache on the device gives the CPU's tokens.
+H.test("on Vulkan: logits, loss, gradients and generation", function()
+  local ok, why = tide.vulkan.available()
+  if not ok then
+    print("  (Vulkan part skipped: " .. tostring(why) .. ")")
+    return
+  end
+  local cpu = fixture_model()
+  local model = fixture_model():to("vulkan")
+  local loss, logits = model:loss(tokens:to("vulkan"), targets:to("vulkan"))
+  H.eq(logits.device, "vulkan")
+  close(logits:to("cpu"), torch.logits, "vulkan logits")
+  close(loss:to("cpu"), torch.loss, "vulkan loss")
+  loss:backward()
+  for name, p in pairs(model:state_dict({ to = "pytorch" })) do
+    close(p.grad:to("cpu"), torch["grad." .. name], "vulkan grad " .. name)
+  end
+  local prompt = tokens:narrow(1, 1, 1):narrow(2, 1, 4)
+  local want = cpu:generate(prompt, 8, { temperature = 0 })
+  H.ok(tide.equal(model:generate(prompt, 8, { temperature = 0 }):to("cpu"), want),
+       "greedy tokens as on the CPU")
 end)
 
 H.test("decoding with the KV cache gives the full forward's logits at every position", function()
@@ -133,6 +172,17 @@ H.test("decoding with the KV cache gives the full forward's logits at every posi
   end
   H.raises(function() model:decode_step(tokens:narrow(2, 1, 1), cache) end,
            "block_size 16")
+  -- a chunk of several tokens after cached ones: each sees the cache and its own past only
+  local c2 = model:new_cache(2)
+  model:decode_step(tokens:narrow(2, 1, 5), c2)
+  close(model:decode_step(tokens:narrow(2, 6, 4), c2), full:select(2, 9), "chunk 6..9")
+  H.eq(c2.len, 9)
+  -- rewinding: position 7 again, with another token, then the original one
+  local other = (tokens:narrow(2, 7, 1) % 64) + 1
+  model:decode_step(other, c2, 7)
+  H.eq(c2.len, 7)
+  close(model:decode_step(tokens:narrow(2, 7, 1), c2, 7), full:select(2, 7), "rewound to 7")
+  H.raises(function() model:decode_step(other, c2, 9) end, "pos must be an integer in 1..8")
   H.raises(function() model:decode_step(tokens:narrow(1, 1, 1):narrow(2, 1, 1),
                                         model:new_cache(2)) end, "batch 1, the cache 2")
 end)
@@ -206,9 +256,34 @@ H.test("generate: greedy is the argmax chain, sampling is reproducible by seed",
   local b = model:generate(prompt, 20, { temperature = 1.0, top_k = 8, seed = 7 })
   H.ok(tide.equal(a, b), "same seed, same tokens")
   H.ok(a:min():item() >= 1 and a:max():item() <= 64, "tokens in 1..vocab_size")
+  -- top_k = 1 is greedy; with top_k = 3 every drawn token is among its prefix's 3 best
+  H.ok(tide.equal(model:generate(prompt, 6, { top_k = 1, seed = 3 }), out), "top_k 1 = greedy")
+  local k3 = model:generate(prompt, 10, { temperature = 1.5, top_k = 3, seed = 4 })
+  local logits = tide.no_grad(function() return model(k3) end)
+  for t = 4, 13 do
+    local _, best = logits:select(2, t - 1):topk(3, 2)
+    local tok = k3[1][t]:item()
+    H.ok(best:eq(tok):any():item(), ("position %d: token %d in the top 3"):format(t, tok))
+  end
   -- past block_size the cache is rebuilt and generation goes on
   local long = model:generate(prompt, 30, { temperature = 0 })
   H.eq(long:size(), { 1, 33 })
+end)
+
+-- The sampler's frequencies over n = 20000 draws from {0.1, 0.2, 0.7, 0}: each within 5
+-- standard deviations (sqrt(p (1 - p) / n) <= 0.0033) of p, and the zero never drawn.
+H.test("sampling draws tokens with their probabilities", function()
+  tide.manual_seed(11)
+  local n = 20000
+  local probs = tide.tensor({ 0.1, 0.2, 0.7, 0 }):view(1, 4):expand(n, 4):contiguous()
+  local ids = gpt._sample(probs)
+  H.eq(ids:size(), { n, 1 })
+  H.eq(ids.dtype, "int64")
+  for k, p in ipairs({ 0.1, 0.2, 0.7, 0 }) do
+    local freq = ids:eq(k):to("float64"):mean():item()
+    H.ok(math.abs(freq - p) <= 5 * math.sqrt(p * (1 - p) / n),
+         ("token %d: frequency %g, probability %g"):format(k, freq, p))
+  end
 end)
 
 H.test("configure_optimizer: decay on the 2-D weights only (nanoGPT's rule)", function()

@@ -301,12 +301,21 @@ function GPT:new_cache(batch)
   return cache
 end
 
--- model:decode_step(idx, cache) -> logits [B, vocab_size] of the last of idx's positions.
--- idx int64 [B, T] (T = 1 for one new token, longer for a prompt) continues the sequence the
--- cache holds: its keys and values are appended, cache.len grows by T. No gradients are kept.
-function GPT:decode_step(idx, cache)
+-- model:decode_step(idx, cache [, pos]) -> logits [B, vocab_size] of the last of idx's
+-- positions. idx int64 [B, T] (T = 1 for one new token, longer for a prompt) continues the
+-- sequence the cache holds: its keys and values are appended, cache.len grows by T. pos (the
+-- 1-based position of idx's first token, default cache.len + 1) may be earlier, to rewind:
+-- the positions from pos on are overwritten. No gradients are kept.
+function GPT:decode_step(idx, cache, pos)
   if type(cache) ~= "table" or cache.len == nil then
     error("GPT:decode_step: expected a cache from model:new_cache(batch)", 2)
+  end
+  if pos ~= nil then
+    if math.type(pos) ~= "integer" or pos < 1 or pos > cache.len + 1 then
+      error(("GPT:decode_step: pos must be an integer in 1..%d (the cache holds %d positions), "
+        .. "got %s"):format(cache.len + 1, cache.len, tostring(pos)), 2)
+    end
+    cache.len = pos - 1
   end
   check_idx(self, idx, "decode_step's idx", cache.len)
   if idx:size(1) ~= cache.batch then
@@ -321,16 +330,21 @@ end
 -- ---- generation --------------------------------------------------------------------------------
 
 -- Draws one token per row of probs [B, V]: tide.multinomial when tide has it, else the first
--- index whose cumulative probability exceeds a uniform draw. Returns int64 [B, 1], 1-based.
+-- index whose cumulative probability exceeds u * total, u uniform in [0, 1). Scaling by the
+-- row's own total (the last cumsum) rather than 1 means rounding in the sum can never push the
+-- draw past the end, and "exceeds" (not "reaches") skips zero-probability tokens, whose
+-- cumulative value equals their predecessor's. Returns int64 [B, 1], 1-based.
 local function sample(probs)
   if tide.multinomial then
     return tide.multinomial(probs, 1)
   end
   local B, V = probs:size(1), probs:size(2)
-  local u = tide.rand(B, 1, { dtype = probs.dtype, device = probs.device })
-  local below = probs:cumsum(2):lt(u):to("int64"):sum(2, true)
-  return (below + 1):clamp(1, V)
+  local cs = probs:cumsum(2)
+  local u = tide.rand(B, 1, { dtype = probs.dtype, device = probs.device }) * cs:narrow(2, V, 1)
+  local passed = cs:le(u):to("int64"):sum(2, true)
+  return (passed + 1):clamp(1, V)
 end
+gpt._sample = sample -- for the tests
 
 -- The next tokens [B, 1] from logits [B, V] under the options (temperature 0: argmax).
 local function next_tokens(logits, o)
@@ -425,7 +439,7 @@ function GPT:generate(prompt, n, opts)
         for b, id in ipairs(tok:view(-1):totable()) do o.on_token(id, b) end
       end
       if cache.len >= block then
-        logits, cache = prefill(self, seq, block // 2)
+        logits, cache = prefill(self, seq, math.max(1, block // 2))
       else
         logits = self:decode_step(tok, cache)
       end
