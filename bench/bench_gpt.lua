@@ -1,7 +1,9 @@
 -- bench_gpt.lua — the GPT training step of examples/gpt.lua (6 layers, 384 wide, 6 heads,
 -- context 256; batch 8 x 128 tokens; forward, backward, clipping at 1.0, AdamW) under tide.jit,
 -- against raw OpenBLAS running the step's own GEMMs (the same shapes and transposes, timed
--- alone by bench_gpt_gemms in the same run). Issue 21's target: step <= gemms / 0.85.
+-- alone by bench_gpt_gemms in the same run). Issue 21's target: step <= gemms / 0.85. Then
+-- generation with the KV cache at batch 1 against its bandwidth floor: the bytes of the weights
+-- a token reads (all but the embedding tables, of which it reads a row) over a STREAM triad.
 --
 --   build/lua/tide bench/bench_gpt.lua [rounds] [build dir]
 --
@@ -73,7 +75,7 @@ local function jit_step()
   local model = gpt.GPT(cfg)
   local opt = model:configure_optimizer{ lr = 1e-3, weight_decay = 0.1, betas = { 0.9, 0.95 } }
   local params = model:parameters()
-  return tide.jit(function(x, y)
+  return model, tide.jit(function(x, y)
     opt:zero_grad()
     local loss = model:loss(x, y)
     loss:backward()
@@ -93,7 +95,7 @@ print(("threads: %d; TIDE_CPU_ISA=%s"):format(tide.get_num_threads(),
 print(("gpt_step_gflop: %.1f GFLOP (the GEMMs; batch %d x %d, %d layers, width %d)"):format(
   flops / 1e9, B, T, cfg.n_layer, cfg.n_embd))
 
-local step = jit_step()
+local model, step = jit_step()
 local x, y = tide.randint(1, 257, { B, T }), tide.randint(1, 257, { B, T })
 local t0 = tide.clock()
 step(x, y):item()
@@ -120,3 +122,34 @@ print(("gpt_step_target: jit step <= %.2fx the GEMMs: %.2f (%s)"):format(target,
 local js = step:stats()
 print(("gpt_step_jit_stats: %d compiles, %d hits, %d fallbacks"):format(js.compiles, js.hits,
                                                                         js.fallbacks))
+
+-- ---- generation ------------------------------------------------------------------------------
+
+local function triad_gbs()
+  local p = assert(io.popen(gemm_bin .. " triad"))
+  local out = p:read("a")
+  p:close()
+  return assert(tonumber(out:match("triad_gbs: ([%d.]+)")), "bench_gpt: no triad figure")
+end
+
+local NEW = 128
+local gen_s = {}
+for r = 1, 3 do
+  model:generate({ 1 }, 4, { temperature = 0 }) -- warm: the allocator's blocks, OpenBLAS's
+  local t0 = tide.clock()
+  model:generate({ 1 }, NEW, { temperature = 0.8, top_k = 40, seed = r })
+  gen_s[r] = tide.clock() - t0
+end
+local tok_s = NEW / median(gen_s)
+local gbs = triad_gbs()
+local bytes = (model:num_parameters() - model.wte.weight:numel() - model.wpe.weight:numel()) * 4
+local floor = gbs * 1e9 / bytes
+print(("gpt_generate_b1: %.1f tokens/s (%d tokens after a 1-token prompt, median of 3)"):format(
+  tok_s, NEW))
+print(("gpt_generate_floor: %.1f tokens/s (%.1f MB of weights a token at a triad of %.2f GB/s, "
+  .. "one thread)"):format(floor, bytes / 1e6, gbs))
+print(("gpt_generate_target: >= 0.60 of the bandwidth floor: %.2f (%s)"):format(tok_s / floor,
+  tok_s / floor >= 0.6 and "met" or "NOT met"))
+print(("gpt_generate_target_torch: >= 5x PyTorch without a cache (50 tokens/s on the issue's "
+  .. "Zen 3, not measured here): %.1fx (%s)"):format(tok_s / 50, tok_s >= 250 and "met"
+  or "NOT met"))

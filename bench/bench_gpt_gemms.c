@@ -6,6 +6,9 @@
  * matmul makes, split over tide's threads the same way) on contiguous matrices allocated once.
  *
  *   bench_gpt_gemms ROUNDS < list    prints "round_seconds: S" per timed round, after one warmup
+ *   bench_gpt_gemms triad            prints "triad_gbs: G", the best of 5 STREAM triads
+ *                                    a = b + s c over 3 x 16M float32 on one thread (the
+ *                                    bandwidth floor of generation, which reads every weight)
  *
  * Not a test; bench_gpt.lua runs it between its own slices so both share the machine's state.
  */
@@ -13,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tide.h"
@@ -54,8 +58,29 @@ static void run_step(const gemm *g, int n, const float *a, const float *b, float
         }
 }
 
+static int triad(void)
+{
+    enum { N = 16 << 20 };
+    float *a = filled(N), *b = filled(N), *c = filled(N);
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_seconds();
+        for (int64_t i = 0; i < N; i++)
+            a[i] = b[i] + 3.0f * c[i];
+        double gbs = 3.0 * N * sizeof(float) / (now_seconds() - t0) / 1e9;
+        best = gbs > best ? gbs : best;
+    }
+    printf("triad_gbs: %.2f (a[0] %g)\n", best, (double)a[0]);
+    free(a);
+    free(b);
+    free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "triad") == 0)
+        return triad();
     int rounds = argc > 1 ? atoi(argv[1]) : 1;
     gemm g[MAX_GEMMS];
     int n = 0;

@@ -64,4 +64,4 @@ done
 section "summary: symbolic dims [TIDE_CPU_ISA=$best]"
 grep -E '(met|NOT met)\)?$' "$log/symbolic"
 section "summary: the GPT step [TIDE_CPU_ISA=$best]"
-grep -E '^gpt_step_(jit|gemms_openblas|target):' "$log/gpt"
+grep -E '^gpt_(step_(jit|gemms_openblas|target)|generate_(b1|floor|target[a-z_]*)):' "$log/gpt"
