@@ -209,13 +209,21 @@ local function eval_loss(x, y)
 end
 if not args.eager then eval_loss = tide.jit(eval_loss) end
 
--- The mean loss over the first --eval-batches batches of the validation sweep (fixed windows).
+-- The mean loss over the first --eval-batches x --batch-size windows of the validation sweep
+-- (fixed windows), scored VAL_BATCH windows a call: the same mean as batch by batch (every
+-- window has --context tokens), with larger products, which run faster.
+local VAL_BATCH = 64
 local function validate()
   model:eval()
+  local want = args.eval_batches * args.batch_size
   local sum, n = 0, 0
-  for x, y in ds:val_batches(args.batch_size) do
-    if n >= args.eval_batches then break end
-    sum, n = sum + eval_loss(x, y):item(), n + 1
+  for x, y in ds:val_batches(math.min(VAL_BATCH, want)) do
+    if n >= want then break end
+    local b = math.min(x:size(1), want - n)
+    if b < x:size(1) then
+      x, y = x:narrow(1, 1, b):contiguous(), y:narrow(1, 1, b):contiguous()
+    end
+    sum, n = sum + eval_loss(x, y):item() * b, n + b
   end
   model:train()
   return sum / n
