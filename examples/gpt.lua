@@ -297,13 +297,15 @@ while step < args.steps and not out_of_time() do
     periodic_validation()
   end
 end
-local t_train = tide.clock() - t_start
+local t_train, t_val_train = tide.clock() - t_start, t_val
+print(("trained %d steps (%d tokens) in %.1f s, %.1f s of it validating; %.0f tokens/s"):format(
+  step, step * tokens_per_step, t_train, t_val_train,
+  step * tokens_per_step / (t_train - t_val_train)))
 if val_step ~= step then
   periodic_validation()
 end
-print(("trained %d steps (%d tokens) in %.1f s, %.1f s of it validating; %.0f tokens/s"):format(
-  step, step * tokens_per_step, t_train, t_val, step * tokens_per_step / (t_train - t_val)))
-print(("validation loss %.4f nats = %.3f bits per byte"):format(val, val / LN2))
+print(("validation loss %.4f nats = %.3f bits per byte (validating took %.1f s)"):format(val,
+  val / LN2, t_val - t_val_train))
 if not args.eager then
   local st = train_step:stats()
   print(("jit: training step %d compiles, %d hits, %d fallbacks"):format(st.compiles, st.hits,
