@@ -43,6 +43,8 @@ done
 export TIDE_CPU_ISA=$best
 section "bench_lua (issue 4) [TIDE_CPU_ISA=$best]";   "$build/lua/tide" "$here/bench_lua.lua"
 section "bench_mlp (issue 5) [TIDE_CPU_ISA=$best]";   "$build/lua/tide" "$here/bench_mlp.lua" 5
+section "bench_gpt (issue 21) [TIDE_CPU_ISA=$best]"
+"$build/lua/tide" "$here/bench_gpt.lua" 5 "$build" 2>&1 | tee "$log/gpt"
 section "bench_symbolic (issue 20) [TIDE_CPU_ISA=$best]"
 "$build/lua/tide" "$here/bench_symbolic.lua" 6 2>&1 | tee "$log/symbolic"
 section "bench_attention (issue 21) [TIDE_CPU_ISA=$best]"
@@ -65,3 +67,5 @@ section "summary: symbolic dims [TIDE_CPU_ISA=$best]"
 grep -E '(met|NOT met)\)?$' "$log/symbolic"
 section "summary: fused attention [TIDE_CPU_ISA=$best]"
 grep -E '(met|NOT met)\)?$' "$log/attention"
+section "summary: the GPT step [TIDE_CPU_ISA=$best]"
+grep -E '^gpt_(step_(jit|gemms_openblas|target)|generate_(b1|floor|target[a-z_]*)):' "$log/gpt"

@@ -11,17 +11,14 @@ local nn = require "tide.nn"
 local F = require "tide.nn.functional"
 local optim = require "tide.optim"
 local data = require "tide.data"
+local script_dir = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
+package.path = script_dir .. "/?.lua;" .. package.path
+local cli = require "cli" -- option parsing, the writability check, progress pieces
+
+local SCRIPT = "fashion_mnist.lua"
 
 -- ---- options ---------------------------------------------------------------------------------
 
-local args = { model = "mlp", batch_size = 128, device = "cpu", seed = 0, eager = false,
-               data = data.FASHION_MNIST_ROOT }
--- What each numeric option accepts: "count" an integer >= 1, "positive" a finite number > 0,
--- "integer" any integer.
-local numeric = { epochs = "count", batch_size = "count", lr = "positive", limit = "count",
-                  test_limit = "count", seed = "integer" }
-local wanted = { count = "a positive integer", positive = "a finite number > 0",
-                 integer = "an integer" }
 local USAGE = "usage: fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] "
   .. "[--device cpu] [--limit N] [--test-limit N] [--checkpoint PATH] [--seed N] "
   .. "[--data DIR] [--eager] [--quiet] [--help]"
@@ -42,55 +39,19 @@ local OPTIONS = [[
   --quiet            no per-epoch progress output
   --help             this text]]
 local function usage_error(msg)
-  io.stderr:write("fashion_mnist.lua: " .. msg .. " (--help for the usage)\n")
-  os.exit(2)
+  cli.fail(SCRIPT, msg)
 end
--- The value of a numeric option, or a usage error naming the option and the value.
-local function numeric_value(key, val)
-  local kind, v = numeric[key], tonumber(val)
-  if v and kind ~= "positive" then
-    v = math.tointeger(v) -- 2.0 is the integer 2; 2.5 is not an integer
-  end
-  local ok = v ~= nil and (kind == "integer" or (kind == "count" and v >= 1)
-                           or (kind == "positive" and v > 0 and v < math.huge))
-  if not ok then
-    usage_error(("--%s must be %s, got '%s'"):format(key:gsub("_", "-"), wanted[kind], val))
-  end
-  return v
-end
-local flags = { eager = true, quiet = true }
-local known = { model = true, device = true, checkpoint = true, data = true }
-do
-  local i = 1
-  local argv = arg or {}
-  while i <= #argv do
-    local a = argv[i]
-    local key, val = a:match("^%-%-([%w%-]+)=(.*)$")
-    key = key or a:match("^%-%-([%w%-]+)$")
-    if not key then
-      usage_error("unexpected argument '" .. a .. "'")
-    end
-    key = key:gsub("%-", "_")
-    if key == "help" then
-      print(USAGE .. "\n" .. OPTIONS)
-      os.exit(0)
-    elseif flags[key] then
-      args[key] = true
-    elseif numeric[key] or known[key] then
-      if not val then
-        i = i + 1
-        val = argv[i]
-      end
-      if val == nil then
-        usage_error("--" .. key:gsub("_", "-") .. " needs a value")
-      end
-      args[key] = numeric[key] and numeric_value(key, val) or val
-    else
-      usage_error("unknown option '" .. a .. "'")
-    end
-    i = i + 1
-  end
-end
+-- The numeric kinds (examples/cli.lua): "count" an integer >= 1, "positive" a finite number
+-- > 0, "integer" any integer.
+local args = cli.parse(arg, {
+  script = SCRIPT, usage = USAGE, options = OPTIONS,
+  values = { model = "mlp", batch_size = 128, device = "cpu", seed = 0, eager = false,
+             data = data.FASHION_MNIST_ROOT },
+  numeric = { epochs = "count", batch_size = "count", lr = "positive", limit = "count",
+              test_limit = "count", seed = "integer" },
+  strings = { model = true, device = true, checkpoint = true, data = true },
+  flags = { eager = true, quiet = true },
+})
 if args.model ~= "mlp" and args.model ~= "cnn" then
   usage_error("--model must be mlp or cnn, got '" .. args.model .. "'")
 end
@@ -104,20 +65,8 @@ do -- the device must exist: a clear error now rather than in the middle of trai
     os.exit(2)
   end
 end
-do -- the checkpoint is written after training: find out now that it can be written
-  local path = args.checkpoint
-  local existed = io.open(path, "r")
-  if existed then existed:close() end
-  -- "a" leaves an existing file as it is; a new one is made, then removed again
-  local f, err = io.open(path, "a")
-  if not f then
-    io.stderr:write(("fashion_mnist.lua: cannot write the checkpoint (--checkpoint): %s\n")
-      :format(err))
-    os.exit(2)
-  end
-  f:close()
-  if not existed then os.remove(path) end
-end
+-- the checkpoint is written after training: find out now that it can be written
+cli.check_writable(SCRIPT, args.checkpoint, "--checkpoint")
 
 tide.manual_seed(args.seed)
 local tty = tide.isatty(io.stdout)
@@ -218,22 +167,14 @@ end
 
 -- ---- progress ----------------------------------------------------------------------------------
 
-local function fmt_time(s)
-  if s >= 60 then
-    return ("%dm%02ds"):format(math.floor(s / 60), math.floor(s % 60))
-  end
-  return ("%.1fs"):format(s)
-end
+local fmt_time = cli.fmt_time
 
 local function progress(epoch, b, nb, loss, elapsed, done_samples, final)
   if args.quiet then return end
   local rate = elapsed > 0 and done_samples / elapsed or 0
   local eta = b > 0 and elapsed / b * (nb - b) or 0
   if tty then
-    local width = 30
-    local fill = math.floor(width * b / nb)
-    local bar = string.rep("=", fill) .. (fill < width and ">" or "") ..
-      string.rep(" ", width - fill - (fill < width and 1 or 0))
+    local bar = cli.bar(b / nb)
     io.stdout:write(("\repoch %d/%d [%s] %d/%d loss %.4f %7.0f samples/s %s %s\27[K"):format(
       epoch, args.epochs, bar, b, nb, loss, rate, final and "in" or "ETA",
       fmt_time(final and elapsed or eta)))

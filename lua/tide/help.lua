@@ -27,6 +27,8 @@ local namespaces = {
   { "loader:", function() return tide.data.DataLoader end },
   { "ds:", function() return tide.data.Dataset end },
   { "text:", function() return tide.data.TextDataset end },
+  { "gpt.", function() return require "tide.models.gpt" end },
+  { "lm:", function() return require("tide.models.gpt").GPT end },
 }
 help.namespaces = namespaces
 
@@ -96,11 +98,13 @@ local modules = {
   { "F", "tide.nn.functional: torch.nn.functional's names" },
   { "optim", "tide.optim: SGD, Adam, AdamW, LR schedulers (opt:<method>, sched:<method>)" },
   { "data", "tide.data: datasets and DataLoader (loader:<method>, ds:<method>, text:<method> for TextDataset)" },
+  { "gpt", "tide.models.gpt: a GPT language model (gpt.GPT; lm:<method> for one)" },
 }
 -- The name prefixes each module's listing shows: its functions, then its objects' methods.
 local module_prefixes = {
   tide = { "tide.", "x:" }, nn = { "nn.", "m:" }, F = { "F." },
   optim = { "optim.", "opt:", "sched:" }, data = { "data.", "loader:", "ds:", "text:" },
+  gpt = { "gpt.", "lm:" },
 }
 
 local function line(e)
@@ -137,7 +141,8 @@ end
 local module_names = {
   tide = "tide", nn = "nn", ["tide.nn"] = "nn", F = "F", functional = "F",
   ["tide.nn.functional"] = "F", ["nn.functional"] = "F", optim = "optim",
-  ["tide.optim"] = "optim", data = "data", ["tide.data"] = "data",
+  ["tide.optim"] = "optim", data = "data", ["tide.data"] = "data", gpt = "gpt",
+  ["tide.models.gpt"] = "gpt",
 }
 
 -- The module key of a module table, or nil.
@@ -153,6 +158,9 @@ local function module_of(v)
   local nn = rawget(tide, "nn")
   if nn and v == nn.functional then
     return "F"
+  end
+  if v ~= nil and v == package.loaded["tide.models.gpt"] then
+    return "gpt"
   end
   return nil
 end

@@ -341,4 +341,11 @@ return {
   { "text:decode(ids)", "token ids (tensor or list, 1..256) as a string" },
   { "data.fortunes_files([root])", "the fortune text files (no .dat, no links), sorted by name" },
   { "data.Fortunes({block_size=, val_fraction=, seed=, root=})", "TextDataset over data.fortunes_files(): the last 10% of bytes is validation" },
+  -- ---- tide.models.gpt (gpt.) and a GPT model's methods (lm:)
+  { "gpt.GPT{vocab_size=, block_size=, n_layer=, n_head=, n_embd=, dropout=, bias=}", "a GPT (nanoGPT's layout and names); lm(idx) gives logits [B, T, V] for int64 tokens [B, T] in 1..V" },
+  { "lm:loss(idx, targets)", "mean cross-entropy of the next-token logits against targets [B, T]; also returns the logits" },
+  { "lm:new_cache(batch)", "an empty KV cache for lm:decode_step (block_size positions per layer)" },
+  { "lm:decode_step(idx, cache [, pos])", "appends idx [B, T] to the cached sequence (at pos: rewinds); the logits [B, V] of its last position" },
+  { "lm:generate(prompt, n [, {temperature=, top_k=, seed=, on_token=}])", "the prompt and n new tokens, decoded with a KV cache; on_token(id, row) streams them" },
+  { "lm:configure_optimizer{lr=, weight_decay=, betas=, eps=}", "AdamW with decay on the 2-D weights only (nanoGPT's groups)" },
 }

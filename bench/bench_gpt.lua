@@ -1,0 +1,155 @@
+-- bench_gpt.lua — the GPT training step of examples/gpt.lua (6 layers, 384 wide, 6 heads,
+-- context 256; batch 8 x 128 tokens; forward, backward, clipping at 1.0, AdamW) under tide.jit,
+-- against raw OpenBLAS running the step's own GEMMs (the same shapes and transposes, timed
+-- alone by bench_gpt_gemms in the same run). Issue 21's target: step <= gemms / 0.85. Then
+-- generation with the KV cache at batch 1 against its bandwidth floor: the bytes of the weights
+-- a token reads (all but the embedding tables, of which it reads a row) over a STREAM triad.
+--
+--   build/lua/tide bench/bench_gpt.lua [rounds] [build dir]
+--
+-- The two alternate round by round (a noisy 2-core VM's drift falls on both); figures are
+-- medians. Random tokens: the speed does not depend on the text.
+local tide = require "tide"
+local gpt = require "tide.models.gpt"
+local nn = require "tide.nn"
+
+local rounds = math.tointeger(tonumber(arg and arg[1])) or 5
+local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
+local build = arg and arg[2] or (here .. "/../build")
+local gemm_bin = build .. "/bench/bench_gpt_gemms"
+
+local cfg = { vocab_size = 256, block_size = 256, n_layer = 6, n_head = 6, n_embd = 384,
+              dropout = 0, bias = true }
+local B, T = 8, 128
+
+-- The GEMMs of one step, {ta, tb, m, n, k, count}, row-major as tide calls them: a Linear
+-- (in -> out) on N rows is y = x W^T, dx = dy W, dW = dy^T x; attention per (batch, head) is
+-- S = q k^T, O = P v, and backward dP = dO v^T, dV = P^T dO, dQ = dS k, dK = dS^T q.
+local function step_gemms()
+  local N, C, L, V = B * T, cfg.n_embd, cfg.n_layer, cfg.vocab_size
+  local D, BH = C // cfg.n_head, B * cfg.n_head
+  local list = {}
+  local function linear(i, o, count)
+    list[#list + 1] = { 0, 1, N, o, i, count }
+    list[#list + 1] = { 0, 0, N, i, o, count }
+    list[#list + 1] = { 1, 0, o, i, N, count }
+  end
+  linear(C, 3 * C, L) -- attn.c_attn
+  linear(C, C, L)     -- attn.c_proj
+  linear(C, 4 * C, L) -- mlp.c_fc
+  linear(4 * C, C, L) -- mlp.c_proj
+  linear(C, V, 1)     -- lm_head
+  local n = L * BH
+  for _, g in ipairs({ { 0, 1, T, T, D }, { 0, 0, T, D, T }, { 0, 1, T, T, D },
+                       { 1, 0, T, D, T }, { 0, 0, T, D, T }, { 1, 0, T, D, T } }) do
+    list[#list + 1] = { g[1], g[2], g[3], g[4], g[5], n }
+  end
+  return list
+end
+
+local function flops_of(list)
+  local f = 0
+  for _, g in ipairs(list) do f = f + 2 * g[3] * g[4] * g[5] * g[6] end
+  return f
+end
+
+local function median(v)
+  local s = { table.unpack(v) }
+  table.sort(s)
+  return 0.5 * (s[(#s + 1) // 2] + s[#s // 2 + 1])
+end
+
+-- One timed round of the GEMM list in bench_gpt_gemms (after its own warmup), in seconds.
+local gemm_list = os.tmpname()
+local function gemm_round()
+  local p = assert(io.popen(gemm_bin .. " 1 < " .. gemm_list))
+  local out = p:read("a")
+  p:close()
+  local s = tonumber(out:match("round_seconds: ([%d.]+)"))
+  if not s then error("bench_gpt: " .. gemm_bin .. " gave no timing (is it built?): " .. out) end
+  return s
+end
+
+local function jit_step()
+  tide.manual_seed(0)
+  local model = gpt.GPT(cfg)
+  local opt = model:configure_optimizer{ lr = 1e-3, weight_decay = 0.1, betas = { 0.9, 0.95 } }
+  local params = model:parameters()
+  return model, tide.jit(function(x, y)
+    opt:zero_grad()
+    local loss = model:loss(x, y)
+    loss:backward()
+    nn.utils.clip_grad_norm_(params, 1.0)
+    opt:step()
+    return loss
+  end)
+end
+
+local list = step_gemms()
+local f = assert(io.open(gemm_list, "w"))
+for _, g in ipairs(list) do f:write(table.concat(g, " "), "\n") end
+f:close()
+local flops = flops_of(list)
+print(("threads: %d; TIDE_CPU_ISA=%s"):format(tide.get_num_threads(),
+                                               os.getenv("TIDE_CPU_ISA") or "unset"))
+print(("gpt_step_gflop: %.1f GFLOP (the GEMMs; batch %d x %d, %d layers, width %d)"):format(
+  flops / 1e9, B, T, cfg.n_layer, cfg.n_embd))
+
+local model, step = jit_step()
+local x, y = tide.randint(1, 257, { B, T }), tide.randint(1, 257, { B, T })
+local t0 = tide.clock()
+step(x, y):item()
+step(x, y):item()
+print(("gpt_step_first_two: %.2f s (traces, compiles)"):format(tide.clock() - t0))
+local st, sg, ratios = {}, {}, {}
+for r = 1, rounds do
+  local t1 = tide.clock()
+  step(x, y):item()
+  st[r] = tide.clock() - t1
+  sg[r] = gemm_round()
+  ratios[r] = st[r] / sg[r]
+end
+os.remove(gemm_list)
+local ms, mg, mr = median(st), median(sg), median(ratios)
+print(("gpt_step_jit: %.3f s (%.1f GFLOP/s; median of %d)"):format(ms, flops / ms / 1e9, rounds))
+print(("gpt_step_gemms_openblas: %.3f s (%.1f GFLOP/s; median of %d)"):format(mg, flops / mg / 1e9,
+                                                                          rounds))
+print(("gpt_step_jit_vs_gemms: %.2fx the GEMMs' time (median of the rounds' ratios %.2f)")
+  :format(ms / mg, mr))
+local target = 1 / 0.85
+print(("gpt_step_target: jit step <= %.2fx the GEMMs: %.2f (%s)"):format(target, mr,
+  mr <= target and "met" or "NOT met"))
+local js = step:stats()
+print(("gpt_step_jit_stats: %d compiles, %d hits, %d fallbacks"):format(js.compiles, js.hits,
+                                                                        js.fallbacks))
+
+-- ---- generation ------------------------------------------------------------------------------
+
+local function triad_gbs()
+  local p = assert(io.popen(gemm_bin .. " triad"))
+  local out = p:read("a")
+  p:close()
+  return assert(tonumber(out:match("triad_gbs: ([%d.]+)")), "bench_gpt: no triad figure")
+end
+
+local NEW = 128
+local gen_s = {}
+for r = 1, 3 do
+  model:generate({ 1 }, 4, { temperature = 0 }) -- warm: the allocator's blocks, OpenBLAS's
+  local t0 = tide.clock()
+  model:generate({ 1 }, NEW, { temperature = 0.8, top_k = 40, seed = r })
+  gen_s[r] = tide.clock() - t0
+end
+local tok_s = NEW / median(gen_s)
+local gbs = triad_gbs()
+local bytes = (model:num_parameters() - model.wte.weight:numel() - model.wpe.weight:numel()) * 4
+local floor = gbs * 1e9 / bytes
+print(("gpt_generate_b1: %.1f tokens/s (%d tokens after a 1-token prompt, median of 3)"):format(
+  tok_s, NEW))
+print(("gpt_generate_floor: %.1f tokens/s (%.1f MB of weights a token at a triad of %.2f GB/s, "
+  .. "one thread)"):format(floor, bytes / 1e6, gbs))
+print(("gpt_generate_target: >= 0.60 of the bandwidth floor: %.2f (%s)"):format(tok_s / floor,
+  tok_s / floor >= 0.6 and "met" or "NOT met"))
+print(("gpt_generate_target_torch: >= 5x PyTorch without a cache (50 tokens/s on the issue's "
+  .. "Zen 3, not measured here): %.1fx (%s)"):format(tok_s / 50, tok_s >= 250 and "met"
+  or "NOT met"))

@@ -1,0 +1,14 @@
+-- tide.models — ready-made models, each its own module loaded on first use:
+--   tide.models.gpt (require "tide.models.gpt"): a GPT language model (models/README.md).
+local KNOWN = { gpt = true }
+
+return setmetatable({}, {
+  __index = function(t, name)
+    if not KNOWN[name] then
+      return nil
+    end
+    local m = require("tide.models." .. name)
+    rawset(t, name, m)
+    return m
+  end,
+})
