@@ -113,28 +113,48 @@ int tide_jit_begin_dynamic(tide_tensor *const *inputs, int ninputs, const uint32
     return 0;
 }
 
-void jit_capture_check_number(jit_trace *tr, const tide_tensor *t)
+/* The value of a captured number (a wrapped 0-dim tensor in host memory), or NAN. */
+static double number_value(const tide_tensor *t)
 {
-    const char *op = td_thread_hooks()->op_name;
-    if (!tr->cap_dyn || tr->cap_refused[0] || !op || !(t->flags & TD_WRAPPED_NUMBER) ||
-        !t->device->host_buffers)
-        return;
+    if (!(t->flags & TD_WRAPPED_NUMBER) || !t->device->host_buffers || t->ndim != 0)
+        return NAN;
     const void *p = td_tensor_data(t);
-    double v = t->dtype == TIDE_FLOAT64 ? *(const double *)p
-               : t->dtype == TIDE_INT64 ? (double)*(const int64_t *)p : 0;
-    for (int i = 0; i < tr->ninputs; i++)
-        for (int d = 0; d < tr->b.ext[i]->ndim; d++) {
-            int64_t s = tr->b.ext[i]->shape[d];
-            if (!(tr->cap_dyn[i] >> d & 1) || v < (double)s || fmod(v, (double)s) != 0)
-                continue;
-            snprintf(tr->cap_refused, sizeof tr->cap_refused,
-                     "tide_jit_end: %s read the number %g, a multiple of input %d dim %d's "
-                     "size at capture (%lld): a size read as a number stays fixed in a graph, "
-                     "so the dim cannot be dynamic (a mean over it: sum, and divide by a "
-                     "runtime input); if the number is a constant, capture at another size",
-                     op, v, i, d, (long long)s);
-            return;
+    return t->dtype == TIDE_FLOAT64 ? *(const double *)p
+           : t->dtype == TIDE_INT64 ? (double)*(const int64_t *)p : NAN;
+}
+
+/* Whether number v is the count c of a reduction, its reciprocal, or c/(c-1) (a mean, a
+ * variance's correction): what ops make of a count. */
+static bool is_count(double v, double c)
+{
+    return v == c || fabs(v * c - 1) < 1e-12 || (c > 1 && fabs(v - c / (c - 1)) < 1e-12);
+}
+
+/* A reduction over a dynamic dim whose count the graph also reads as a captured number (a mean
+ * divides by it) would keep the captured count at every size: refused. 0, or -1. */
+static int check_counts(const jit_trace *tr)
+{
+    const jit_node *nodes = tr->b.nodes, *probe = tr->cap_probe;
+    for (int r = 0; r < tr->n; r++) {
+        const jit_node *nd = &nodes[r];
+        if (nd->kind != JN_OP || !jit_is_reduce(nd->op) || jit_numel(nd) == 0)
+            continue;
+        double c0 = (double)(jit_numel(&nodes[nd->in[0]]) / jit_numel(nd));
+        double c1 = (double)(jit_numel(&probe[nd->in[0]]) / jit_numel(&probe[r]));
+        if (c0 == c1)
+            continue;
+        for (int e = 0; e < tr->next; e++) {
+            double v = number_value(tr->b.ext[e]);
+            if (is_count(v, c0))
+                return td_error("tide_jit_end: the graph reads the number %g, which is what %s "
+                                "(node %d) counts over a dynamic dim at capture (%g elements): "
+                                "a count read as a number stays fixed (a mean over a dynamic "
+                                "dim: sum, and divide by a runtime input); if %g is a constant, "
+                                "capture at another size", v, tide_op_name((tide_op)nd->op), r,
+                                c0, v);
         }
+    }
+    return 0;
 }
 
 /* A dynamic capture's graph at other sizes of its dynamic dims (each doubled: a reshape that
@@ -178,9 +198,7 @@ tide_graph *tide_jit_end(tide_tensor *const *outputs, int noutputs)
             jit_session_free(tr);
             return NULL;
         }
-    if (tr->cap_dyn && (tr->cap_refused[0] || make_probe(tr) < 0)) {
-        if (tr->cap_refused[0])
-            td_error("%s", tr->cap_refused);
+    if (tr->cap_dyn && (make_probe(tr) < 0 || check_counts(tr) < 0)) {
         jit_session_free(tr);
         return NULL;
     }

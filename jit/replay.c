@@ -19,14 +19,17 @@ static bool same_layout(const jit_node *a, const jit_node *b)
            (a->kind != JN_VIEW || a->offset == b->offset);
 }
 
+/* The error for node i, naming its op and its first input's shape at the sizes tried
+ * (tide_jit_end tries the dynamic dims doubled). */
 static int refuse(const char *who, const jit_node *nodes, int i, const char *why)
 {
     const jit_node *nd = &nodes[i];
     char s[160];
     const jit_node *src = nd->nin > 0 ? &nodes[nd->in[0]] : nd;
-    return td_error("%s: %s (node %d, input of shape %s) cannot follow the graph's dynamic "
-                    "sizes: %s", who, tide_op_name((tide_op)nd->op), i,
-                    td_shape_str(s, sizeof s, src->ndim, src->shape), why);
+    return td_error("%s: %s (node %d) cannot follow the graph's dynamic sizes: %s (its input "
+                    "has shape %s%s)", who, tide_op_name((tide_op)nd->op), i, why,
+                    td_shape_str(s, sizeof s, src->ndim, src->shape),
+                    strcmp(who, "tide_jit_end") == 0 ? " with the dynamic dims doubled" : "");
 }
 
 /* Broadcasts the inputs of node i into its shape (rank as captured). */
@@ -68,8 +71,37 @@ static int matmul_shape(const char *who, jit_node *nodes, int i)
     return 0;
 }
 
+/* Ops that treat each sample of their operands' dim 0 apart (convolutions, pooling and their
+ * gradients): when only dim 0 of their operands changed, by the same size, so does the
+ * result's (a weight's gradient sums over it: its shape stays). */
+static bool per_sample(int op)
+{
+    return op == TIDE_OP_CONV2D || op == TIDE_OP_CONV2D_GRAD_INPUT ||
+           op == TIDE_OP_CONV2D_GRAD_WEIGHT || op == TIDE_OP_MAX_POOL2D ||
+           op == TIDE_OP_MAX_POOL2D_INDICES || op == TIDE_OP_AVG_POOL2D ||
+           op == TIDE_OP_AVG_POOL2D_GRAD;
+}
+
+static int per_sample_shape(const char *who, jit_node *nodes, const jit_node *cap, int i)
+{
+    jit_node *nd = &nodes[i];
+    int64_t n = -1;
+    for (int j = 0; j < nd->nin; j++) {
+        const jit_node *a = &nodes[nd->in[j]], *c = &cap[nd->in[j]];
+        if (a->shape[0] == c->shape[0])
+            continue;
+        if (memcmp(a->shape + 1, c->shape + 1, sizeof(int64_t) * (a->ndim - 1)) != 0 ||
+            (n >= 0 && n != a->shape[0]))
+            return refuse(who, nodes, i, "only a batch (dim 0) of its operands may change");
+        n = a->shape[0];
+    }
+    if (nd->op != TIDE_OP_CONV2D_GRAD_WEIGHT && n >= 0)
+        nd->shape[0] = n;
+    return 0;
+}
+
 /* The shape of op node i from its inputs' (node i's rank and attributes as captured). */
-static int op_shape(const char *who, jit_node *nodes, int i)
+static int op_shape(const char *who, jit_node *nodes, const jit_node *cap, int i)
 {
     jit_node *nd = &nodes[i];
     const jit_node *a = nd->nin > 0 ? &nodes[nd->in[0]] : NULL;
@@ -84,6 +116,14 @@ static int op_shape(const char *who, jit_node *nodes, int i)
         memcpy(nd->shape, a->shape, sizeof(int64_t) * a->ndim);
         for (int k = 0; k < nd->attrs.nints; k++)
             nd->shape[nd->attrs.ints[k]] = 1;
+    } else if (op == TIDE_OP_ARGMAX || op == TIDE_OP_ARGMIN) {
+        int dim = (int)nd->attrs.ints[0];
+        for (int d = 0, o = 0; d < a->ndim; d++)
+            if (d != dim || nd->ndim == a->ndim)
+                nd->shape[o++] = d == dim ? 1 : a->shape[d];
+    } else if (per_sample(op)) {
+        if (per_sample_shape(who, nodes, cap, i) < 0)
+            return -1;
     } else if (op == TIDE_OP_MATMUL) {
         if (matmul_shape(who, nodes, i) < 0)
             return -1;
@@ -107,8 +147,9 @@ static int op_shape(const char *who, jit_node *nodes, int i)
 
 /* A reshape at new sizes: its dims are cut into chunks whose element counts matched at capture;
  * a chunk whose count changed gives the change to its one output dim of size above 1 (a
- * dynamic size stays in the dim that carries it). A chunk split over several such dims is
- * refused: which of them is dynamic is unknown. */
+ * dynamic size stays in the dim that carried it, whether the code wrote -1 or the captured
+ * size). Refused where that is unknown: a chunk split over several such dims, or merged dims
+ * beside a size-1 dim (at capture a -1 may have been 1). */
 static int reshape_shape(const char *who, const jit_node *nodes, int i, const jit_node *cap,
                          int64_t *out)
 {
@@ -133,13 +174,18 @@ static int reshape_shape(const char *who, const jit_node *nodes, int i, const ji
         } while (pin != pout || (k == k0 && k < csrc->ndim) || (l == l0 && l < cout->ndim));
         if (now == before)
             continue;
-        int carrier = -1, ncarriers = 0;
+        int carrier = -1, ncarriers = 0, nmerged = 0;
         for (int d = l0; d < l; d++)
             if (cout->shape[d] != 1)
                 carrier = d, ncarriers++;
+        for (int d = k0; d < k; d++)
+            nmerged += csrc->shape[d] != 1;
         if (ncarriers != 1)
             return refuse(who, nodes, i, "it splits a dynamic size over several dims (keep "
                                          "the dynamic dim whole, e.g. reshape to {-1, n})");
+        if (nmerged > 1 && l - l0 > 1) /* [5, 8] -> [1, 40]: was the 1 a -1? */
+            return refuse(who, nodes, i, "it merges a dynamic size into a dim beside a dim of "
+                                         "size 1, which may stand for -1");
         out[carrier] = now;
     }
     return 0;
@@ -225,7 +271,7 @@ int jit_replay_shapes(const jit_node *cap, jit_node *nodes, int n, const char *w
             changed |= !same_layout(&nodes[nd->in[j]], &cap[nd->in[j]]);
         if (!changed)
             continue;
-        int rc = nd->kind == JN_OP       ? op_shape(who, nodes, i)
+        int rc = nd->kind == JN_OP       ? op_shape(who, nodes, cap, i)
                  : nd->kind == JN_VIEW   ? view_layout(who, nodes, i, cap)
                  : nd->kind == JN_INPLACE ? inplace_shape(who, nodes, i)
                                           : refuse(who, nodes, i, "an unexpected node");

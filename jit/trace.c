@@ -168,8 +168,6 @@ int jit_node_of(jit_trace *tr, const tide_tensor *t)
     memcpy(nd->shape, t->shape, sizeof(int64_t) * t->ndim);
     memcpy(nd->strides, t->strides, sizeof(int64_t) * t->ndim);
     nd->offset = t->offset;
-    if (tr->capture)
-        jit_capture_check_number(tr, t);
     tr->b.ext[tr->next] = tide_retain((tide_tensor *)t);
     tr->b.ext_node[tr->next] = id;
     tr->next++;

@@ -57,11 +57,10 @@ typedef struct jit_trace {
     int64_t dyn[16];
     bool static_only;
     /* a dynamic capture (tide_jit_begin_dynamic): per input its dynamic dims (bit d: dim d),
-     * the graph at other sizes of them (replay.c; what tide_jit_end compiles a symbolic plan
-     * from), and why the capture cannot be dynamic (reported by tide_jit_end), or "" */
+     * and the graph at other sizes of them (replay.c; what tide_jit_end compiles a symbolic
+     * plan from) */
     uint32_t *cap_dyn;
     jit_node *cap_probe;
-    char cap_refused[512];
 } jit_trace;
 
 
@@ -123,9 +122,6 @@ jit_compiled *jit_compile_dynamic(jit_trace *tr, const jit_node *nodes, const ji
 /* Whether a dynamic graph's plan c serves nodes (its nodes replayed at a run's sizes): the same
  * structure, and c's guards hold; otherwise false, with why in buf. */
 bool jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size);
-/* A dynamic capture (graph.c) notes an outside number read inside a library op (a mean's
- * count) that is a multiple of a dynamic size: tide_jit_end then refuses the capture. */
-void jit_capture_check_number(jit_trace *tr, const tide_tensor *t);
 /* replay.c: the shapes of a captured graph (cap) at a run's sizes: nodes starts as a copy of cap
  * whose input EXTERN nodes hold the run's layouts; every other node gets the shape (a view its
  * strides and offset) its op gives on its inputs' new layouts. who names the caller in errors.

@@ -4,7 +4,7 @@
  * its values equal eager's bitwise (the jit's promise there: the same kernels, one summation
  * order); on Vulkan (lavapipe) within 1e-5 relative (a fused reduction of up to 16 terms may
  * sum in another order: 16·2^-24 < 1e-6, and exp's few ulps). Also: a reduction over the
- * dynamic dim, a reshape of it, and a clear error for each guard a run breaks and for each
+ * dynamic dim, reshapes of it, a CNN (conv, pooling, argmax), and a clear error for each guard a run breaks and for each
  * graph a dynamic capture cannot follow (never a wrong value).
  */
 #include <stdio.h>
@@ -146,6 +146,75 @@ static void test_reductions(void)
     tide_release(w), tide_release(x);
 }
 
+/* ---- numbers of static sizes, unsqueeze (CPU: a number is a CPU tensor) -------------------- */
+
+/* layer_norm over the features (its count, 32, a multiple of the captured batch 4, is static)
+ * of x unsqueezed to [1, B, 32] */
+static tide_tensor *norm_rows(tide_tensor *x)
+{
+    tide_tensor *u = tide_unsqueeze(x, 0), *n = u ? tide_layer_norm(u, 1, NULL, NULL, 1e-5) : NULL;
+    tide_release(u);
+    return n;
+}
+
+static void test_static_counts(void)
+{
+    tide_tensor *x = randn(2, (int64_t[]){4, 32});
+    uint32_t mask = 1;
+    CHECK(tide_jit_begin_dynamic(&x, 1, &mask) == 0, "begin: %s", tide_last_error());
+    tide_tensor *y = norm_rows(x);
+    tide_graph *g = tide_jit_end(&y, y ? 1 : 0);
+    CHECK(g != NULL, "layer_norm capture: %s", tide_last_error());
+    tide_release(y);
+    for (int64_t b = 2; g && b < 80; b += 35) {
+        tide_tensor *xb = randn(2, (int64_t[]){b, 32}), *got = NULL;
+        CHECK(tide_graph_run(g, &xb, 1, &got) == 0, "run at batch %lld: %s", (long long)b,
+              tide_last_error());
+        tide_tensor *want = norm_rows(xb);
+        check_same("layer_norm", b, got, want);
+        tide_release(xb), tide_release(got), tide_release(want);
+    }
+    tide_graph_free(g);
+    tide_release(x);
+}
+
+/* ---- a small CNN: convolution, pooling, a flatten that writes the batch, argmax ------------ */
+
+/* argmax(flatten(maxpool(relu(conv(x, k) + kb))) @ w), the flatten written with the batch size
+ * itself, as nn.Flatten does: the reshape keeps the batch in its dim at every size */
+static tide_tensor *cnn(tide_tensor *x, tide_tensor *k, tide_tensor *kb, tide_tensor *w)
+{
+    const int one[2] = {1, 1}, zero[2] = {0, 0}, two[2] = {2, 2};
+    tide_tensor *c = tide_conv2d(x, k, kb, one, one, one, 1), *r = tide_relu(c);
+    tide_tensor *p = tide_max_pool2d(r, two, two, zero, NULL);
+    tide_tensor *f = tide_reshape(p, 2, (int64_t[]){tide_size(x, 0), 4 * 4 * 4});
+    tide_tensor *l = tide_matmul(f, w), *a = tide_argmax(l, 1, false);
+    tide_release(c), tide_release(r), tide_release(p), tide_release(f), tide_release(l);
+    return a;
+}
+
+static void test_cnn(void)
+{
+    tide_tensor *k = randn(4, (int64_t[]){4, 1, 3, 3}), *kb = randn(1, (int64_t[]){4});
+    tide_tensor *w = randn(2, (int64_t[]){64, 10}), *x = randn(4, (int64_t[]){6, 1, 8, 8});
+    uint32_t mask = 1;
+    CHECK(tide_jit_begin_dynamic(&x, 1, &mask) == 0, "begin: %s", tide_last_error());
+    tide_tensor *y = cnn(x, k, kb, w);
+    tide_graph *g = tide_jit_end(&y, y ? 1 : 0);
+    CHECK(g != NULL, "cnn capture: %s", tide_last_error());
+    tide_release(y);
+    for (int64_t b = 2; g && b < 60; b += 19) {
+        tide_tensor *xb = randn(4, (int64_t[]){b, 1, 8, 8}), *got = NULL;
+        CHECK(tide_graph_run(g, &xb, 1, &got) == 0, "run at batch %lld: %s", (long long)b,
+              tide_last_error());
+        tide_tensor *want = cnn(xb, k, kb, w);
+        check_same("cnn", b, got, want);
+        tide_release(xb), tide_release(got), tide_release(want);
+    }
+    tide_graph_free(g);
+    tide_release(k), tide_release(kb), tide_release(w), tide_release(x);
+}
+
 /* ---- relations between dynamic dims --------------------------------------------------------- */
 
 static void test_relations(void)
@@ -195,7 +264,15 @@ static tide_tensor *split_batch(tide_tensor *x)
     tide_release(f);
     return r;
 }
+static tide_tensor *merge_batch(tide_tensor *x)
+{
+    return tide_reshape(x, 2, (int64_t[]){-1, 40}); /* [5, 8] -> [1, 40]: the -1 became 1 */
+}
 static tide_tensor *mean_batch(tide_tensor *x) { return tide_mean(x, (int[]){0}, 1, false); }
+static tide_tensor *mse_batch(tide_tensor *x)
+{
+    return tide_mse_loss(x, x, TIDE_REDUCTION_MEAN);
+}
 static tide_tensor *slice_batch(tide_tensor *x) { return tide_slice(x, 0, 0, 3, 1); }
 static tide_tensor *pad_batch(tide_tensor *x)
 {
@@ -210,7 +287,9 @@ static void test_refusals(void)
         const char *err;
     } cases[] = {
         {"reshape splitting the batch", split_batch, "splits a dynamic size"},
-        {"mean over the batch", mean_batch, "mean read the number 5"},
+        {"reshape merging the batch beside a 1", merge_batch, "beside a dim of size 1"},
+        {"mean over the batch", mean_batch, "reads the number 5, which is what sum"},
+        {"mse_loss (a mean) over the batch", mse_batch, "which is what sum"},
         {"slice of the batch", slice_batch, "bounds along a dynamic dim"},
         {"pad", pad_batch, "no shape rule"},
     };
@@ -250,6 +329,8 @@ int main(void)
         test_reductions();
     }
     dev = "cpu";
+    test_static_counts();
+    test_cnn();
     test_relations();
     test_refusals();
     tide_jit_cache_clear();
