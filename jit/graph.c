@@ -208,6 +208,15 @@ tide_graph *tide_jit_end(tide_tensor *const *outputs, int noutputs)
     return g;
 }
 
+/* The node of input i in g, or NULL when the graph never reads it. */
+static const jit_node *input_node(const tide_graph *g, int i)
+{
+    for (int k = 0; k < g->nnodes; k++)
+        if (g->nodes[k].kind == JN_EXTERN && g->nodes[k].ext == i)
+            return &g->nodes[k];
+    return NULL;
+}
+
 /* The guard on input i of a dynamic graph (nd: its node at capture): rank, dtype and device as
  * captured, each static dim equal, each dynamic dim at least 2, and contiguous where it was
  * (else the captured strides). 0, or -1 with the error set. */
@@ -255,12 +264,7 @@ static int check_input(const tide_graph *g, int i, const tide_tensor *t)
         return td_error("tide_graph_run: input %d is NULL", i);
     if (t->trace_node && !t->storage)
         return td_error("tide_graph_run: input %d has no value", i);
-    const jit_node *nd = NULL;
-    for (int k = 0; k < g->nnodes; k++)
-        if (g->nodes[k].kind == JN_EXTERN && g->nodes[k].ext == i) {
-            nd = &g->nodes[k];
-            break;
-        }
+    const jit_node *nd = input_node(g, i);
     if (!nd)
         return 0;
     if (g->dyn)
@@ -285,6 +289,32 @@ static int check_input(const tide_graph *g, int i, const tide_tensor *t)
     return 0;
 }
 
+/* Dynamic dims that were equal at capture are equal now (the plan may rely on it: a symbolic
+ * plan's classes, symbolic.c). 0, or -1 naming both dims. */
+static int check_relations(const tide_graph *g, tide_tensor *const *inputs)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        for (int d = 0; d < TIDE_MAX_DIMS && g->dyn[i] >> d; d++) {
+            const jit_node *a = input_node(g, i);
+            if (!a || !(g->dyn[i] >> d & 1))
+                continue;
+            for (int j = 0; j <= i; j++)
+                for (int e = 0; e < (j < i ? TIDE_MAX_DIMS : d); e++) {
+                    const jit_node *b = input_node(g, j);
+                    if (!b || !(g->dyn[j] >> e & 1) || a->shape[d] != b->shape[e] ||
+                        inputs[i]->shape[d] == inputs[j]->shape[e])
+                        continue;
+                    return td_error("tide_graph_run: input %d dim %d is %lld and input %d dim "
+                                    "%d is %lld; both were %lld at capture, and the graph relies "
+                                    "on their being equal (where they need not be, capture "
+                                    "with distinct sizes)", j, e,
+                                    (long long)inputs[j]->shape[e], i, d,
+                                    (long long)inputs[i]->shape[d], (long long)a->shape[d]);
+                }
+        }
+    return 0;
+}
+
 /* A dynamic graph's nodes at the run's sizes (nodes: a copy of the captured ones): the inputs'
  * layouts, every other node's replayed (replay.c); then the plan's guards. 0 or -1. */
 static int bind_dynamic(const tide_graph *g, tide_tensor *const *inputs, jit_node *nodes)
@@ -298,12 +328,13 @@ static int bind_dynamic(const tide_graph *g, tide_tensor *const *inputs, jit_nod
         memcpy(nd->strides, t->strides, sizeof(int64_t) * t->ndim);
         nd->offset = t->offset;
     }
-    if (jit_replay_shapes(g->nodes, nodes, g->nnodes, "tide_graph_run") < 0)
+    if (check_relations(g, inputs) < 0 ||
+        jit_replay_shapes(g->nodes, nodes, g->nnodes, "tide_graph_run") < 0)
         return -1;
     char why[256];
     if (!jit_plan_serves(g->plan, nodes, g->nnodes, why, sizeof why))
-        return td_error("tide_graph_run: the graph's plan does not serve these sizes: %s "
-                        "(inputs and dims counted from 1)", why);
+        return td_error("tide_graph_run: the graph's plan does not serve these sizes: %s%s",
+                        why, strstr(why, "input ") ? " (inputs and dims counted from 1)" : "");
     return 0;
 }
 
