@@ -1,7 +1,9 @@
 /*
  * graph.c — the C capture API: tide_jit_begin/tide_jit_end record a graph with declared inputs,
  * tide_graph_run replays it on new inputs (guarded: same shapes, dtypes, strides and devices as
- * captured). A capture runs on one device: an op on another is refused.
+ * captured). A capture runs on one device: an op on another is refused. A dynamic capture
+ * (tide_jit_begin_dynamic) has a symbolic plan: each run replays the graph's shapes at the
+ * inputs' sizes (replay.c) and checks the plan's guards; tide_jit_end tries other sizes first.
  */
 #include <math.h>
 #include <stdio.h>
