@@ -455,24 +455,24 @@ done:
     return c;
 }
 
-bool jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size)
+int jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size)
 {
     key_buf k = {0};
-    bool ok = key_append(&k, nodes, n, NULL, 0);
-    if (!ok) {
-        snprintf(buf, size, "out of memory for a cache key");
-        return false;
+    if (!key_append(&k, nodes, n, NULL, 0)) {
+        key_free(&k);
+        return td_error("jit: out of memory for a cache key");
     }
+    int serves = 1;
     if (k.n > c->key_len || memcmp(k.v, c->key, sizeof *k.v * k.n) != 0 || k.nd != c->dims_len) {
         snprintf(buf, size, "a view's or input's layout changed its kind (contiguous or not)");
-        ok = false;
+        serves = 0;
     } else if (c->dim_class ? !jit_guards_hold(c, k.dims, nodes)
                             : memcmp(k.dims, c->dims, sizeof *k.dims * k.nd) != 0) {
         jit_explain_miss(c, k.dims, k.dim_node, nodes, buf, size);
-        ok = false;
+        serves = 0;
     }
     key_free(&k);
-    return ok;
+    return serves;
 }
 
 void tide_jit_note_fallback(tide_jit_stats *stats)

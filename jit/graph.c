@@ -334,7 +334,10 @@ static int bind_dynamic(const tide_graph *g, tide_tensor *const *inputs, jit_nod
         jit_replay_shapes(g->nodes, nodes, g->nnodes, "tide_graph_run") < 0)
         return -1;
     char why[256];
-    if (!jit_plan_serves(g->plan, nodes, g->nnodes, why, sizeof why))
+    int serves = jit_plan_serves(g->plan, nodes, g->nnodes, why, sizeof why);
+    if (serves < 0)
+        return -1;
+    if (!serves)
         return td_error("tide_graph_run: the graph's plan does not serve these sizes: %s%s",
                         why, strstr(why, "input ") ? " (inputs and dims counted from 1)" : "");
     return 0;

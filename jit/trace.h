@@ -119,9 +119,10 @@ void jit_function_note_recompile(struct tide_jit_function *fn, const char *reaso
  * dynamic dims). NULL with the error set. */
 jit_compiled *jit_compile_dynamic(jit_trace *tr, const jit_node *nodes, const jit_node *probe,
                                   int n, int nexterns, const int *outs, int nouts);
-/* Whether a dynamic graph's plan c serves nodes (its nodes replayed at a run's sizes): the same
- * structure, and c's guards hold; otherwise false, with why in buf. */
-bool jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size);
+/* Whether a dynamic graph's plan c serves nodes (its nodes replayed at a run's sizes): 1 when
+ * the structure is the same and c's guards hold; else 0 with why in buf, or -1 with the error
+ * set (out of memory). */
+int jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size);
 /* replay.c: the shapes of a captured graph (cap) at a run's sizes: nodes starts as a copy of cap
  * whose input EXTERN nodes hold the run's layouts; every other node gets the shape (a view its
  * strides and offset) its op gives on its inputs' new layouts. who names the caller in errors.
