@@ -216,7 +216,8 @@ static int view_layout(const char *who, jit_node *nodes, int i, const jit_node *
     case TIDE_OP_EXPAND:
         for (int d = 0, lead = nd->ndim - src->ndim; d < nd->ndim; d++) {
             int j = d - lead; /* a kept dim follows its source; an expanded one stays literal */
-            bool kept = j >= 0 && csrc->shape[j] == c->shape[d] && csrc->strides[j] == c->strides[d];
+            bool kept = j >= 0 && csrc->shape[j] == c->shape[d] &&
+                        csrc->strides[j] == c->strides[d];
             nd->shape[d] = kept ? src->shape[j] : c->shape[d];
             nd->strides[d] = kept ? src->strides[j] : 0;
         }

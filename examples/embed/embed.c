@@ -3,9 +3,11 @@
  *
  * examples/fashion_mnist.lua trains a model and saves its state_dict as safetensors. This program
  * loads that checkpoint, rebuilds the model's forward pass with the C API (tide_linear,
- * tide_relu, tide_conv2d, tide_batch_norm, ...), captures it once as a compiled graph that
- * serves every batch size (tide_jit_begin_dynamic/tide_jit_end) and classifies the real test set four ways — eager and
- * compiled, one image at a time and 64 at a time — printing the accuracy and the latency per image of each, and the peak memory (RSS).
+ * tide_relu, tide_conv2d, tide_batch_norm, ...), captures it as a compiled graph whose batch
+ * dim is dynamic (tide_jit_begin_dynamic/tide_jit_end: one graph for every batch of 2 or more)
+ * and classifies the real test set four ways — eager and compiled, one image at a time and 64
+ * at a time — printing the accuracy and the latency per image of each, and the peak memory
+ * (RSS).
  * The accuracy at batch 1000 (what the Lua script measures) must equal the one the script stored
  * in the checkpoint's metadata, on the same test images (the script's --test-limit N is recorded
  * as test_samples; pass --limit N here); the exit status says whether it does. Models: the MLP
