@@ -406,8 +406,14 @@ static int probe_symbolic(const key_buf *a, const key_buf *b, char *sym)
                         "sizes (a view or input that is contiguous at one size and not at "
                         "another): capture it without dynamic dims");
     int any = 0;
-    for (size_t p = 0; p < a->nd; p++)
-        any |= sym[p] = a->dims[p] != b->dims[p];
+    for (size_t p = 0; p < a->nd; p++) {
+        sym[p] = a->dims[p] != b->dims[p];
+        if (sym[p] && a->dims[p] < 2) /* a plan takes a symbolic size to be at least 2 */
+            return td_error("tide_jit_end: a size of the graph follows the dynamic dims but is "
+                            "%lld at capture (sizes 0 and 1 specialize): capture at other sizes",
+                            (long long)a->dims[p]);
+        any |= sym[p];
+    }
     return any;
 }
 
