@@ -139,6 +139,8 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
         return (needed & 2u) ? 3u : 0u;
     case TIDE_OP_GATHER: case TIDE_OP_INDEX_SELECT: case TIDE_OP_SCATTER_ADD:
         return 2u; /* the index */
+    case TIDE_OP_SDPA: /* q, k, v, [mask,] and the packed output with the logsumexps */
+        return 0x1fu;
     default:
         return 0;
     }
@@ -469,6 +471,35 @@ bool ag_stored_transposed(const tide_tensor *t)
            t->strides[d - 1] == t->shape[d - 2];
 }
 
+/* Attention (ops/attention.c): SDPA_GRAD recomputes the scores block by block from q, k and the
+ * logsumexps kept in the packed forward (the node's last input) and gives dq, dk, dv in one
+ * flat tensor; each is a view of it. The broadcast batch dims were expands, summed by theirs. */
+static int sdpa_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **gi)
+{
+    tide_tensor *in[6];
+    for (int i = 0; i < n->nin; i++)
+        in[i] = n->in[i].saved;
+    in[n->nin] = K(tide_contiguous(g));
+    const ag_input *q = &n->in[0], *k = &n->in[1], *v = &n->in[2];
+    int64_t sizes[3] = {td_numel(q->ndim, q->shape), td_numel(k->ndim, k->shape),
+                        td_numel(v->ndim, v->shape)};
+    td_meta meta = {1, {sizes[0] + sizes[1] + sizes[2]}, (tide_dtype)q->dtype, in[0]->device};
+    tide_tensor *flat = in[n->nin] ? K(td_dispatch(TIDE_OP_SDPA_GRAD, &meta, in, n->nin + 1,
+                                                   &n->attrs))
+                                   : NULL;
+    int64_t start = 0;
+    for (int i = 0; i < 3; i++) {
+        const ag_input *a = &n->in[i];
+        tide_tensor *part = flat && ag_input_needed(a)
+                                ? K(tide_slice(flat, 0, start, start + sizes[i], 1))
+                                : NULL;
+        if (part)
+            gi[i] = give(S, K(tide_reshape(part, a->ndim, a->shape)));
+        start += sizes[i];
+    }
+    return 0;
+}
+
 static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **gi)
 {
     const ag_input *i0 = &n->in[0], *i1 = n->nin > 1 ? &n->in[1] : NULL;
@@ -562,6 +593,8 @@ static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor 
         gi[0] = give(S, sums ? K(tide_flip(sums, &dim, 1)) : NULL);
         return 0;
     }
+    case TIDE_OP_SDPA:
+        return sdpa_grad(S, n, g, gi);
     default:
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }

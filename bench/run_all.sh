@@ -45,6 +45,8 @@ section "bench_lua (issue 4) [TIDE_CPU_ISA=$best]";   "$build/lua/tide" "$here/b
 section "bench_mlp (issue 5) [TIDE_CPU_ISA=$best]";   "$build/lua/tide" "$here/bench_mlp.lua" 5
 section "bench_symbolic (issue 20) [TIDE_CPU_ISA=$best]"
 "$build/lua/tide" "$here/bench_symbolic.lua" 6 2>&1 | tee "$log/symbolic"
+section "bench_attention (issue 21) [TIDE_CPU_ISA=$best]"
+"$build/lua/tide" "$here/bench_attention.lua" 2>&1 | tee "$log/attention"
 section "bench_vulkan (issue 7)"
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$vk_icd" ]; then export VK_DRIVER_FILES=$vk_icd; fi
 "$build/bench/bench_vulkan"
@@ -61,3 +63,5 @@ for tier in $tiers; do
 done
 section "summary: symbolic dims [TIDE_CPU_ISA=$best]"
 grep -E '(met|NOT met)\)?$' "$log/symbolic"
+section "summary: fused attention [TIDE_CPU_ISA=$best]"
+grep -E '(met|NOT met)\)?$' "$log/attention"

@@ -33,6 +33,7 @@ typedef struct free_block {
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static free_block *free_lists[NUM_CLASSES];
 static size_t bytes_cached, bytes_in_use, cache_limit;
+static size_t bytes_peak; /* the most bytes_in_use reached since the last reset */
 
 /* The class of nbytes and the size every block of that class has. */
 static int size_class(size_t nbytes, size_t *rounded)
@@ -169,6 +170,8 @@ void *td_cache_alloc(size_t nbytes)
     free_block *b = NULL;
     if (!over_cap) {
         bytes_in_use += rounded;
+        if (bytes_in_use > bytes_peak)
+            bytes_peak = bytes_in_use;
         b = free_lists[c];
         if (b) {
             free_lists[c] = b->next;
@@ -249,3 +252,13 @@ void td_cache_stats(size_t *in_use, size_t *cached)
 
 
 void tide_memory_stats(size_t *in_use, size_t *cached) { td_cache_stats(in_use, cached); }
+
+size_t tide_memory_peak(bool reset)
+{
+    pthread_mutex_lock(&cache_lock);
+    size_t peak = bytes_peak;
+    if (reset)
+        bytes_peak = bytes_in_use;
+    pthread_mutex_unlock(&cache_lock);
+    return peak;
+}

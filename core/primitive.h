@@ -47,7 +47,7 @@
     X(CONV2D_GRAD_WEIGHT, conv2d_grad_weight) X(MAX_POOL2D, max_pool2d)                           \
     X(MAX_POOL2D_INDICES, max_pool2d_indices) X(AVG_POOL2D, avg_pool2d)                           \
     X(AVG_POOL2D_GRAD, avg_pool2d_grad) X(RANDOM, random) X(TO, to)                               \
-    X(CUMSUM, cumsum) X(TOPK, topk)
+    X(CUMSUM, cumsum) X(TOPK, topk) X(SDPA, sdpa) X(SDPA_GRAD, sdpa_grad)
 
 #define TIDE_ALL_OPS(X)                                                                            \
     TIDE_UNARY_OPS(X) TIDE_BINARY_OPS(X) TIDE_REDUCE_OPS(X) TIDE_ARGREDUCE_OPS(X)                 \
@@ -100,6 +100,13 @@ static inline bool tide_op_is_binary(tide_op op)
  *  (0 for a 0-dim x); inclusive sums, added in order along the dim.
  *  TOPK: in = (x), out int64: the positions along dim of the k largest (smallest) elements,
  *  best first, ties to the lower position, NaN above everything; ints = (dim, k, largest).
+ *  SDPA (fused attention, ops/attention.c): in = (q [B.., L, E], k [B.., S, E], v [B.., S, Ev]
+ *  [, mask [B.., L, S]]), all with the same batch dims (stride 0 where broadcast), q/k/v rows
+ *  with element stride 1, the mask (q's dtype, added to the scores) any strides. ints =
+ *  (is_causal, has_mask), values[0] = the scale. out: 1-D, N*L*Ev outputs (contiguous
+ *  [B.., L, Ev]) then N*L row logsumexps of the scaled, masked scores (N = batch numel).
+ *  SDPA_GRAD: in = (q, k, v [, mask], packed (SDPA's out), dout [B.., L, Ev] rows of stride 1),
+ *  the same attrs; out 1-D: dq (N*L*E) then dk (N*S*E) then dv (N*S*Ev), each contiguous.
  *  TO: in = (x), out on the destination device (its tensor's device); nothing here. The
  *  dispatcher copies through the two devices' read/write; it never reaches a device's run.
  *  View ops: shape/strides/offset of the result are on the output tensor itself; ints hold the

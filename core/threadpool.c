@@ -207,12 +207,16 @@ void td_parallel_for(int64_t n, int64_t grain, td_range_fn fn, void *ctx)
     int nchunks = (int)(max_chunks < threads ? max_chunks : threads);
     if (nchunks > pool.nworkers + 1)
         nchunks = pool.nworkers + 1;
+    /* Equal chunks of ceil(n / nchunks) can need fewer than nchunks to cover n (n = 10 in 8
+     * chunks is 5 chunks of 2): count them again, so no chunk starts past n. */
+    int64_t chunk = (n + nchunks - 1) / nchunks;
+    nchunks = (int)((n + chunk - 1) / chunk);
     if (nchunks < 2) {
         pthread_mutex_unlock(&pool.busy);
         fn(ctx, 0, n);
         return;
     }
-    job j = {fn, ctx, n, (n + nchunks - 1) / nchunks, nchunks, 0, 0};
+    job j = {fn, ctx, n, chunk, nchunks, 0, 0};
     int helpers = nchunks - 1;
     pool.current = &j;
     uint64_t gen = (__atomic_load_n(&pool.signal, __ATOMIC_RELAXED) >> 32) + 1;

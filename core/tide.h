@@ -356,6 +356,17 @@ TIDE_API tide_tensor *tide_batch_norm(const tide_tensor *x, tide_tensor *running
 TIDE_API tide_tensor *tide_linear(const tide_tensor *x, const tide_tensor *weight,
                                   const tide_tensor *bias);
 TIDE_API tide_tensor *tide_dropout(const tide_tensor *x, double p, bool training);
+/* torch.nn.functional.scaled_dot_product_attention: softmax(q k^T * scale + mask) v with
+ * q [..., L, E], k [..., S, E], v [..., S, Ev] (batch dims broadcast), float32 or float64, one
+ * fused kernel that never stores the L x S scores. attn_mask (NULL: none) is bool (true = take
+ * part) or q's float dtype (added to the scores), broadcastable to [..., L, S]; is_causal lets
+ * query i see keys j <= i (top-left), and excludes attn_mask. scale NULL: 1/sqrt(E). dropout_p
+ * must be 0 (not supported yet). A row with every key masked gives NaN, as the composite. */
+TIDE_API tide_tensor *tide_scaled_dot_product_attention(const tide_tensor *q, const tide_tensor *k,
+                                                        const tide_tensor *v,
+                                                        const tide_tensor *attn_mask,
+                                                        bool is_causal, double dropout_p,
+                                                        const double *scale);
 /* logits [N, C] or [N, C, d...] (or [C]); target class indices (0-based, int64) [N] or
  * [N, d...]; ignore_index as PyTorch (-100 by default there). */
 TIDE_API tide_tensor *tide_cross_entropy(const tide_tensor *logits, const tide_tensor *target,
@@ -572,6 +583,9 @@ TIDE_API int tide_get_num_threads(void);
 TIDE_API void tide_empty_cache(void);
 /* Bytes held by live tensors and bytes cached for reuse. */
 TIDE_API void tide_memory_stats(size_t *in_use, size_t *cached);
+/* The most bytes live tensors held at once since the last reset (or the start); reset: start
+ * again from the bytes in use now. */
+TIDE_API size_t tide_memory_peak(bool reset);
 /* Caps the host memory live tensors may hold, in bytes (0: back to the default, TIDE_MAX_MEMORY
  * MiB or else the machine's physical memory). An allocation past the cap fails: the op returns
  * NULL and tide_last_error() says "out of memory ... cap N MiB". Safe from any thread. */

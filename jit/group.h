@@ -35,7 +35,7 @@ typedef enum jit_kind {
     JN_CONST,   /* a value computed when the graph was compiled (constant folding) */
 } jit_kind;
 
-#define JIT_MAX_IN 4
+#define JIT_MAX_IN 6
 
 typedef struct jit_node {
     uint8_t kind;

@@ -118,9 +118,11 @@ static void push_memory(lua_State *L)
 {
     size_t in_use = 0, cached = 0;
     tide_memory_stats(&in_use, &cached);
-    lua_createtable(L, 0, 2);
+    lua_createtable(L, 0, 3);
     lua_pushinteger(L, (lua_Integer)in_use);
     lua_setfield(L, -2, "in_use");
+    lua_pushinteger(L, (lua_Integer)tide_memory_peak(false));
+    lua_setfield(L, -2, "peak");
     lua_pushinteger(L, (lua_Integer)cached);
     lua_setfield(L, -2, "cached");
 }
@@ -129,6 +131,14 @@ static int f_memory_stats(lua_State *L)
 {
     push_memory(L);
     return 1;
+}
+
+/* tide.reset_peak_memory_stats(): memory_stats().peak starts again from the bytes in use. */
+static int f_reset_peak(lua_State *L)
+{
+    (void)L;
+    tide_memory_peak(true);
+    return 0;
 }
 
 /* tide.collect(): a full Lua collection (so unreachable tensors are freed), then the cached
@@ -159,6 +169,7 @@ static const lt_reg autograd_regs[] = {
     {"set_num_threads", f_set_num_threads, LT_FUNCTION},
     {"get_num_threads", f_get_num_threads, LT_FUNCTION},
     {"memory_stats", f_memory_stats, LT_FUNCTION},
+    {"reset_peak_memory_stats", f_reset_peak, LT_FUNCTION},
     {"collect", f_collect, LT_FUNCTION},
     {"empty_cache", f_empty_cache, LT_FUNCTION},
     {NULL, NULL, 0},

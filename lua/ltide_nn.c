@@ -344,6 +344,37 @@ static int f_linear(lua_State *L)
     return lt_fill(L, b, tide_linear(x, w, bias), false);
 }
 
+/* scaled_dot_product_attention(q, k, v [, {attn_mask=, is_causal=false, dropout_p=0,
+ * scale=}]), as torch's F.scaled_dot_product_attention (keywords in a table). */
+static int f_sdpa(lua_State *L)
+{
+    const char *op = "scaled_dot_product_attention";
+    tide_tensor *q = lt_check(L, 1, op), *k = lt_check(L, 2, op), *v = lt_check(L, 3, op);
+    if (!lua_isnoneornil(L, 4) && lua_type(L, 4) != LUA_TTABLE)
+        return luaL_error(L, "%s: options must be a table {attn_mask=, is_causal=, dropout_p=, "
+                             "scale=}, got %s",
+                          op, luaL_typename(L, 4));
+    int opt = lua_type(L, 4) == LUA_TTABLE ? 4 : 0;
+    lua_settop(L, 4);
+    tide_tensor *mask = NULL;
+    bool causal = false;
+    double dropout_p = 0, scale = 0;
+    if (opt) {
+        lua_getfield(L, opt, "attn_mask"); /* slot 5 */
+        mask = lt_optcheck(L, 5, op);
+        causal = opt_bool(L, option_slot(L, opt, 0, "is_causal"), op, "is_causal", false);
+        dropout_p = opt_num(L, option_slot(L, opt, 0, "dropout_p"), op, "dropout_p", 0);
+        lua_getfield(L, opt, "scale"); /* slot 8 */
+        scale = opt_num(L, 8, op, "scale", 0);
+    }
+    bool has_scale = opt && !lua_isnil(L, 8);
+    lt_box *b = lt_newbox(L);
+    return lt_fill(L, b,
+                   tide_scaled_dot_product_attention(q, k, v, mask, causal, dropout_p,
+                                                     has_scale ? &scale : NULL),
+                   false);
+}
+
 /* dropout(x [, p [, training]]), as torch's F.dropout (p = 0.5, training = true) */
 static int f_dropout(lua_State *L)
 {
@@ -485,6 +516,7 @@ static const lt_reg nn_regs[] = {
     {"batch_norm", f_batch_norm, LT_FUNCTION},
     {"linear", f_linear, LT_FUNCTION},
     {"dropout", f_dropout, LT_FUNCTION},
+    {"scaled_dot_product_attention", f_sdpa, LT_FUNCTION},
     {"cross_entropy", f_cross_entropy, LT_FUNCTION},
     {"nll_loss", f_nll_loss, LT_FUNCTION},
     {"mse_loss", f_mse_loss, LT_FUNCTION},

@@ -61,6 +61,12 @@ int td_run_eager_into(tide_op op, tide_tensor *dst, tide_tensor *const *in, int 
     return 0;
 }
 
+int td_record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                   const tide_attrs *attrs)
+{
+    return record_grad(op, out, in, nin, attrs);
+}
+
 tide_tensor *td_dispatch(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
                          const tide_attrs *attrs)
 {

@@ -83,6 +83,12 @@ tide_tensor *td_dispatch_view(tide_op op, const tide_tensor *x, int ndim, const 
 int td_dispatch_inplace(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
                         const tide_attrs *attrs);
 
+/* The autograd record step of td_dispatch alone, for an op whose result is a view of a work
+ * tensor its backward reads (made with grad mode off and listed as one more input): attention
+ * (ops/attention.c). Records nothing unless an input requires grad. 0 or -1. */
+int td_record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                   const tide_attrs *attrs);
+
 /* The eager path of td_dispatch alone: runs op on meta->device into a fresh tensor (TO: copied
  * between the devices), with no tracer and no autograd record (the jit's graph breaks and
  * constant folding). NULL or a new reference. */

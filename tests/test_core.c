@@ -100,20 +100,49 @@ static void test_huge_pages(void)
 typedef struct {
     int *hits;
     int64_t n;
+    int bad_ranges; /* chunks handed out empty, inverted or past n */
 } cover_ctx;
 
 static void cover(void *p, int64_t begin, int64_t end)
 {
     cover_ctx *c = p;
+    if (begin < 0 || begin >= end || end > c->n)
+        __atomic_add_fetch(&c->bad_ranges, 1, __ATOMIC_RELAXED);
     for (int64_t i = begin; i < end; i++)
         __atomic_add_fetch(&c->hits[i], 1, __ATOMIC_RELAXED);
+}
+
+/* Every small n under every thread count up to 17 (machines with 16 cores ran chunks that began
+ * past n when ceil(n / threads) chunks overshot: n = 10 on 8 threads). */
+static void test_thread_pool_chunks(void)
+{
+    int before = tide_get_num_threads(), bad = 0, worst_n = 0, worst_t = 0;
+    for (int threads = 2; threads <= 17; threads++) {
+        tide_set_num_threads(threads);
+        for (int64_t n = 1; n <= 64; n++) {
+            int hits[64] = {0};
+            cover_ctx c = {hits, n, 0};
+            td_parallel_for(n, 1, cover, &c);
+            int wrong = c.bad_ranges;
+            for (int64_t i = 0; i < n; i++)
+                wrong += hits[i] != 1;
+            if (wrong) {
+                bad++;
+                worst_n = (int)n;
+                worst_t = threads;
+            }
+        }
+    }
+    CHECK(bad == 0, "parallel_for: %d (n, threads) pairs with bad chunks, e.g. n=%d threads=%d",
+          bad, worst_n, worst_t);
+    tide_set_num_threads(before);
 }
 
 static void nested(void *p, int64_t begin, int64_t end)
 {
     cover_ctx *c = p;
     for (int64_t i = begin; i < end; i++) {
-        cover_ctx inner = {c->hits + i * 10, 10};
+        cover_ctx inner = {c->hits + i * 10, 10, 0};
         td_parallel_for(10, 1, cover, &inner); /* runs inline inside a worker */
     }
 }
@@ -122,7 +151,7 @@ static void *pool_user(void *arg)
 {
     (void)arg;
     int *hits = calloc(5000, sizeof(int));
-    cover_ctx c = {hits, 5000};
+    cover_ctx c = {hits, 5000, 0};
     int ok = 1;
     for (int rep = 0; rep < 50; rep++)
         td_parallel_for(5000, 100, cover, &c);
@@ -139,7 +168,7 @@ static void test_thread_pool(void)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         int64_t n = sizes[s];
         int *hits = calloc((size_t)n, sizeof(int));
-        cover_ctx c = {hits, n};
+        cover_ctx c = {hits, n, 0};
         td_parallel_for(n, 16, cover, &c);
         int bad = 0;
         for (int64_t i = 0; i < n; i++)
@@ -148,7 +177,7 @@ static void test_thread_pool(void)
         free(hits);
     }
     int *hits = calloc(1000, sizeof(int));
-    cover_ctx c = {hits, 100};
+    cover_ctx c = {hits, 100, 0};
     td_parallel_for(100, 1, nested, &c);
     int bad = 0;
     for (int i = 0; i < 1000; i++)
@@ -345,6 +374,7 @@ int main(void)
     test_allocator();
     test_huge_pages();
     test_thread_pool();
+    test_thread_pool_chunks();
     test_promotion();
     test_shapes();
     test_hooks();

@@ -64,7 +64,7 @@ typedef struct tcase {
     tide_op op;
     char what[160];
     int nin;
-    operand in[4];
+    operand in[6];
     tide_attrs attrs;
     int out_nd;
     int64_t out_shape[TIDE_MAX_DIMS];
@@ -183,7 +183,7 @@ static tide_tensor *run_case(const char *dev_name, const tcase *c, bool absval)
     tide_device *dev = td_device_find("test_ref_device", dev_name);
     if (!dev)
         return NULL;
-    tide_tensor *in[4] = {NULL}, *out = NULL, *base = NULL, *result = NULL;
+    tide_tensor *in[6] = {NULL}, *out = NULL, *base = NULL, *result = NULL;
     bool ok = true;
     for (int i = 0; i < c->nin; i++)
         ok &= (in[i] = make_operand(dev_name, &c->in[i], 1000u + 77u * (uint64_t)i, absval,
@@ -243,6 +243,11 @@ static void tolerance_ulps(const char *dev, tide_op op, tide_dtype dt, double *u
     case TIDE_OP_RECIPROCAL: *ulps = vk ? 3 : 0; break;
     case TIDE_OP_SQRT: *ulps = vk ? 6 : 0; break;
     case TIDE_OP_RANDOM: *ulps = 2; break; /* normal: the same libm calls on the CPU */
+    /* attention: scores |s| <= 2 and O(1) values through exp and sums of <= 7 terms in other
+     * orders (ref: whole rows in double; CPU: blocks, float32 in float32): a few ulps of the
+     * largest term, which the absolute part covers where terms cancel */
+    case TIDE_OP_SDPA:
+    case TIDE_OP_SDPA_GRAD: *ulps = 64, *abs_ = f64 ? 1e-12 : 1e-4; break;
     default: *ulps = 0; break;
     }
 }
@@ -778,6 +783,40 @@ static int build_topk(int v, tcase *c)
     return 1;
 }
 
+/* Attention, float32/float64: plain (L != S, Ev != E), causal, and an additive mask in every
+ * layout. q, k in [-1, 1] keep the scores small. SDPA_GRAD takes any packed (outputs and
+ * logsumexps): both kernels read D = dO . O and the logsumexps from it. */
+static int build_sdpa(tide_op op, int v, tcase *c)
+{
+    tide_dtype dt = digit(&v, 2) ? TIDE_FLOAT64 : TIDE_FLOAT32;
+    int form = digit(&v, 3), layout = digit(&v, NLAYOUTS);
+    if (v)
+        return -1;
+    if (form != 2 && layout != CONTIG)
+        return 0;
+    c->nin = 0;
+    c->in[c->nin++] = mk(dt, CONTIG, 3, SHAPE(2, 5, 4));
+    c->in[c->nin++] = mk(dt, CONTIG, 3, SHAPE(2, 7, 4));
+    c->in[0].lo = c->in[1].lo = -1;
+    c->in[0].hi = c->in[1].hi = 1;
+    c->in[c->nin++] = mk(dt, CONTIG, 3, SHAPE(2, 7, 3));
+    if (form == 2)
+        c->in[c->nin++] = mk(dt, layout, 3, SHAPE(2, 5, 7));
+    set_ints(c, 2, SHAPE(form == 1, form == 2));
+    c->attrs.values[0] = 0.5;
+    if (op == TIDE_OP_SDPA) {
+        set_out(c, dt, 1, SHAPE(2 * 5 * 3 + 2 * 5));
+    } else {
+        c->in[c->nin++] = mk(dt, CONTIG, 1, SHAPE(2 * 5 * 3 + 2 * 5));
+        c->in[c->nin++] = mk(dt, CONTIG, 3, SHAPE(2, 5, 3));
+        set_out(c, dt, 1, SHAPE(2 * 5 * 4 + 2 * 7 * 4 + 2 * 7 * 3));
+    }
+    c->tol = TOL_ULPS;
+    static const char *const forms[] = {"plain", "causal", "mask"};
+    describe(c, dt, layout, forms[form]);
+    return 1;
+}
+
 static int build_gather(int v, tcase *c)
 {
     tide_dtype dt = all_dtypes[digit(&v, 6)];
@@ -997,6 +1036,8 @@ static int build(tide_op op, int v, tcase *c)
     case TIDE_OP_RANDOM: return build_random(v, c);
     case TIDE_OP_CUMSUM: return build_cumsum(v, c);
     case TIDE_OP_TOPK: return build_topk(v, c);
+    case TIDE_OP_SDPA:
+    case TIDE_OP_SDPA_GRAD: return build_sdpa(op, v, c);
     default: return -1;
     }
 }

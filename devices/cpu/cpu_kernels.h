@@ -50,6 +50,13 @@ int td_cpu_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int
  * float32, float64 or int64. Sequential along dim, accumulated in double (float) or wrapping
  * int64. */
 int td_cpu_cumsum(tide_tensor *out, const tide_tensor *x, int dim);
+/* ---- cpu_attention.c ---- */
+/* SDPA and SDPA_GRAD (core/primitive.h): blocked, online-softmax attention and its
+ * recomputing backward, float32/float64 through BLAS, threaded over (batch, query block) and
+ * batches. */
+int td_cpu_sdpa(tide_tensor *out, tide_tensor *const *in, const tide_attrs *a);
+int td_cpu_sdpa_grad(tide_tensor *out, tide_tensor *const *in, int nin, const tide_attrs *a);
+
 /* ---- cpu_topk.c ---- */
 /* out (int64, x's shape with k at dim) = positions of the k best elements of each line, best
  * first; NaN above every number, ties to the lower position. x is not bool. */

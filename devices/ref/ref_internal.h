@@ -97,6 +97,9 @@ int ref_pad(tide_tensor *out, const tide_tensor *x, const int64_t *pads, double 
 int ref_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int ndims);
 /* out (float32, float64 or int64, x's dtype) = inclusive sums along dim, in order. */
 int ref_cumsum(tide_tensor *out, const tide_tensor *x, int dim);
+/* SDPA / SDPA_GRAD (core/primitive.h) from their definitions in double (ref_attention.c). */
+int ref_sdpa(tide_tensor *out, tide_tensor *const *in, const tide_attrs *a);
+int ref_sdpa_grad(tide_tensor *out, tide_tensor *const *in, int nin, const tide_attrs *a);
 /* out (int64) = positions of the k best elements along dim, best first (ref_topk.c). */
 int ref_topk(tide_tensor *out, const tide_tensor *x, int dim, int64_t k, bool largest);
 

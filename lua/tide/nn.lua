@@ -1223,6 +1223,17 @@ local function apply_mask(scores, mask)
   return scores + mask
 end
 
+-- attn_mask checked to be [L, S] or [N * H, L, S], the latter as [N, H, L, S].
+local function attn_mask_4d(m, N, H, L, S)
+  if not tide.is_tensor(m) or not ((m:dim() == 2 and m:size(1) == L and m:size(2) == S) or
+      (m:dim() == 3 and m:size(1) == N * H and m:size(2) == L and m:size(3) == S)) then
+    error(("MultiheadAttention: attn_mask must be [L, S] = [%d, %d] or [N * num_heads, L, S] = "
+      .. "[%d, %d, %d], got %s"):format(L, S, N * H, L, S,
+      tide.is_tensor(m) and shape_str(m) or type(m)), 0)
+  end
+  return m:dim() == 3 and m:reshape(N, H, L, S) or m
+end
+
 -- attn_mask [L, S] or [N * H, L, S]; key_padding_mask [N, S] ([S] unbatched); both bool (true:
 -- masked) or float (added). is_causal without attn_mask masks the future positions.
 function MHA:_masks(scores, opts, unbatched)
@@ -1234,13 +1245,7 @@ function MHA:_masks(scores, opts, unbatched)
     m = tide.arange(1, S + 1, on):view(1, S):gt(rows)
   end
   if m ~= nil then
-    if not tide.is_tensor(m) or not ((m:dim() == 2 and m:size(1) == L and m:size(2) == S) or
-        (m:dim() == 3 and m:size(1) == N * H and m:size(2) == L and m:size(3) == S)) then
-      error(("MultiheadAttention: attn_mask must be [L, S] = [%d, %d] or [N * num_heads, L, S] = "
-        .. "[%d, %d, %d], got %s"):format(L, S, N * H, L, S,
-        tide.is_tensor(m) and shape_str(m) or type(m)), 0)
-    end
-    scores = apply_mask(scores, m:dim() == 3 and m:reshape(N, H, L, S) or m)
+    scores = apply_mask(scores, attn_mask_4d(m, N, H, L, S))
   end
   local kp = opts.key_padding_mask
   if kp ~= nil then
@@ -1252,6 +1257,15 @@ function MHA:_masks(scores, opts, unbatched)
     scores = apply_mask(scores, kp:view(N, 1, 1, S))
   end
   return scores
+end
+
+-- The heads' outputs [N, L, E] through out_proj, in the caller's layout.
+function MHA:_output(out, unbatched)
+  out = self.out_proj(out)
+  if unbatched then
+    return out:squeeze(1)
+  end
+  return self.batch_first and out or out:transpose(1, 2)
 end
 
 -- mha(query, key, value [, {attn_mask=, key_padding_mask=, need_weights=true, is_causal=false,
@@ -1270,18 +1284,26 @@ function MHA:forward(query, key, value, opts)
   end
   local N, L = q:size(1), q:size(2)
   q, k, v = self:_project(q, 1), self:_project(k, 2), self:_project(v, 3)
+  if opts.need_weights == false and opts.key_padding_mask == nil
+      and not (self.training and self.dropout > 0) then
+    -- Nothing needs the probabilities: the fused kernel, which never stores the L x S scores.
+    -- Its bool mask means "takes part", the opposite of this module's.
+    local m = opts.attn_mask
+    if m ~= nil then
+      m = attn_mask_4d(m, N, self.num_heads, L, k:size(3))
+      m = m.dtype == "bool" and m:logical_not() or m
+    end
+    local fused = F.scaled_dot_product_attention(q, k, v, { attn_mask = m,
+                                                            is_causal = m == nil and opts.is_causal == true })
+    return self:_output(fused:transpose(2, 3):reshape(N, L, self.embed_dim), unbatched), nil
+  end
   local scores = tide.matmul(q, k:transpose(3, 4)) * (1 / math.sqrt(self.head_dim))
   local w = tide.softmax(self:_masks(scores, opts, unbatched), 4)
   if self.training and self.dropout > 0 then
     w = tide.dropout(w, self.dropout, true)
   end
-  local out = tide.matmul(w, v):transpose(2, 3):reshape(N, L, self.embed_dim)
-  out = self.out_proj(out)
-  if unbatched then
-    out = out:squeeze(1)
-  elseif not self.batch_first then
-    out = out:transpose(1, 2)
-  end
+  local out = self:_output(tide.matmul(w, v):transpose(2, 3):reshape(N, L, self.embed_dim),
+                           unbatched)
   if opts.need_weights == false then
     return out, nil
   end

@@ -147,12 +147,42 @@ float fmod1(float a, float b)
     return a < 0.0 ? -x : x;
 }
 
+// x as hi + lo, 12 significant bits each (Veltkamp's split), so that products of halves are exact.
+void split12(float x, out float hi, out float lo)
+{
+    precise float c = 4097.0 * x;
+    precise float h = c - (c - x);
+    precise float l = x - h;
+    hi = h;
+    lo = l;
+}
+
+// a / b rounded to nearest. Vulkan lets / be off by 2.5 ulp, and on NVIDIA it is; floor_divide
+// floors the quotient, so an ulp shows. The residual a - q b is computed exactly from q's and b's
+// mantissas (Dekker's product: Vulkan rounds + - * correctly, but need not fuse fma), and one
+// step on it rounds the quotient as IEEE division does (but within a tiny fraction of a tie).
+float div_rn(float a, float b)
+{
+    float q = a / b;
+    if (isinf(q) || isnan(q) || q == 0.0 || isinf(b)) return q;
+    int eq, eb;
+    float qm = frexp(q, eq), bm = frexp(b, eb);
+    float as = ldexp(a, -(eq + eb)); // about qm * bm: in [1/4, 1)
+    float qh, ql, bh, bl;
+    split12(qm, qh, ql);
+    split12(bm, bh, bl);
+    precise float p = qm * bm;
+    precise float e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
+    precise float r = (as - p) - e;
+    return ldexp(qm + r / bm, eq);
+}
+
 // Python's // and % as PyTorch computes them (see the CPU kernels): IEEE's a / b for b = 0.
 float floordiv1(float a, float b)
 {
     if (b == 0.0) return a / b;
     float m = fmod1(a, b);
-    float d = (a - m) / b;
+    float d = div_rn(a - m, b);
     if (m != 0.0 && (b < 0.0) != (m < 0.0)) d -= 1.0;
     if (d == 0.0) // copysign(0, a / b): the sign of a / b is the two signs' xor
         return uintBitsToFloat((floatBitsToUint(a) ^ floatBitsToUint(b)) & 0x80000000u);
@@ -177,6 +207,28 @@ int floordiv_i1(int a, int b)
 
 int mod_i1(int a, int b) { return b == 0 ? 0 : a - floordiv_i1(a, b) * b; }
 
+// x less a multiple of 2 pi, in about [-pi, pi], with 2 pi in three parts (Cody and Waite): the
+// first two have 9 significant bits, so k times them is exact for |k| < 2^15. Vulkan bounds the
+// drivers' sin and cos only on [-pi, pi] (an absolute 2^-11); on NVIDIA their error grew with |x|
+// (1e-5 at x = 255). Each subtraction rounds once, within 2^-23 here; inf stays NaN.
+vec4 reduce_2pi(vec4 x)
+{
+    vec4 k = roundEven(x * 0.159154937);
+    precise vec4 r = ((x - k * 6.28125) - k * 0.001934051513671875) - k * 1.25566589e-06;
+    return r;
+}
+
+// max(x, 0) with NaN kept, decided on the bits: NVIDIA's compiler turned x < 0 ? 0 : x into a
+// max that drops NaN. Negative finite and -inf floats are the words above 0x80000000 up to
+// 0xff800000; -0 stays -0, as on the CPU.
+vec4 relu4(vec4 x)
+{
+    uvec4 u = floatBitsToUint(x);
+    bvec4 neg = bvec4(uvec4(greaterThan(u, uvec4(0x80000000u))) &
+                      uvec4(lessThanEqual(u, uvec4(0xff800000u))));
+    return sel(x, vec4(0.0), neg);
+}
+
 vec4 unary_f(uint op, vec4 x)
 {
     switch (op) {
@@ -186,11 +238,11 @@ vec4 unary_f(uint op, vec4 x)
     case VK_OP_LOG: return log(x);
     case VK_OP_SQRT: return sqrt(x);
     case VK_OP_RSQRT: return 1.0 / sqrt(x);
-    case VK_OP_SIN: return sin(x);
-    case VK_OP_COS: return cos(x);
+    case VK_OP_SIN: return sin(reduce_2pi(x));
+    case VK_OP_COS: return cos(reduce_2pi(x));
     case VK_OP_TANH: return vec4(tanh1(x.x), tanh1(x.y), tanh1(x.z), tanh1(x.w));
     case VK_OP_SIGMOID: return vec4(sigmoid1(x.x), sigmoid1(x.y), sigmoid1(x.z), sigmoid1(x.w));
-    case VK_OP_RELU: return sel(x, vec4(0.0), lessThan(x, vec4(0.0)));
+    case VK_OP_RELU: return relu4(x);
     case VK_OP_FLOOR: return floor(x);
     case VK_OP_CEIL: return ceil(x);
     case VK_OP_ROUND: return roundEven(x);

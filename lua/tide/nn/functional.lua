@@ -7,6 +7,7 @@
 --   F.cross_entropy(logits, target [, {reduction="mean", label_smoothing=0, ignore_index=}])
 --   F.softmax(x, dim)  F.log_softmax(x, dim)  F.dropout(x, p, training)  F.layer_norm(x, shape, w, b, eps)
 --   F.rms_norm(x, shape, w, eps)
+--   F.scaled_dot_product_attention(q, k, v, {attn_mask=, is_causal=, dropout_p=, scale=})
 local tide = require "tide"
 
 local F = {}
@@ -161,6 +162,20 @@ function F.log_softmax(x, dim)
     error("log_softmax: dim is required (1-based; -1 is the last)", 2)
   end
   return tide.log_softmax(x, dim)
+end
+
+-- F.scaled_dot_product_attention(q, k, v [, {attn_mask=, is_causal=false, dropout_p=0, scale=}]):
+-- softmax(q k^T * scale + mask) v by one fused kernel that never stores the L x S scores.
+-- q [..., L, E], k [..., S, E], v [..., S, Ev]; a bool attn_mask is true where a key takes part
+-- (PyTorch's meaning here, unlike MultiheadAttention's), a float one is added.
+local sdpa_keys = { attn_mask = true, is_causal = true, dropout_p = true, scale = true }
+function F.scaled_dot_product_attention(q, k, v, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error("scaled_dot_product_attention: options must be a table {attn_mask=, is_causal=, "
+          .. "dropout_p=, scale=}, got " .. type(opts), 2)
+  end
+  check_keys(opts, "scaled_dot_product_attention", sdpa_keys)
+  return tide.scaled_dot_product_attention(q, k, v, opts)
 end
 
 -- F.dropout(x, p=0.5, training=true) (torch's default training=True for the functional form)
