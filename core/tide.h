@@ -476,6 +476,21 @@ TIDE_API tide_graph *tide_jit_end(tide_tensor *const *outputs, int noutputs);
 TIDE_API int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs,
                             tide_tensor **outputs);
 TIDE_API int tide_graph_num_outputs(const tide_graph *g);
+/* A capture whose graph serves other sizes of some input dims (jit/README.md, "C API"): bit d
+ * of dim_masks[i] makes dim d (0-based) of input i dynamic (NULL or all 0: tide_jit_begin).
+ * Each dynamic dim is captured at a size of at least 2. tide_jit_end compiles one symbolic
+ * plan; tide_graph_run then takes inputs whose dynamic dims have any size of at least 2 (same
+ * rank, dtype, device and static dims; contiguous where the captured one was; dynamic dims
+ * equal at capture stay equal) and returns outputs of the shapes the captured ops give at
+ * those sizes, with no recompile. Ops replay their arguments as captured: a FILL's or random
+ * tensor's shape and a slice's bounds stay literal; a reshape keeps a dynamic size in the dim
+ * that carried it. What cannot follow the sizes is an error naming the op, at tide_jit_end
+ * (which tries other sizes) or at tide_graph_run: a reshape splitting a dynamic size over
+ * several dims, a slice along one, an op without a shape rule (gather, pad, topk...) reading
+ * one, a reduction's count over one read as a number (tide_mean over the batch), a guard of
+ * the plan a run breaks (a fused row past 32768). */
+TIDE_API int tide_jit_begin_dynamic(tide_tensor *const *inputs, int ninputs,
+                                    const uint32_t *dim_masks);
 TIDE_API void tide_graph_free(tide_graph *g); /* NULL-safe */
 
 /* Counts of a traced function (or of the whole process). */

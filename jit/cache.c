@@ -230,11 +230,10 @@ static void release_hook(bool shutting_down)
 
 static void register_release_hook(void) { td_on_release(release_hook); }
 
-/* The key of nodes with outputs into k (the trace's buffers, kept for the next segment). */
-static bool build_key(jit_trace *tr, key_buf *k, const jit_node *nodes, int n, const int *outs,
-                      int nouts)
+/* Appends the key of nodes with outputs to k (nouts < 0: the nodes' part alone, without the
+ * output list); false when memory ran out. */
+static bool key_append(key_buf *k, const jit_node *nodes, int n, const int *outs, int nouts)
 {
-    *k = (key_buf){tr->b.key, 0, tr->b.key_cap, tr->b.dims, tr->b.dim_node, 0, tr->b.dims_cap};
     bool ok = true;
     for (int i = 0; i < n && ok; i++)
         if ((ok = key_reserve(k)))
@@ -245,6 +244,15 @@ static bool build_key(jit_trace *tr, key_buf *k, const jit_node *nodes, int n, c
     for (int i = 0; i < nouts && ok; i++)
         if ((ok = key_reserve(k)))
             kput(k, outs[i]);
+    return ok;
+}
+
+/* The key of nodes with outputs into k (the trace's buffers, kept for the next segment). */
+static bool build_key(jit_trace *tr, key_buf *k, const jit_node *nodes, int n, const int *outs,
+                      int nouts)
+{
+    *k = (key_buf){tr->b.key, 0, tr->b.key_cap, tr->b.dims, tr->b.dim_node, 0, tr->b.dims_cap};
+    bool ok = key_append(k, nodes, n, outs, nouts);
     tr->b.key = k->v;
     tr->b.key_cap = k->cap;
     tr->b.dims = k->dims;
@@ -253,6 +261,13 @@ static bool build_key(jit_trace *tr, key_buf *k, const jit_node *nodes, int n, c
     if (!ok)
         td_error("jit: out of memory for a cache key");
     return ok;
+}
+
+static void key_free(key_buf *k)
+{
+    free(k->v);
+    free(k->dims);
+    free(k->dim_node);
 }
 
 /* Keeps the key and sizes in plan c: static, or symbolic where sym says (NULL: static). */
@@ -378,6 +393,92 @@ jit_compiled *jit_lookup_or_compile(jit_trace *tr, const jit_node *nodes, int n,
            c->ngroups, c->dim_class ? ", symbolic" : "", c->compile_ms,
            *jit_where() ? " at " : "", jit_where());
     return c;
+}
+
+/* ---- dynamic captures (graph.c) ------------------------------------------------------------ */
+
+/* sym[p]: size p of nodes' key differs in probe's (a size of the dynamic dims). Whether any
+ * does; -1 with the error set when the two keys' structures differ. */
+static int probe_symbolic(const key_buf *a, const key_buf *b, char *sym)
+{
+    if (a->n != b->n || memcmp(a->v, b->v, sizeof *a->v * a->n) != 0 || a->nd != b->nd)
+        return td_error("tide_jit_end: the captured graph's structure changes with its dynamic "
+                        "sizes (a view or input that is contiguous at one size and not at "
+                        "another): capture it without dynamic dims");
+    int any = 0;
+    for (size_t p = 0; p < a->nd; p++) {
+        sym[p] = a->dims[p] != b->dims[p];
+        if (sym[p] && a->dims[p] < 2) /* a plan takes a symbolic size to be at least 2 */
+            return td_error("tide_jit_end: a size of the graph follows the dynamic dims but is "
+                            "%lld at capture (sizes 0 and 1 specialize): capture at other sizes",
+                            (long long)a->dims[p]);
+        any |= sym[p];
+    }
+    return any;
+}
+
+jit_compiled *jit_compile_dynamic(jit_trace *tr, const jit_node *nodes, const jit_node *probe,
+                                  int n, int nexterns, const int *outs, int nouts)
+{
+    key_buf a = {0}, b = {0};
+    jit_compiled *c = NULL;
+    char *sym = NULL, *node_sym = NULL;
+    tide_device *dev = tr->dev ? tr->dev : td_default_device();
+    if (!key_append(&a, nodes, n, outs, nouts) || !key_append(&b, probe, n, outs, nouts) ||
+        !(sym = td_malloc(a.nd ? a.nd : 1))) {
+        td_error("jit: out of memory for a cache key");
+        goto done;
+    }
+    int any = probe_symbolic(&a, &b, sym);
+    if (any < 0)
+        goto done;
+    if (any && !dev->jit_runtime_sizes) {
+        td_error("tide_jit_end: %s runs no plans with runtime sizes: capture without dynamic "
+                 "dims", dev->name);
+        goto done;
+    }
+    if (any && !(node_sym = jit_symbolic_nodes(sym, a.dim_node, a.nd, n)))
+        goto done;
+    double t0 = jit_now_ms();
+    uint64_t h = key_hash(a.v, a.n);
+    c = jit_compile(nodes, n, nexterns, outs, nouts, dev, h, node_sym);
+    if (c && keep_key(c, &a, h, any ? sym : NULL) < 0) {
+        jit_compiled_free(c);
+        c = NULL;
+    }
+    if (c) {
+        c->compile_ms = jit_now_ms() - t0;
+        c->refs = 1; /* the caller's: the plan is kept by its graph alone */
+        jit_stats_add(tr, 1, 0, 1, 0, 0, c->compile_ms);
+        td_log("jit", "dynamic capture: compiled %d nodes into %d steps (%d fused groups%s) in "
+               "%.2f ms", n, c->nsteps, c->ngroups, any ? ", symbolic" : "", c->compile_ms);
+    }
+done:
+    key_free(&a);
+    key_free(&b);
+    free(sym);
+    free(node_sym);
+    return c;
+}
+
+int jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size)
+{
+    key_buf k = {0};
+    if (!key_append(&k, nodes, n, NULL, 0)) {
+        key_free(&k);
+        return td_error("jit: out of memory for a cache key");
+    }
+    int serves = 1;
+    if (k.n > c->key_len || memcmp(k.v, c->key, sizeof *k.v * k.n) != 0 || k.nd != c->dims_len) {
+        snprintf(buf, size, "a view's or input's layout changed its kind (contiguous or not)");
+        serves = 0;
+    } else if (c->dim_class ? !jit_guards_hold(c, k.dims, nodes)
+                            : memcmp(k.dims, c->dims, sizeof *k.dims * k.nd) != 0) {
+        jit_explain_miss(c, k.dims, k.dim_node, nodes, buf, size);
+        serves = 0;
+    }
+    key_free(&k);
+    return serves;
 }
 
 void tide_jit_note_fallback(tide_jit_stats *stats)

@@ -89,7 +89,7 @@ static int find_outputs(const jit_trace *tr, tide_tensor *const *forced, int nfo
 /* The captured graph of the segment (C capture mode): its nodes, the tensors it captured and,
  * for each forced output, where tide_graph_run finds it (a planned output, or an extern
  * read). *out is set as soon as it exists; 0, or -1 with the error set. */
-static int capture_graph(const jit_trace *tr, jit_compiled *c, tide_tensor *const *forced,
+static int capture_graph(jit_trace *tr, jit_compiled *c, tide_tensor *const *forced,
                          int nforced, const int *outs, int nouts, tide_graph **out)
 {
     tide_graph *g = td_calloc(1, sizeof *g);
@@ -107,9 +107,12 @@ static int capture_graph(const jit_trace *tr, jit_compiled *c, tide_tensor *cons
     g->out_ext = td_calloc((size_t)nforced + 1, sizeof(int));
     g->out_view = td_calloc((size_t)nforced + 1, sizeof(jit_node));
     g->plan_index = td_calloc((size_t)nforced + 1, sizeof(int));
+    g->out_node = td_calloc((size_t)nforced + 1, sizeof(int));
     if (!g->nodes || !g->captured || !g->out_root || !g->out_ext || !g->out_view ||
-        !g->plan_index)
+        !g->plan_index || !g->out_node)
         return td_error("jit: out of memory");
+    g->dyn = tr->cap_dyn; /* a dynamic capture's masks move to its graph */
+    tr->cap_dyn = NULL;
     memcpy(g->nodes, tr->b.nodes, sizeof *g->nodes * (size_t)tr->n);
     for (int i = 0; i < tr->n; i++)
         g->nodes[i].stub = NULL;
@@ -123,6 +126,7 @@ static int capture_graph(const jit_trace *tr, jit_compiled *c, tide_tensor *cons
             return td_error("tide_jit_end: output %d was not computed or read by the capture",
                             i);
         const jit_node *nd = &tr->b.nodes[id];
+        g->out_node[i] = id;
         g->out_view[i] = *nd;
         g->out_view[i].stub = NULL;
         if (nd->kind == JN_EXTERN) {
@@ -160,7 +164,9 @@ int jit_flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_graph
     nouts = find_outputs(tr, forced, nforced, outs);
     if (nouts < 0)
         goto done;
-    c = jit_lookup_or_compile(tr, tr->b.nodes, tr->n, tr->next, outs, nouts);
+    c = tr->cap_probe ? jit_compile_dynamic(tr, tr->b.nodes, tr->cap_probe, tr->n, tr->next,
+                                            outs, nouts)
+                      : jit_lookup_or_compile(tr, tr->b.nodes, tr->n, tr->next, outs, nouts);
     if (!c)
         goto done;
     if (graph && capture_graph(tr, c, forced, nforced, outs, nouts, &g) < 0)

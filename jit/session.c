@@ -66,6 +66,10 @@ int jit_session_begin(bool capture, tide_jit_stats *stats, const char *(*where)(
 void jit_session_free(jit_trace *tr)
 {
     jit_reset_segment(tr);
+    free(tr->cap_dyn);
+    free(tr->cap_probe);
+    tr->cap_dyn = NULL;
+    tr->cap_probe = NULL;
     td_hooks *h = td_thread_hooks();
     h->trace = tr->saved.trace;
     h->trace_ctx = tr->saved.trace_ctx;

@@ -56,6 +56,11 @@ typedef struct jit_trace {
     int ndyn;
     int64_t dyn[16];
     bool static_only;
+    /* a dynamic capture (tide_jit_begin_dynamic): per input its dynamic dims (bit d: dim d),
+     * and the graph at other sizes of them (replay.c; what tide_jit_end compiles a symbolic
+     * plan from) */
+    uint32_t *cap_dyn;
+    jit_node *cap_probe;
 } jit_trace;
 
 
@@ -76,6 +81,8 @@ typedef struct tide_graph {
     int *out_ext;
     jit_node *out_view;   /* layout (shape/strides/offset relative to the root) */
     int *plan_index;      /* out i -> index in plan->outputs */
+    int *out_node;        /* out i -> its node (a dynamic graph's output layouts are replayed) */
+    uint32_t *dyn;        /* a dynamic graph: per input its dynamic dims; NULL: static */
 } tide_graph;
 
 /* recorder (trace.c) */
@@ -107,6 +114,20 @@ void jit_explain_miss(const jit_compiled *similar, const int64_t *dims, const in
                       const jit_node *nodes, char *buf, size_t size);
 /* A recompile's reason, kept by the traced function (signatures.c) for f:stats(). */
 void jit_function_note_recompile(struct tide_jit_function *fn, const char *reason);
+/* A dynamic capture's plan (cache.c): compiled outside the cache (graph.c holds it), symbolic
+ * in every size that differs between nodes and probe (the graph replayed at other sizes of its
+ * dynamic dims). NULL with the error set. */
+jit_compiled *jit_compile_dynamic(jit_trace *tr, const jit_node *nodes, const jit_node *probe,
+                                  int n, int nexterns, const int *outs, int nouts);
+/* Whether a dynamic graph's plan c serves nodes (its nodes replayed at a run's sizes): 1 when
+ * the structure is the same and c's guards hold; else 0 with why in buf, or -1 with the error
+ * set (out of memory). */
+int jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size);
+/* replay.c: the shapes of a captured graph (cap) at a run's sizes: nodes starts as a copy of cap
+ * whose input EXTERN nodes hold the run's layouts; every other node gets the shape (a view its
+ * strides and offset) its op gives on its inputs' new layouts. who names the caller in errors.
+ * 0, or -1 with an error naming the op that cannot follow the sizes. */
+int jit_replay_shapes(const jit_node *cap, jit_node *nodes, int n, const char *who);
 /* segments (segment.c): ends the segment (forced: the capture's outputs; graph: receives the
  * capture's graph); resets the trace for the next one */
 int jit_flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_graph **graph);

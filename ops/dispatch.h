@@ -118,6 +118,12 @@ tide_tensor *td_from_data_on(tide_device *dev, const void *data, int ndim, const
 /* Gives the tracer a chance to compute t before its data is read (see materialize). 0 or -1. */
 int td_materialize(const tide_tensor *t);
 
+/* The strides that show a tensor of layout (xnd, xshape, xstrides) in shape (ndim dims, equal
+ * element count) without copying, as view and reshape make them; false when none exist (the
+ * jit replays a captured reshape at new sizes with it). */
+bool td_view_strides(int xnd, const int64_t *xshape, const int64_t *xstrides, int ndim,
+                     const int64_t *shape, int64_t *strides);
+
 /* Shared argument checks: each sets an error naming op and returns -1 on failure. */
 int td_check_tensor(const char *op, const char *arg, const tide_tensor *t);
 /* dims (ndims of them; NULL or 0 = all) normalized for x, sorted, without repeats: bit i of

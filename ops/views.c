@@ -59,18 +59,18 @@ static int infer_shape(const char *op, const tide_tensor *x, int ndim, const int
 
 /* Strides that show x's elements in the new shape without copying, if any exist: dims of x
  * that are contiguous with each other form chunks, and each chunk must map onto whole new dims. */
-static bool view_strides(const tide_tensor *x, int ndim, const int64_t *shape, int64_t *strides)
+bool td_view_strides(int xnd, const int64_t *xshape, const int64_t *xstrides, int ndim,
+                     const int64_t *shape, int64_t *strides)
 {
-    if (x->ndim == 0 || td_numel(x->ndim, x->shape) == 0) {
+    if (xnd == 0 || td_numel(xnd, xshape) == 0) {
         td_contiguous_strides(ndim, shape, strides);
         return true;
     }
     int view_d = ndim - 1;
-    int64_t chunk_base = x->strides[x->ndim - 1], tensor_numel = 1, view_numel = 1;
-    for (int d = x->ndim - 1; d >= 0; d--) {
-        tensor_numel *= x->shape[d];
-        if (d == 0 ||
-            (x->shape[d - 1] != 1 && x->strides[d - 1] != tensor_numel * chunk_base)) {
+    int64_t chunk_base = xstrides[xnd - 1], tensor_numel = 1, view_numel = 1;
+    for (int d = xnd - 1; d >= 0; d--) {
+        tensor_numel *= xshape[d];
+        if (d == 0 || (xshape[d - 1] != 1 && xstrides[d - 1] != tensor_numel * chunk_base)) {
             while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
                 strides[view_d] = view_numel * chunk_base;
                 view_numel *= shape[view_d];
@@ -79,13 +79,18 @@ static bool view_strides(const tide_tensor *x, int ndim, const int64_t *shape, i
             if (view_numel != tensor_numel)
                 return false;
             if (d > 0) {
-                chunk_base = x->strides[d - 1];
+                chunk_base = xstrides[d - 1];
                 tensor_numel = 1;
                 view_numel = 1;
             }
         }
     }
     return view_d == -1;
+}
+
+static bool view_strides(const tide_tensor *x, int ndim, const int64_t *shape, int64_t *strides)
+{
+    return td_view_strides(x->ndim, x->shape, x->strides, ndim, shape, strides);
 }
 
 static tide_tensor *view_body(const tide_tensor *x, int ndim, const int64_t *shape)

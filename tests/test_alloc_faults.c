@@ -423,11 +423,13 @@ fail:
     return y;
 }
 
-/* Captures graph_body on x and w (inputs of the graph); runs it once (tide_jit_end does). */
-static tide_graph *capture(bag *bp, tide_tensor *x, tide_tensor *w, tide_tensor **y)
+/* Captures graph_body on x and w (inputs of the graph; masks: their dynamic dims, or NULL);
+ * runs it once (tide_jit_end does). */
+static tide_graph *capture(bag *bp, tide_tensor *x, tide_tensor *w, const uint32_t *masks,
+                           tide_tensor **y)
 {
     tide_tensor *in[2] = {x, w};
-    if (tide_jit_begin(in, 2) < 0)
+    if (tide_jit_begin_dynamic(in, 2, masks) < 0)
         return NULL;
     *y = graph_body(bp, x, w);
     if (!*y) { /* end the capture; the error is the op's */
@@ -450,10 +452,39 @@ static int work_jit_compile(values *out)
     int64_t sx[2] = {64, 96}, sw[2] = {96, 64};
     NEW(x, pattern(2, sx, 2.0f, 21));
     NEW(w, pattern(2, sw, 0.5f, 22));
-    g = capture(&B, x, w, &y);
+    g = capture(&B, x, w, NULL, &y);
     if (!g)
         goto fail;
     OK(keep(out, y));
+    tide_graph_free(g);
+    bag_release(&B);
+    return 0;
+fail:
+    tide_graph_free(g);
+    bag_release(&B);
+    return -1;
+}
+
+/* A dynamic capture (x's rows) compiled, then run at another row count. */
+static int work_dynamic_graph(values *out)
+{
+    bag B = {0};
+    tide_tensor *x, *w, *x2, *y, *y2 = NULL;
+    tide_graph *g = NULL;
+    tide_jit_cache_clear();
+    int64_t sx[2] = {64, 96}, sw[2] = {96, 64}, sx2[2] = {37, 96};
+    uint32_t masks[2] = {1, 0};
+    NEW(x, pattern(2, sx, 2.0f, 21));
+    NEW(w, pattern(2, sw, 0.5f, 22));
+    NEW(x2, pattern(2, sx2, 2.0f, 23));
+    g = capture(&B, x, w, masks, &y);
+    if (!g)
+        goto fail;
+    OK(keep(out, y));
+    tide_tensor *in2[2] = {x2, w};
+    OK(tide_graph_run(g, in2, 2, &y2));
+    NEW(y2, y2);
+    OK(keep(out, y2));
     tide_graph_free(g);
     bag_release(&B);
     return 0;
@@ -519,7 +550,7 @@ static int make_run_graph(const char *device, int64_t rows, int64_t cols)
     tide_tensor *y = NULL;
     if (make_inputs(device, rows, cols) < 0)
         return -1;
-    run_graph = capture(&B, run_in[0], run_in[1], &y);
+    run_graph = capture(&B, run_in[0], run_in[1], NULL, &y);
     bag_release(&B);
     return run_graph ? 0 : -1;
 }
@@ -772,6 +803,7 @@ int main(void)
     sweep("eager ops", work_eager, false);
     sweep("autograd backward", work_autograd, false);
     sweep("jit compile", work_jit_compile, false);
+    sweep("dynamic graph", work_dynamic_graph, false);
     if (make_run_graph("cpu", 64, 96) == 0)
         sweep("graph run (cpu)", work_graph_run, false);
     else

@@ -3,9 +3,11 @@
  *
  * examples/fashion_mnist.lua trains a model and saves its state_dict as safetensors. This program
  * loads that checkpoint, rebuilds the model's forward pass with the C API (tide_linear,
- * tide_relu, tide_conv2d, tide_batch_norm, ...), captures it once as a compiled graph
- * (tide_jit_begin/tide_jit_end) and classifies the real test set four ways — eager and
- * compiled, one image at a time and 64 at a time — printing the accuracy and the latency per image of each, and the peak memory (RSS).
+ * tide_relu, tide_conv2d, tide_batch_norm, ...), captures it as a compiled graph whose batch
+ * dim is dynamic (tide_jit_begin_dynamic/tide_jit_end: one graph for every batch of 2 or more)
+ * and classifies the real test set four ways — eager and compiled, one image at a time and 64
+ * at a time — printing the accuracy and the latency per image of each, and the peak memory
+ * (RSS).
  * The accuracy at batch 1000 (what the Lua script measures) must equal the one the script stored
  * in the checkpoint's metadata, on the same test images (the script's --test-limit N is recorded
  * as test_samples; pass --limit N here); the exit status says whether it does. Models: the MLP
@@ -202,7 +204,9 @@ static tide_tensor *forward(const model *m, const tide_tensor *x)
     return out;
 }
 
-/* A compiled forward pass for one batch size (inputs must have that shape). */
+/* A compiled forward pass: one graph serves every batch of 2 or more images (its batch dim is
+ * dynamic: the 64s and the last partial batch), another batches of 1 (a size of 1 changes what
+ * broadcasting means, so it has a graph of its own). batch is -1 for the dynamic graph. */
 typedef struct graph_slot {
     int64_t batch;
     tide_graph *g;
@@ -210,7 +214,7 @@ typedef struct graph_slot {
 
 static tide_graph *graph_for(graph_slot *slots, int nslots, const model *m, tide_tensor *x)
 {
-    int64_t b = tide_size(x, 0);
+    int64_t b = tide_size(x, 0) >= 2 ? -1 : tide_size(x, 0);
     for (int i = 0; i < nslots; i++)
         if (slots[i].g && slots[i].batch == b)
             return slots[i].g;
@@ -218,9 +222,11 @@ static tide_graph *graph_for(graph_slot *slots, int nslots, const model *m, tide
         if (slots[i].g)
             continue;
         /* Capture: the ops below are recorded, not run; the weights are captured by reference,
-         * x is the graph's input, replaced on every tide_graph_run. */
-        if (tide_jit_begin(&x, 1) < 0)
-            return fail("tide_jit_begin"), NULL;
+         * x is the graph's input, replaced on every tide_graph_run; dim 0 of x (bit 0 of the
+         * mask) is dynamic. */
+        uint32_t batch_dim = b < 0 ? 1u : 0u;
+        if (tide_jit_begin_dynamic(&x, 1, &batch_dim) < 0)
+            return fail("tide_jit_begin_dynamic"), NULL;
         tide_tensor *logits = forward(m, x);
         tide_graph *g = tide_jit_end(&logits, logits ? 1 : 0);
         tide_release(logits);
@@ -365,7 +371,7 @@ int main(int argc, char **argv)
     tide_tensor *images = NULL, *labels_t = NULL, *x = NULL;
     uint8_t *labels = NULL;
     int64_t *preds[4] = {NULL};
-    graph_slot slots[3] = {{0, NULL}, {0, NULL}, {0, NULL}};
+    graph_slot slots[2] = {{0, NULL}, {0, NULL}};
     model m;
 
     d = tide_load_safetensors(ckpt);
@@ -434,7 +440,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 4; k++) {
         int64_t batch = k < 2 ? 1 : 64;
         int compiled = k & 1;
-        if (classify(&m, x, labels, n, batch, compiled, slots, 3, preds[k], &res[k]) < 0) {
+        if (classify(&m, x, labels, n, batch, compiled, slots, 2, preds[k], &res[k]) < 0) {
             status = 1;
             goto done;
         }
@@ -458,7 +464,7 @@ int main(int argc, char **argv)
     printf("peak_rss: %.1f MiB\n", (double)peak_rss_kib() / 1024.0);
 
 done:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 2; i++)
         tide_graph_free(slots[i].g);
     tide_release(x);
     tide_release(labels_t);
