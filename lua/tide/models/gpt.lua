@@ -135,21 +135,19 @@ function CausalSelfAttention:_attend(q, k, v, offset)
   return tide.matmul(w, v)
 end
 
--- One new position (x [B, 1, C]) against a full-size layer cache, its position given as a
--- tensor so one jit plan serves every length: pos int64 [1] (1-based). The new key and value
--- go in at pos by a where over the whole block (a mask, not a narrow, whose offset would be a
--- Lua number and so a new plan per length), and the query attends to keys 1..pos by a bool
--- attn_mask (false: -inf). The keys past pos hold zeros or stale values; masked, they add
--- exp(-inf) = 0 to the softmax.
-function CausalSelfAttention:step_at(x, layer_cache, pos)
+-- One new position (x [B, 1, C]) against a full-size layer cache holding len positions; pos
+-- is the same position as an int64 [1] tensor (len + 1). The new key and value are written at
+-- len + 1 (a view whose offset the jit makes symbolic), and the query attends to the whole
+-- block with keys past pos masked out by a bool attn_mask (false: -inf, exp gives exactly 0),
+-- so no size depends on the length and one symbolic plan serves every length.
+function CausalSelfAttention:step_at(x, layer_cache, pos, len)
   local B, C = x:size(1), self.n_embd
   local q, k, v = self:_heads(x)
-  local S = layer_cache.k:size(3)
+  local kk, vv = layer_cache.k, layer_cache.v
+  kk:narrow(3, len + 1, 1):copy_(k)
+  vv:narrow(3, len + 1, 1):copy_(v)
+  local S = kk:size(3)
   local keys = tide.arange(1, S + 1, { device = x.device })
-  local at = keys:eq(pos):view(1, 1, S, 1)
-  local kk, vv = tide.where(at, k, layer_cache.k), tide.where(at, v, layer_cache.v)
-  layer_cache.k:copy_(kk)
-  layer_cache.v:copy_(vv)
   local seen = keys:le(pos):view(1, 1, 1, S)
   local y
   if self.sdpa then
@@ -215,8 +213,8 @@ function Block:forward(x, layer_cache, len)
 end
 
 -- Block:forward for one position against a full-size layer cache (CausalSelfAttention:step_at).
-function Block:step_at(x, layer_cache, pos)
-  x = x + self.attn:step_at(self.ln_1(x), layer_cache, pos)
+function Block:step_at(x, layer_cache, pos, len)
+  x = x + self.attn:step_at(self.ln_1(x), layer_cache, pos, len)
   return x + self.mlp(self.ln_2(x))
 end
 
@@ -360,34 +358,39 @@ function GPT:decode_step(idx, cache, pos)
   return logits:select(2, logits:size(2))
 end
 
--- One position through the model against a full-size cache, its position pos an int64 [1]
--- tensor (1-based): the body of decode_step_jit, eager when called alone. Dropout is left out
--- (decoding is inference).
-function GPT:_step_at(idx, cache, pos)
+-- One position through the model against a full-size cache holding len positions, pos = len + 1
+-- also as an int64 [1] tensor: the body of decode_step_jit, eager when called alone. Dropout is
+-- left out (decoding is inference).
+function GPT:_step_at(idx, cache, pos, len)
   local x = self.wte(idx) + self.wpe(pos)
   for i, block in ipairs(self.h:children()) do
-    x = block:step_at(x, cache[i], pos)
+    x = block:step_at(x, cache[i], pos, len)
   end
   return self.lm_head(self.ln_f(x)):select(2, 1)
 end
 
--- The model's jitted step, made on first use: every length is the same trace (the position is
--- a tensor's value, which never enters the jit's key), so one compile per batch size serves
--- them all. The cache is not an argument (tide.jit takes tensors): decode_step_jit sets it.
+-- The model's jitted step, made on first use. Every length is the same trace but for the write's
+-- view offset (the position's value, a tensor's, never enters the jit's key): the first length
+-- compiles a static plan, the second a symbolic one that serves every later length. The cache
+-- is not an argument (tide.jit takes tensors): decode_step_jit sets it.
 local function decode_jit(self)
   if not rawget(self, "_decode_jit") then
     rawset(self, "_decode_jit", tide.jit(function(idx, pos)
-      return tide.no_grad(function() return self:_step_at(idx, rawget(self, "_jit_cache"), pos) end)
+      local cache = rawget(self, "_jit_cache")
+      return tide.no_grad(function() return self:_step_at(idx, cache, pos, cache.len) end)
     end))
   end
   return rawget(self, "_decode_jit")
 end
 
 -- model:decode_step_jit(idx, cache [, pos]) -> as model:decode_step, with a one-token idx
--- [B, 1] run under tide.jit (one compile serves every length); a longer idx (a prompt) runs
--- eagerly through decode_step. The same cache serves both.
+-- [B, 1] run under tide.jit (at most two compiles serve every length); a longer idx (a prompt)
+-- runs eagerly through decode_step, and so do positions 1 and 2: the jit keeps view offsets
+-- of 0 and 1 static (jit/README.md, symbolic dims), so they would cost a plan each.
 function GPT:decode_step_jit(idx, cache, pos)
-  if not tide.is_tensor(idx) or idx:dim() ~= 2 or idx:size(2) ~= 1 then
+  local len = type(cache) == "table" and math.type(cache.len) == "integer"
+    and (math.type(pos) == "integer" and pos - 1 or cache.len)
+  if not tide.is_tensor(idx) or idx:dim() ~= 2 or idx:size(2) ~= 1 or (len and len < 2) then
     return self:decode_step(idx, cache, pos)
   end
   if type(cache) ~= "table" or cache.len == nil then
