@@ -135,27 +135,23 @@ function CausalSelfAttention:_attend(q, k, v, offset)
   return tide.matmul(w, v)
 end
 
--- One new position (x [B, 1, C]) against a full-size layer cache holding len positions; pos
--- is the same position as an int64 [1] tensor (len + 1). The new key and value are written at
--- len + 1 (a view whose offset the jit makes symbolic), and the query attends to the whole
--- block with keys past pos masked out by a bool attn_mask (false: -inf, exp gives exactly 0),
--- so no size depends on the length and one symbolic plan serves every length.
-function CausalSelfAttention:step_at(x, layer_cache, pos, len)
+-- One new position (x [B, 1, C]) against a full-size layer cache holding len positions. The
+-- new key and value are written at len + 1 (a view whose offset the jit makes symbolic), and
+-- the query attends to the whole block with the keys past len + 1 masked out: seen, bool
+-- [1, 1, 1, block], is true for keys 1..len + 1 (the rest get -inf, exp gives exactly 0). So
+-- no size depends on the length and one symbolic plan serves every length.
+function CausalSelfAttention:step_at(x, layer_cache, seen, len)
   local B, C = x:size(1), self.n_embd
   local q, k, v = self:_heads(x)
   local kk, vv = layer_cache.k, layer_cache.v
   kk:narrow(3, len + 1, 1):copy_(k)
   vv:narrow(3, len + 1, 1):copy_(v)
-  local S = kk:size(3)
-  local keys = tide.arange(1, S + 1, { device = x.device })
-  local seen = keys:le(pos):view(1, 1, 1, S)
   local y
   if self.sdpa then
     y = self.sdpa(q, kk, vv, { attn_mask = seen })
   else
     local scores = tide.matmul(q, kk:transpose(3, 4)) * (1 / math.sqrt(self.head_dim))
-    local later = keys:gt(pos):view(1, 1, 1, S)
-    y = tide.matmul(tide.softmax(scores:masked_fill(later, -math.huge), 4), vv)
+    y = tide.matmul(tide.softmax(scores:masked_fill(tide.logical_not(seen), -math.huge), 4), vv)
   end
   return self.c_proj(y:transpose(2, 3):reshape(B, 1, C))
 end
@@ -213,8 +209,8 @@ function Block:forward(x, layer_cache, len)
 end
 
 -- Block:forward for one position against a full-size layer cache (CausalSelfAttention:step_at).
-function Block:step_at(x, layer_cache, pos, len)
-  x = x + self.attn:step_at(self.ln_1(x), layer_cache, pos, len)
+function Block:step_at(x, layer_cache, seen, len)
+  x = x + self.attn:step_at(self.ln_1(x), layer_cache, seen, len)
   return x + self.mlp(self.ln_2(x))
 end
 
@@ -363,8 +359,10 @@ end
 -- left out (decoding is inference).
 function GPT:_step_at(idx, cache, pos, len)
   local x = self.wte(idx) + self.wpe(pos)
+  local S = self.config.block_size
+  local seen = tide.arange(1, S + 1, { device = idx.device }):le(pos):view(1, 1, 1, S)
   for i, block in ipairs(self.h:children()) do
-    x = block:step_at(x, cache[i], pos, len)
+    x = block:step_at(x, cache[i], seen, len)
   end
   return self.lm_head(self.ln_f(x)):select(2, 1)
 end
