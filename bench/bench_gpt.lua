@@ -139,7 +139,8 @@ local function triad_gbs()
 end
 
 -- Tokens/s of generating NEW tokens after a 1-token prompt (positions up to 1 + NEW), eagerly
--- or with each step under tide.jit; the two alternate round by round, medians of 3.
+-- or with each step under tide.jit; the two and the triads alternate round by round (the
+-- machine's drift falls on all), medians of 3.
 local NEW = cfg.block_size - 1
 local function generate_seconds(jit, seed)
   model:generate({ 1 }, 4, { temperature = 0, jit = jit }) -- warm: allocator, OpenBLAS, plan
@@ -147,13 +148,14 @@ local function generate_seconds(jit, seed)
   model:generate({ 1 }, NEW, { temperature = 0.8, top_k = 40, seed = seed, jit = jit })
   return tide.clock() - t0
 end
-local eager_s, jit_s = {}, {}
+local eager_s, jit_s, all_gbs, one_gbs = {}, {}, {}, {}
 for r = 1, 3 do
   eager_s[r] = generate_seconds(false, r)
   jit_s[r] = generate_seconds(true, r)
+  all_gbs[r], one_gbs[r] = triad_gbs()
 end
 local eager_tok, jit_tok = NEW / median(eager_s), NEW / median(jit_s)
-local gbs, gbs1 = triad_gbs()
+local gbs, gbs1 = median(all_gbs), median(one_gbs)
 local bytes = (model:num_parameters() - model.wte.weight:numel() - model.wpe.weight:numel()) * 4
 local floor, floor1 = gbs * 1e9 / bytes, gbs1 * 1e9 / bytes
 local ds = model:decode_jit_stats()
@@ -162,7 +164,7 @@ print(("gpt_generate_b1_eager: %.1f tokens/s (%d tokens after a 1-token prompt, 
 print(("gpt_generate_b1_jit: %.1f tokens/s (the same; the decoding step under tide.jit: %d "
   .. "compiles, %d hits)"):format(jit_tok, ds.compiles, ds.hits))
 print(("gpt_generate_floor: %.1f tokens/s (%.1f MB of weights a token at STREAM, the triad on "
-  .. "%d threads: %.2f GB/s)"):format(floor, bytes / 1e6, tide.get_num_threads(), gbs))
+  .. "%d threads: %.2f GB/s, median of 3)"):format(floor, bytes / 1e6, tide.get_num_threads(), gbs))
 print(("gpt_generate_floor_one_thread: %.1f tokens/s (for information: a one-thread triad of "
   .. "%.2f GB/s)"):format(floor1, gbs1))
 local best = math.max(eager_tok, jit_tok)
