@@ -7,8 +7,9 @@
  *
  *   bench_gpt_gemms ROUNDS < list    prints "round_seconds: S" per timed round, after one warmup
  *   bench_gpt_gemms triad            prints "triad_gbs: G", the best of 5 STREAM triads
- *                                    a = b + s c over 3 x 16M float32 on one thread (the
- *                                    bandwidth floor of generation, which reads every weight)
+ *                                    a = b + s c over 3 x 16M float32 split over tide's threads
+ *                                    (STREAM: the bandwidth floor of generation, which reads
+ *                                    every weight on all threads), and "triad_gbs_one_thread"
  *
  * Not a test; bench_gpt.lua runs it between its own slices so both share the machine's state.
  */
@@ -21,6 +22,7 @@
 
 #include "tide.h"
 #include "../devices/cpu/cpu_blas.h"
+#include "tensor.h"
 
 enum { MAX_GEMMS = 64 };
 
@@ -58,22 +60,44 @@ static void run_step(const gemm *g, int n, const float *a, const float *b, float
         }
 }
 
-static int triad(void)
+typedef struct triad_arrays {
+    float *a, *b, *c;
+} triad_arrays;
+
+static void triad_range(void *p, int64_t lo, int64_t hi)
 {
-    enum { N = 16 << 20 };
-    float *a = filled(N), *b = filled(N), *c = filled(N);
+    triad_arrays *t = p;
+    for (int64_t i = lo; i < hi; i++)
+        t->a[i] = t->b[i] + 3.0f * t->c[i];
+}
+
+/* The best of 5 triads over n floats in GB/s (12 bytes an element, as STREAM counts), on one
+ * thread or split over tide's threads as its elementwise kernels are (td_parallel_for). */
+static double best_triad(triad_arrays *t, int64_t n, bool threaded)
+{
     double best = 0;
     for (int r = 0; r < 5; r++) {
         double t0 = now_seconds();
-        for (int64_t i = 0; i < N; i++)
-            a[i] = b[i] + 3.0f * c[i];
-        double gbs = 3.0 * N * sizeof(float) / (now_seconds() - t0) / 1e9;
+        if (threaded)
+            td_parallel_for(n, 1 << 16, triad_range, t);
+        else
+            triad_range(t, 0, n);
+        double gbs = 3.0 * (double)n * sizeof(float) / (now_seconds() - t0) / 1e9;
         best = gbs > best ? gbs : best;
     }
-    printf("triad_gbs: %.2f (a[0] %g)\n", best, (double)a[0]);
-    free(a);
-    free(b);
-    free(c);
+    return best;
+}
+
+static int triad(void)
+{
+    enum { N = 16 << 20 };
+    triad_arrays t = {filled(N), filled(N), filled(N)};
+    double all = best_triad(&t, N, true), one = best_triad(&t, N, false);
+    printf("triad_gbs: %.2f (%d threads)\n", all, tide_get_num_threads());
+    printf("triad_gbs_one_thread: %.2f (a[0] %g)\n", one, (double)t.a[0]);
+    free(t.a);
+    free(t.b);
+    free(t.c);
     return 0;
 }
 

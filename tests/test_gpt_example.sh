@@ -126,6 +126,14 @@ if [ "$rc" -eq 0 ] && [ "$size" -eq $((4 + 50 + 1)) ] && [ "$(head -c 4 "$tmp/s1
 else
   bad "--sample 50: status $rc, $size bytes"; cat "$tmp/s1" "$tmp/serr"
 fi
+# the decoding step under tide.jit: one compile for every length, --eager's text
+sample --seed 7 --eager > "$tmp/s4" 2> /dev/null
+compiles=$(sed -n 's/^jit: decoding step \([0-9]*\) compiles.*/\1/p' "$tmp/serr")
+if cmp -s "$tmp/s1" "$tmp/s4" && [ -n "$compiles" ] && [ "$compiles" -le 2 ]; then
+  ok "--sample 50 under the jit: $compiles compile(s), the same text as --eager"
+else
+  bad "--sample jit vs --eager: compiles '$compiles'"; cat "$tmp/s1" "$tmp/s4" "$tmp/serr"
+fi
 # beyond the model's context (32): generation goes on
 "$tide" "$script" --sample 100 --prompt "x" --top-k 1 --checkpoint "$tmp/ck.safetensors" \
   > "$tmp/s3" 2> "$tmp/serr"

@@ -346,6 +346,8 @@ return {
   { "lm:loss(idx, targets)", "mean cross-entropy of the next-token logits against targets [B, T]; also returns the logits" },
   { "lm:new_cache(batch)", "an empty KV cache for lm:decode_step (block_size positions per layer)" },
   { "lm:decode_step(idx, cache [, pos])", "appends idx [B, T] to the cached sequence (at pos: rewinds); the logits [B, V] of its last position" },
-  { "lm:generate(prompt, n [, {temperature=, top_k=, seed=, on_token=}])", "the prompt and n new tokens, decoded with a KV cache; on_token(id, row) streams them" },
+  { "lm:decode_step_jit(idx, cache [, pos])", "decode_step with a one-token step under tide.jit: one compile serves every length" },
+  { "lm:decode_jit_stats()", "the jitted decoding step's tide.jit statistics (compiles, hits, ...)" },
+  { "lm:generate(prompt, n [, {temperature=, top_k=, seed=, on_token=, jit=true}])", "the prompt and n new tokens, decoded with a KV cache (jitted steps unless jit=false); on_token(id, row) streams them" },
   { "lm:configure_optimizer{lr=, weight_decay=, betas=, eps=}", "AdamW with decay on the 2-D weights only (nanoGPT's groups)" },
 }

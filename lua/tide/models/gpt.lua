@@ -135,6 +135,27 @@ function CausalSelfAttention:_attend(q, k, v, offset)
   return tide.matmul(w, v)
 end
 
+-- One new position (x [B, 1, C]) against a full-size layer cache holding len positions. The
+-- new key and value are written at len + 1 (a view whose offset the jit makes symbolic), and
+-- the query attends to the whole block with the keys past len + 1 masked out: seen, bool
+-- [1, 1, 1, block], is true for keys 1..len + 1 (the rest get -inf, exp gives exactly 0). So
+-- no size depends on the length and one symbolic plan serves every length.
+function CausalSelfAttention:step_at(x, layer_cache, seen, len)
+  local B, C = x:size(1), self.n_embd
+  local q, k, v = self:_heads(x)
+  local kk, vv = layer_cache.k, layer_cache.v
+  kk:narrow(3, len + 1, 1):copy_(k)
+  vv:narrow(3, len + 1, 1):copy_(v)
+  local y
+  if self.sdpa then
+    y = self.sdpa(q, kk, vv, { attn_mask = seen })
+  else
+    local scores = tide.matmul(q, kk:transpose(3, 4)) * (1 / math.sqrt(self.head_dim))
+    y = tide.matmul(tide.softmax(scores:masked_fill(tide.logical_not(seen), -math.huge), 4), vv)
+  end
+  return self.c_proj(y:transpose(2, 3):reshape(B, 1, C))
+end
+
 -- x [B, T, C] -> [B, T, C]. With a layer cache {k = [B, H, block, D], v = ...} and the number
 -- of positions it already holds, the new keys and values are written after those and the
 -- queries attend to all of them.
@@ -184,6 +205,12 @@ end
 
 function Block:forward(x, layer_cache, len)
   x = x + self.attn(self.ln_1(x), layer_cache, len)
+  return x + self.mlp(self.ln_2(x))
+end
+
+-- Block:forward for one position against a full-size layer cache (CausalSelfAttention:step_at).
+function Block:step_at(x, layer_cache, seen, len)
+  x = x + self.attn:step_at(self.ln_1(x), layer_cache, seen, len)
   return x + self.mlp(self.ln_2(x))
 end
 
@@ -327,6 +354,74 @@ function GPT:decode_step(idx, cache, pos)
   return logits:select(2, logits:size(2))
 end
 
+-- One position through the model against a full-size cache holding len positions, pos = len + 1
+-- also as an int64 [1] tensor: the body of decode_step_jit, eager when called alone. Dropout is
+-- left out (decoding is inference).
+function GPT:_step_at(idx, cache, pos, len)
+  local x = self.wte(idx) + self.wpe(pos)
+  local S = self.config.block_size
+  local seen = tide.arange(1, S + 1, { device = idx.device }):le(pos):view(1, 1, 1, S)
+  for i, block in ipairs(self.h:children()) do
+    x = block:step_at(x, cache[i], seen, len)
+  end
+  return self.lm_head(self.ln_f(x)):select(2, 1)
+end
+
+-- The model's jitted step, made on first use. Every length is the same trace but for the write's
+-- view offset (the position's value, a tensor's, never enters the jit's key): the first length
+-- compiles a static plan, the second a symbolic one that serves every later length. The cache
+-- is not an argument (tide.jit takes tensors): decode_step_jit sets it.
+local function decode_jit(self)
+  if not rawget(self, "_decode_jit") then
+    rawset(self, "_decode_jit", tide.jit(function(idx, pos)
+      local cache = rawget(self, "_jit_cache")
+      return tide.no_grad(function() return self:_step_at(idx, cache, pos, cache.len) end)
+    end))
+  end
+  return rawget(self, "_decode_jit")
+end
+
+-- model:decode_step_jit(idx, cache [, pos]) -> as model:decode_step, with a one-token idx
+-- [B, 1] run under tide.jit (at most two compiles serve every length); a longer idx (a prompt)
+-- runs eagerly through decode_step, and so do positions 1 and 2: the jit keeps view offsets
+-- of 0 and 1 static (jit/README.md, symbolic dims), so they would cost a plan each.
+function GPT:decode_step_jit(idx, cache, pos)
+  local len = type(cache) == "table" and math.type(cache.len) == "integer"
+    and (math.type(pos) == "integer" and pos - 1 or cache.len)
+  if not tide.is_tensor(idx) or idx:dim() ~= 2 or idx:size(2) ~= 1 or (len and len < 2) then
+    return self:decode_step(idx, cache, pos)
+  end
+  if type(cache) ~= "table" or cache.len == nil then
+    error("GPT:decode_step_jit: expected a cache from model:new_cache(batch)", 2)
+  end
+  if pos ~= nil then
+    if math.type(pos) ~= "integer" or pos < 1 or pos > cache.len + 1 then
+      error(("GPT:decode_step_jit: pos must be an integer in 1..%d (the cache holds %d "
+        .. "positions), got %s"):format(cache.len + 1, cache.len, tostring(pos)), 2)
+    end
+    cache.len = pos - 1
+  end
+  check_idx(self, idx, "decode_step_jit's idx", cache.len)
+  if idx:size(1) ~= cache.batch then
+    error(("GPT:decode_step_jit: idx has batch %d, the cache %d"):format(idx:size(1),
+      cache.batch), 2)
+  end
+  local at = tide.tensor({ cache.len + 1 }, { dtype = "int64", device = idx.device })
+  rawset(self, "_jit_cache", cache)
+  local ok, logits = pcall(decode_jit(self), idx, at)
+  rawset(self, "_jit_cache", nil)
+  if not ok then error(logits, 0) end
+  cache.len = cache.len + 1
+  return logits
+end
+
+-- model:decode_jit_stats() -> the jitted decoding step's tide.jit statistics (compiles, hits,
+-- fallbacks, ...), or nil before its first use.
+function GPT:decode_jit_stats()
+  local f = rawget(self, "_decode_jit")
+  return f and f:stats()
+end
+
 -- ---- generation --------------------------------------------------------------------------------
 
 -- Draws one token per row of probs [B, V]: tide.multinomial when tide has it, else the first
@@ -365,12 +460,16 @@ local function check_generate_opts(opts, V)
     error("GPT:generate: options must be a table, got " .. type(o), 3)
   end
   for k in pairs(o) do
-    if k ~= "temperature" and k ~= "top_k" and k ~= "seed" and k ~= "on_token" then
+    if k ~= "temperature" and k ~= "top_k" and k ~= "seed" and k ~= "on_token" and k ~= "jit" then
       error(("GPT:generate: unknown option '%s'"):format(tostring(k)), 3)
     end
   end
   local r = { temperature = o.temperature or 1.0, top_k = o.top_k, seed = o.seed,
-              on_token = o.on_token }
+              on_token = o.on_token, jit = o.jit }
+  if r.jit == nil then r.jit = true end
+  if type(r.jit) ~= "boolean" then
+    error("GPT:generate: jit must be a boolean, got " .. tostring(r.jit), 3)
+  end
   if type(r.temperature) ~= "number" or r.temperature < 0 then
     error("GPT:generate: temperature must be a number >= 0, got " .. tostring(r.temperature), 3)
   end
@@ -412,8 +511,9 @@ local function prefill(self, seq, keep)
   return self:decode_step(seq:narrow(2, T - n + 1, n), cache), cache
 end
 
--- model:generate(prompt, n [, {temperature = 1, top_k = nil, seed = nil, on_token = fn}])
--- -> int64 [B, T + n]: the prompt and n new tokens, decoded with a KV cache in eval mode.
+-- model:generate(prompt, n [, {temperature = 1, top_k = nil, seed = nil, on_token = fn,
+-- jit = true}]) -> int64 [B, T + n]: the prompt and n new tokens, decoded with a KV cache in
+-- eval mode, each new token's step under tide.jit (decode_step_jit) unless jit = false.
 -- on_token(id, row) is called for each new token as it is drawn (row: the batch row). seed
 -- makes the draws reproducible without disturbing tide's global RNG (its state is restored).
 -- When the context fills (block_size positions), the cache is rebuilt from the last half of
@@ -430,6 +530,7 @@ function GPT:generate(prompt, n, opts)
   local saved_rng = o.seed and tide.get_rng_state()
   if o.seed then tide.manual_seed(o.seed) end
   self:eval()
+  local step = o.jit and self.decode_step_jit or self.decode_step
   local ok, err = pcall(function()
     local logits, cache = prefill(self, seq, block)
     for _ = 1, n do
@@ -441,7 +542,7 @@ function GPT:generate(prompt, n, opts)
       if cache.len >= block then
         logits, cache = prefill(self, seq, math.max(1, block // 2))
       else
-        logits = self:decode_step(tok, cache)
+        logits = step(self, tok, cache)
       end
     end
   end)
