@@ -446,6 +446,11 @@ static void test_matmul(void)
     GC(f_matmul, R(4), RT(4, 3));         /* vector-matrix */
     GC(f_matmul, R(2, 3, 4), R(4, 2));    /* batch against a matrix */
     GC(f_matmul, R(2, 1, 3, 4), RT(3, 4, 2)); /* batch dims broadcast */
+    /* a batch against a matrix is one product of the merged rows (ops/matmul.c): a linear's
+     * transposed weight; rows that do not merge (transposed, sliced) take the expand */
+    GC(f_matmul, R(2, 3, 3, 4), RT(4, 2));
+    GC(f_matmul, RT(2, 3, 4), R(4, 2));
+    GC(f_matmul, RS(2, 3, 4), RT(4, 2));
     GC(f_matmul, R(3), R(2, 3, 2));       /* vector against a batch */
     GC(f_matmul, R(2, 2, 3), R(3));
     GC(f_matmul, C(3, 4), R(4, 2));

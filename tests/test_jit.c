@@ -958,6 +958,9 @@ static void test_product_epilogues(void)
     tide_release(b3), tide_release(b48), tide_release(x1), tide_release(w4);
 }
 
+/* Iterations of the long loop below: 2 nodes each, past SEGMENT_MAX_NODES (jit/trace.h). */
+#define LONG_LOOP 9000
+
 /* Lua-style control flow on tensor values: a break per item(), correct every time. */
 static void test_breaks(void)
 {
@@ -999,20 +1002,21 @@ static void test_breaks(void)
     tide_jit_stats ls = {0};
     tide_jit_trace_begin(&ls, NULL, NULL);
     tide_tensor *acc = tide_retain(x);
-    for (int i = 0; i < 3000; i++) {
+    for (int i = 0; i < LONG_LOOP; i++) {
         tide_tensor *nx = tide_add_scalar(acc, 1.0);
         tide_release(acc);
         acc = nx;
     }
     CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
-    CHECK(ls.breaks >= 1, "a 6000-node segment was not split (%lld breaks)", (long long)ls.breaks);
+    CHECK(ls.breaks >= 1, "a %d-node segment was not split (%lld breaks)", 2 * LONG_LOOP,
+          (long long)ls.breaks);
     float xv[100], av[100];
     tide_to_buffer(x, xv, sizeof xv);
     tide_to_buffer(acc, av, sizeof av);
     int off = 0;
     for (int i = 0; i < 100; i++) {
         float r = xv[i];
-        for (int k = 0; k < 3000; k++)
+        for (int k = 0; k < LONG_LOOP; k++)
             r = r + 1.0f;
         off += av[i] != r;
     }
