@@ -79,15 +79,8 @@ static int check_operands(const tide_tensor *a, const tide_tensor *b)
 /* Whether a's dims before its last (batch dims and rows) merge into one without a copy. */
 static bool rows_merge(const tide_tensor *a)
 {
-    int64_t want = -1; /* the stride the next outer dim needs, once one has size > 1 */
-    for (int d = a->ndim - 2; d >= 0; d--) {
-        if (a->shape[d] == 1)
-            continue;
-        if (want >= 0 && a->strides[d] != want)
-            return false;
-        want = a->strides[d] * a->shape[d];
-    }
-    return true;
+    int64_t flat[2] = {td_numel(a->ndim - 1, a->shape), a->shape[a->ndim - 1]}, strides[2];
+    return td_view_strides(a->ndim, a->shape, a->strides, 2, flat, strides);
 }
 
 static tide_tensor *matmul_body(const tide_tensor *a, const tide_tensor *b);
@@ -99,10 +92,7 @@ static tide_tensor *matmul_body(const tide_tensor *a, const tide_tensor *b);
 static tide_tensor *matmul_folded(const tide_tensor *a, const tide_tensor *b)
 {
     int na = a->ndim;
-    int64_t rows = 1, shape[TIDE_MAX_DIMS];
-    for (int d = 0; d < na - 1; d++)
-        rows *= a->shape[d];
-    int64_t flat[2] = {rows, a->shape[na - 1]};
+    int64_t shape[TIDE_MAX_DIMS], flat[2] = {td_numel(na - 1, a->shape), a->shape[na - 1]};
     tide_tensor *a2 = tide_view(a, 2, flat);
     tide_tensor *out2 = a2 ? matmul_body(a2, b) : NULL;
     tide_release(a2);
