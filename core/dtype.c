@@ -1,11 +1,12 @@
 /* dtype.c — dtype names and sizes, and PyTorch's type promotion (written down in README.md). */
 #include <string.h>
 
+#include "half.h"
 #include "tensor.h"
 
-const size_t td_dtype_sizes[TIDE_NUM_DTYPES] = {4, 8, 4, 8, 1, 1};
-static const char *const dtype_names[TIDE_NUM_DTYPES] = {"float32", "float64", "int32",
-                                                         "int64",   "uint8",   "bool"};
+const size_t td_dtype_sizes[TIDE_NUM_DTYPES] = {4, 8, 4, 8, 1, 1, 2, 2};
+static const char *const dtype_names[TIDE_NUM_DTYPES] = {
+    "float32", "float64", "int32", "int64", "uint8", "bool", "float16", "bfloat16"};
 
 const char *tide_dtype_name(tide_dtype dtype)
 {
@@ -24,7 +25,7 @@ int tide_dtype_from_name(const char *name)
     /* The aliases PyTorch users type. */
     static const struct { const char *alias; tide_dtype dtype; } aliases[] = {
         {"float", TIDE_FLOAT32}, {"double", TIDE_FLOAT64}, {"int", TIDE_INT32},
-        {"long", TIDE_INT64},    {"byte", TIDE_UINT8},
+        {"long", TIDE_INT64},    {"byte", TIDE_UINT8},     {"half", TIDE_FLOAT16},
     };
     for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
         if (strcmp(name, aliases[i].alias) == 0)
@@ -34,7 +35,7 @@ int tide_dtype_from_name(const char *name)
 
 bool tide_dtype_is_floating(tide_dtype dtype)
 {
-    return dtype == TIDE_FLOAT32 || dtype == TIDE_FLOAT64;
+    return dtype == TIDE_FLOAT32 || dtype == TIDE_FLOAT64 || td_dtype_is_half(dtype);
 }
 
 /* 0 bool, 1 integer, 2 floating: the categories promotion compares across tiers. */
@@ -56,8 +57,8 @@ tide_dtype tide_promote_types(tide_dtype a, tide_dtype b)
     int ca = category(a), cb = category(b);
     if (ca != cb)
         return ca > cb ? a : b;
-    if (ca == 2)
-        return TIDE_FLOAT64; /* float32 with float64 */
+    if (ca == 2) /* the wider wins; float16 with bfloat16 is float32, which holds both */
+        return (a == TIDE_FLOAT64 || b == TIDE_FLOAT64) ? TIDE_FLOAT64 : TIDE_FLOAT32;
     /* Integers: uint8 with a signed type gives that signed type (all are wider than 8 bits). */
     if (a == TIDE_UINT8)
         return b;
@@ -99,3 +100,8 @@ tide_dtype td_result_type(tide_tensor *const *ts, int n)
     int r = combine(tier[0], combine(tier[1], tier[2]));
     return r < 0 ? TIDE_FLOAT32 : (tide_dtype)r;
 }
+
+float tide_float16_to_float(uint16_t bits) { return td_f16_to_f32(bits); }
+uint16_t tide_float_to_float16(float value) { return td_f32_to_f16(value); }
+float tide_bfloat16_to_float(uint16_t bits) { return td_bf16_to_f32(bits); }
+uint16_t tide_float_to_bfloat16(float value) { return td_f32_to_bf16(value); }

@@ -76,6 +76,11 @@ static inline int td_ref_dec(int *rc) { return __atomic_sub_fetch(rc, 1, __ATOMI
 
 static inline bool td_dtype_valid(int dtype) { return dtype >= 0 && dtype < TIDE_NUM_DTYPES; }
 extern const size_t td_dtype_sizes[TIDE_NUM_DTYPES];
+/* float16 and bfloat16: stored in 2 bytes, computed in float32 (ops/dispatch.c widens them). */
+static inline bool td_dtype_is_half(int dtype)
+{
+    return dtype == TIDE_FLOAT16 || dtype == TIDE_BFLOAT16;
+}
 /* The result dtype of the operands under PyTorch's rules (wrapped numbers and 0-dim tensors
  * count only when their category is higher). */
 tide_dtype td_result_type(tide_tensor *const *ts, int n);

@@ -49,6 +49,8 @@ typedef enum tide_dtype {
     TIDE_INT64,
     TIDE_UINT8,
     TIDE_BOOL,
+    TIDE_FLOAT16,  /* IEEE binary16 */
+    TIDE_BFLOAT16, /* the top half of a float32 */
     TIDE_NUM_DTYPES
 } tide_dtype;
 
@@ -75,6 +77,12 @@ TIDE_API size_t tide_dtype_size(tide_dtype dtype);      /* bytes per element; 0 
 TIDE_API int tide_dtype_from_name(const char *name);    /* the dtype, or -1 for an unknown name */
 TIDE_API bool tide_dtype_is_floating(tide_dtype dtype);
 TIDE_API tide_dtype tide_promote_types(tide_dtype a, tide_dtype b);
+/* One element of float16 or bfloat16 (its bits) to and from float: round to nearest, ties to
+ * even; out of range to infinity; NaN stays NaN (made quiet). The kernels convert the same way. */
+TIDE_API float tide_float16_to_float(uint16_t bits);
+TIDE_API uint16_t tide_float_to_float16(float value);
+TIDE_API float tide_bfloat16_to_float(uint16_t bits);
+TIDE_API uint16_t tide_float_to_bfloat16(float value);
 
 /* ---- lifetime ----------------------------------------------------------------------------- */
 TIDE_API tide_tensor *tide_retain(tide_tensor *t); /* returns t; NULL-safe */

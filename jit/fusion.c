@@ -77,6 +77,11 @@ static int join_kind(grouper *gp, int i)
     bool red = jit_is_reduce(nd->op);
     if (!red && !jit_op_fusible(nd->op))
         return -1;
+    /* Casts from and to float16 and bfloat16 run as kernels of their own: no device renders
+     * them in a group yet. The ops between them are float32 members as usual. */
+    if (nd->op == TIDE_OP_CAST &&
+        (td_dtype_is_half(nd->dtype) || td_dtype_is_half(c->nodes[nd->in[0]].dtype)))
+        return -1;
     if (nd->op != TIDE_OP_CAST && c->device->jit_member) {
         int kdt = nd->op == TIDE_OP_WHERE ? c->nodes[nd->in[1]].dtype : c->nodes[nd->in[0]].dtype;
         if (!c->device->jit_member(c->device, nd->op, kdt))

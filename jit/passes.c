@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/half.h"
 #include "../core/log.h"
 #include "../core/strbuf.h"
 #include "jit.h"
@@ -40,6 +41,8 @@ static bool const_all(const tide_tensor *t, double v)
         case TIDE_FLOAT64: x = ((const double *)p)[k]; break;
         case TIDE_INT32: x = ((const int32_t *)p)[k]; break;
         case TIDE_INT64: x = (double)((const int64_t *)p)[k]; break;
+        case TIDE_FLOAT16: x = td_f16_to_f32(((const uint16_t *)p)[k]); break;
+        case TIDE_BFLOAT16: x = td_bf16_to_f32(((const uint16_t *)p)[k]); break;
         default: x = ((const uint8_t *)p)[k]; break;
         }
         if (x != v)

@@ -351,14 +351,6 @@ const char *lt_shape_str(char *buf, size_t size, const tide_tensor *t)
     return buf;
 }
 
-static const struct {
-    const char *alias;
-    tide_dtype dtype;
-} dtype_aliases[] = {
-    {"float", TIDE_FLOAT32}, {"double", TIDE_FLOAT64}, {"int", TIDE_INT32},
-    {"long", TIDE_INT64},    {"byte", TIDE_UINT8},
-};
-
 tide_dtype lt_checkdtype(lua_State *L, int arg, const char *op, tide_dtype fallback)
 {
     if (lua_isnoneornil(L, arg))
@@ -368,24 +360,16 @@ tide_dtype lt_checkdtype(lua_State *L, int arg, const char *op, tide_dtype fallb
                    luaL_typename(L, arg));
     const char *name = lua_tostring(L, arg);
     int d = tide_dtype_from_name(name);
-    if (d >= 0)
+    if (d >= 0) /* names and PyTorch's aliases (float, double, half, int, long, byte) */
         return (tide_dtype)d;
-    for (size_t i = 0; i < sizeof dtype_aliases / sizeof dtype_aliases[0]; i++)
-        if (strcmp(name, dtype_aliases[i].alias) == 0)
-            return dtype_aliases[i].dtype;
-    luaL_error(L, "%s: unknown dtype \"%s\" (float32, float64, int32, int64, uint8, bool)", op,
-               name);
+    luaL_error(L, "%s: unknown dtype \"%s\" (float32, float64, float16, bfloat16, int32, int64, "
+               "uint8, bool)", op, name);
     return fallback;
 }
 
 bool lt_isdtype(const char *name)
 {
-    if (tide_dtype_from_name(name) >= 0)
-        return true;
-    for (size_t i = 0; i < sizeof dtype_aliases / sizeof dtype_aliases[0]; i++)
-        if (strcmp(name, dtype_aliases[i].alias) == 0)
-            return true;
-    return false;
+    return tide_dtype_from_name(name) >= 0;
 }
 
 const char *lt_checkdevice(lua_State *L, const char *op, const char *name, char *buf, size_t n)

@@ -115,6 +115,10 @@ static void push_element(lua_State *L, tide_dtype dtype, const void *buf, int64_
     case TIDE_INT64: lua_pushinteger(L, ((const int64_t *)buf)[i]); break;
     case TIDE_UINT8: lua_pushinteger(L, ((const uint8_t *)buf)[i]); break;
     case TIDE_BOOL: lua_pushboolean(L, ((const uint8_t *)buf)[i] != 0); break;
+    case TIDE_FLOAT16: lua_pushnumber(L, tide_float16_to_float(((const uint16_t *)buf)[i])); break;
+    case TIDE_BFLOAT16:
+        lua_pushnumber(L, tide_bfloat16_to_float(((const uint16_t *)buf)[i]));
+        break;
     default: lua_pushnil(L); break;
     }
 }
@@ -369,6 +373,7 @@ void lt_open_tensor(lua_State *L, int mt, int methods, int module)
     } casts[] = {
         {"float", TIDE_FLOAT32}, {"double", TIDE_FLOAT64}, {"int", TIDE_INT32},
         {"long", TIDE_INT64},    {"byte", TIDE_UINT8},     {"bool", TIDE_BOOL},
+        {"half", TIDE_FLOAT16},  {"bfloat16", TIDE_BFLOAT16},
     };
     for (size_t i = 0; i < sizeof casts / sizeof casts[0]; i++) {
         lua_pushvalue(L, mt);

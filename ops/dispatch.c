@@ -1,5 +1,6 @@
 /* dispatch.c — the dispatcher: eager kernel or tracer, then the autograd hook (dispatch.h). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "dispatch.h"
 #include "../autograd/autograd.h"
@@ -67,10 +68,64 @@ int td_record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin
     return record_grad(op, out, in, nin, attrs);
 }
 
+/* Whether op touches float16 or bfloat16 in a way no kernel does: every op but CAST and TO (and
+ * the in-place COPY and FILL, which do not come here) computes them in float32. */
+static inline bool needs_widening(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin)
+{
+    if (op == TIDE_OP_CAST || op == TIDE_OP_TO)
+        return false;
+    bool half = td_dtype_is_half(meta->dtype);
+    for (int i = 0; i < nin && !half; i++)
+        half = td_dtype_is_half(in[i]->dtype);
+    return half;
+}
+
+/*
+ * The op in float32 between casts: half-precision operands cast up, the op run in float32, the
+ * result cast down once. Kernels therefore compute in float32 and round once on store, and the
+ * three steps are ordinary dispatches, so autograd records them and the jit traces them (a fused
+ * chain keeps eager's rounding after every op: jit/README.md).
+ */
+static tide_tensor *dispatch_widened(tide_op op, const td_meta *meta, tide_tensor *const *in,
+                                     int nin, const tide_attrs *attrs)
+{
+    tide_tensor *local[8], **wide = nin <= 8 ? local : calloc((size_t)nin, sizeof *wide);
+    if (!wide) {
+        td_error_code(TIDE_ERR_OUT_OF_MEMORY, "%s: out of memory", tide_op_name(op));
+        return NULL;
+    }
+    int ready = 0;
+    for (; ready < nin; ready++) {
+        wide[ready] = td_dtype_is_half(in[ready]->dtype) ? tide_cast(in[ready], TIDE_FLOAT32)
+                                                          : tide_retain(in[ready]);
+        if (!wide[ready])
+            break;
+    }
+    tide_tensor *out = NULL;
+    if (ready == nin) {
+        td_meta wide_meta = *meta;
+        if (td_dtype_is_half(meta->dtype))
+            wide_meta.dtype = TIDE_FLOAT32;
+        out = td_dispatch(op, &wide_meta, wide, nin, attrs);
+        if (out && wide_meta.dtype != meta->dtype) {
+            tide_tensor *narrow = tide_cast(out, meta->dtype);
+            tide_release(out);
+            out = narrow;
+        }
+    }
+    for (int i = 0; i < ready; i++)
+        tide_release(wide[i]);
+    if (wide != local)
+        free(wide);
+    return out;
+}
+
 tide_tensor *td_dispatch(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
                          const tide_attrs *attrs)
 {
     td_hooks *h = &thread_hooks;
+    if (__builtin_expect(needs_widening(op, meta, in, nin), 0))
+        return dispatch_widened(op, meta, in, nin, attrs);
     tide_tensor *out = h->trace ? h->trace(h->trace_ctx, op, meta, NULL, in, nin, attrs, NULL)
                                 : run_eager(op, meta, in, nin, attrs);
     if (!out)

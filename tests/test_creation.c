@@ -30,7 +30,9 @@ static void test_dtype_helpers(void)
     CHECK(tide_dtype_from_name("double") == TIDE_FLOAT64, "alias double");
     CHECK(tide_dtype_from_name("long") == TIDE_INT64, "alias long");
     CHECK(tide_dtype_from_name("int") == TIDE_INT32, "alias int");
-    CHECK(tide_dtype_from_name("float16") == -1, "unknown name float16");
+    CHECK(tide_dtype_from_name("half") == TIDE_FLOAT16, "alias half");
+    CHECK(tide_dtype_from_name("bfloat16") == TIDE_BFLOAT16, "name bfloat16");
+    CHECK(tide_dtype_from_name("float8") == -1, "unknown name float8");
     CHECK(tide_dtype_from_name("") == -1, "empty name");
     CHECK(tide_dtype_from_name(NULL) == -1, "NULL name");
     CHECK(strcmp(tide_dtype_name((tide_dtype)42), "invalid") == 0, "name of dtype 42");

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../../core/half.h"
 #include "cpu_kernels.h"
 #include "cpu_loop.h"
 
@@ -23,56 +24,71 @@ static inline int64_t f_to_i64(double x)
     return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN;
 }
 
+/* Conversions of a decoded value v (a float for the 16-bit floats) to each destination. Casts
+ * to float16 and bfloat16 go through float32, as PyTorch's do (core/half.h rounds). */
 #define TO_F32(v) ((float)(v))
 #define TO_F64(v) ((double)(v))
 #define TO_BOOL(v) ((uint8_t)((v) != 0))
+#define TO_F16(v) td_f32_to_f16((float)(v))
+#define TO_BF16(v) td_f32_to_bf16((float)(v))
 #define INT_TO_I32(v) ((int32_t)(v))
 #define INT_TO_I64(v) ((int64_t)(v))
 #define INT_TO_U8(v) ((uint8_t)(v))
 #define FLT_TO_I32(v) f_to_i32((double)(v))
 #define FLT_TO_I64(v) f_to_i64((double)(v))
 #define FLT_TO_U8(v) ((uint8_t)f_to_i64((double)(v)))
+#define AS_IS(v) (v)
 
 typedef void (*conv_fn)(int64_t n, const char *src, int64_t ss, char *dst, int64_t ds);
 
-#define DEFINE_CONV(name, ST, DT, CONVERT)                                                         \
+#define DEFINE_CONV(name, ST, DT, DECODE, CONVERT)                                                 \
     static void name(int64_t n, const char *src, int64_t ss, char *dst, int64_t ds)                \
     {                                                                                              \
         if (ss == (int64_t)sizeof(ST) && ds == (int64_t)sizeof(DT)) {                              \
             const ST *restrict s = (const ST *)src;                                                \
             DT *restrict d = (DT *)dst;                                                            \
             for (int64_t i = 0; i < n; i++)                                                        \
-                d[i] = CONVERT(s[i]);                                                              \
+                d[i] = CONVERT(DECODE(s[i]));                                                      \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++) {                                                      \
                 ST v;                                                                              \
                 memcpy(&v, src + i * ss, sizeof v);                                                \
-                DT r = CONVERT(v);                                                                 \
+                DT r = CONVERT(DECODE(v));                                                         \
                 memcpy(dst + i * ds, &r, sizeof r);                                                \
             }                                                                                      \
         }                                                                                          \
     }
 
-/* One row per source dtype, in tide_dtype order: float32 float64 int32 int64 uint8 bool. */
-#define DEFINE_ROW(SN, ST, I32, I64, U8)                                                           \
-    DEFINE_CONV(conv_##SN##_f32, ST, float, TO_F32)                                                \
-    DEFINE_CONV(conv_##SN##_f64, ST, double, TO_F64)                                               \
-    DEFINE_CONV(conv_##SN##_i32, ST, int32_t, I32)                                                 \
-    DEFINE_CONV(conv_##SN##_i64, ST, int64_t, I64)                                                 \
-    DEFINE_CONV(conv_##SN##_u8, ST, uint8_t, U8)                                                   \
-    DEFINE_CONV(conv_##SN##_b, ST, uint8_t, TO_BOOL)
+/* One row per source dtype, in tide_dtype order: float32 float64 int32 int64 uint8 bool float16
+ * bfloat16. DECODE turns a stored element into the value converted. */
+#define DEFINE_ROW(SN, ST, DECODE, I32, I64, U8)                                                   \
+    DEFINE_CONV(conv_##SN##_f32, ST, float, DECODE, TO_F32)                                        \
+    DEFINE_CONV(conv_##SN##_f64, ST, double, DECODE, TO_F64)                                       \
+    DEFINE_CONV(conv_##SN##_i32, ST, int32_t, DECODE, I32)                                         \
+    DEFINE_CONV(conv_##SN##_i64, ST, int64_t, DECODE, I64)                                         \
+    DEFINE_CONV(conv_##SN##_u8, ST, uint8_t, DECODE, U8)                                           \
+    DEFINE_CONV(conv_##SN##_b, ST, uint8_t, DECODE, TO_BOOL)                                       \
+    DEFINE_CONV(conv_##SN##_f16, ST, uint16_t, DECODE, TO_F16)                                     \
+    DEFINE_CONV(conv_##SN##_bf16, ST, uint16_t, DECODE, TO_BF16)
 
-DEFINE_ROW(f32, float, FLT_TO_I32, FLT_TO_I64, FLT_TO_U8)
-DEFINE_ROW(f64, double, FLT_TO_I32, FLT_TO_I64, FLT_TO_U8)
-DEFINE_ROW(i32, int32_t, INT_TO_I32, INT_TO_I64, INT_TO_U8)
-DEFINE_ROW(i64, int64_t, INT_TO_I32, INT_TO_I64, INT_TO_U8)
-DEFINE_ROW(u8, uint8_t, INT_TO_I32, INT_TO_I64, INT_TO_U8)
-DEFINE_ROW(b, uint8_t, INT_TO_I32, INT_TO_I64, INT_TO_U8)
+DEFINE_ROW(f32, float, AS_IS, FLT_TO_I32, FLT_TO_I64, FLT_TO_U8)
+DEFINE_ROW(f64, double, AS_IS, FLT_TO_I32, FLT_TO_I64, FLT_TO_U8)
+DEFINE_ROW(i32, int32_t, AS_IS, INT_TO_I32, INT_TO_I64, INT_TO_U8)
+DEFINE_ROW(i64, int64_t, AS_IS, INT_TO_I32, INT_TO_I64, INT_TO_U8)
+DEFINE_ROW(u8, uint8_t, AS_IS, INT_TO_I32, INT_TO_I64, INT_TO_U8)
+DEFINE_ROW(b, uint8_t, AS_IS, INT_TO_I32, INT_TO_I64, INT_TO_U8)
+DEFINE_ROW(f16, uint16_t, td_f16_to_f32, FLT_TO_I32, FLT_TO_I64, FLT_TO_U8)
+DEFINE_ROW(bf16, uint16_t, td_bf16_to_f32, FLT_TO_I32, FLT_TO_I64, FLT_TO_U8)
 
-#define ROW(SN) {conv_##SN##_f32, conv_##SN##_f64, conv_##SN##_i32, conv_##SN##_i64, conv_##SN##_u8, conv_##SN##_b}
+#define ROW(SN)                                                                                    \
+    {conv_##SN##_f32, conv_##SN##_f64, conv_##SN##_i32, conv_##SN##_i64,                          \
+     conv_##SN##_u8,  conv_##SN##_b,   conv_##SN##_f16, conv_##SN##_bf16}
 static const conv_fn conversions[TIDE_NUM_DTYPES][TIDE_NUM_DTYPES] = {
-    ROW(f32), ROW(f64), ROW(i32), ROW(i64), ROW(u8), ROW(b),
+    ROW(f32), ROW(f64), ROW(i32), ROW(i64), ROW(u8), ROW(b), ROW(f16), ROW(bf16),
 };
+
+/* A copy between two 16-bit float tensors of one dtype moves the bits (a NaN stays signaling). */
+DEFINE_CONV(copy_bits16, uint16_t, uint16_t, AS_IS, AS_IS)
 
 typedef struct copy_ctx {
     conv_fn convert;
@@ -97,8 +113,10 @@ int td_cpu_copy(tide_tensor *dst, const tide_tensor *src)
     td_loop_operand(&l, 0, dst);
     td_loop_operand(&l, 1, src);
     td_loop_collapse(&l);
-    copy_ctx c = {conversions[src->dtype][dst->dtype], (int64_t)td_dtype_sizes[dst->dtype],
-                  src->dtype == dst->dtype};
+    bool same = src->dtype == dst->dtype;
+    copy_ctx c = {same && td_dtype_is_half(src->dtype) ? copy_bits16
+                                                       : conversions[src->dtype][dst->dtype],
+                  (int64_t)td_dtype_sizes[dst->dtype], same};
     td_loop_run(&l, COPY_GRAIN, copy_run, &c);
     return 0;
 }
@@ -134,6 +152,7 @@ static void fill_run(void *p, int64_t n, char **ptrs, const int64_t *st)
     switch (c->esize) {
     case 8: FILL_AS(int64_t); break;
     case 4: FILL_AS(int32_t); break;
+    case 2: FILL_AS(uint16_t); break;
     default: FILL_AS(uint8_t); break;
     }
 #undef FILL_AS

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 
+#include "../../core/half.h"
 #include "ref_internal.h"
 
 void *ref_at(const tide_tensor *t, int64_t off)
@@ -20,6 +21,8 @@ double ref_get_f(const tide_tensor *t, int64_t off)
     switch (t->dtype) {
     case TIDE_FLOAT32: return *(const float *)p;
     case TIDE_FLOAT64: return *(const double *)p;
+    case TIDE_FLOAT16: return td_f16_to_f32(*(const uint16_t *)p);
+    case TIDE_BFLOAT16: return td_bf16_to_f32(*(const uint16_t *)p);
     default: return (double)ref_get_i(t, off);
     }
 }
@@ -39,10 +42,13 @@ int64_t ref_get_i(const tide_tensor *t, int64_t off)
 void ref_set_f(tide_tensor *t, int64_t off, double v)
 {
     void *p = ref_at(t, off);
-    if (t->dtype == TIDE_FLOAT32)
-        *(float *)p = (float)v;
-    else
-        *(double *)p = v;
+    switch (t->dtype) {
+    case TIDE_FLOAT32: *(float *)p = (float)v; break;
+    /* through float32, as every cast to the 16-bit floats goes (core/half.h) */
+    case TIDE_FLOAT16: *(uint16_t *)p = td_f32_to_f16((float)v); break;
+    case TIDE_BFLOAT16: *(uint16_t *)p = td_f32_to_bf16((float)v); break;
+    default: *(double *)p = v; break;
+    }
 }
 
 void ref_set_i(tide_tensor *t, int64_t off, int64_t v)
@@ -87,8 +93,8 @@ void ref_convert(tide_tensor *dst, int64_t doff, const tide_tensor *src, int64_t
         return;
     }
     int64_t v = ref_get_i(src, soff);
-    if (dst->dtype == TIDE_FLOAT32)
-        *(float *)ref_at(dst, doff) = (float)v; /* one rounding, not two through double */
+    if (dst->dtype == TIDE_FLOAT32 || td_dtype_is_half(dst->dtype))
+        ref_set_f(dst, doff, (double)(float)v); /* through float32 exactly as the CPU does */
     else if (dst->dtype == TIDE_FLOAT64)
         *(double *)ref_at(dst, doff) = (double)v;
     else

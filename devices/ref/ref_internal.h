@@ -19,7 +19,7 @@
 
 static inline bool ref_is_float(int dtype)
 {
-    return dtype == TIDE_FLOAT32 || dtype == TIDE_FLOAT64;
+    return dtype == TIDE_FLOAT32 || dtype == TIDE_FLOAT64 || td_dtype_is_half(dtype);
 }
 
 /* Address of the element at storage offset off (in elements) of t's storage. */
