@@ -152,7 +152,8 @@ static int pick_queue_family(vk_state *s, char *why, size_t n)
     return FAIL("%s has no compute queue", s->props.deviceName);
 }
 
-/* The VkDevice with its queue; 64-bit shader types when the device has both. */
+/* The VkDevice with its queue; 64-bit shader types when the device has both, 16-bit storage
+ * buffers when it has them (vk_half.c). */
 static int create_logical_device(vk_state *s, char *why, size_t n)
 {
     float prio = 1.0f;
@@ -171,6 +172,8 @@ static int create_logical_device(vk_state *s, char *why, size_t n)
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci,
                               .pEnabledFeatures = &want};
+    VkPhysicalDevice16BitStorageFeatures want16;
+    dci.pNext = td_vk_half_features(s, &want16);
     VkResult r = td_vk.vkCreateDevice(s->phys, &dci, NULL, &s->device);
     if (r != VK_SUCCESS) {
         s->device = VK_NULL_HANDLE;

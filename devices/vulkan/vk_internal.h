@@ -21,7 +21,7 @@
     X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)          \
     X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceQueueFamilyProperties)               \
     X(vkGetPhysicalDeviceMemoryProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr)            \
-    X(vkGetPhysicalDeviceFeatures)
+    X(vkGetPhysicalDeviceFeatures) X(vkGetPhysicalDeviceFeatures2)
 
 #define TD_VK_DEVICE_FNS(X)                                                                        \
     X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer)                   \
@@ -114,6 +114,8 @@ typedef struct vk_state {
     uint32_t mem_type;       /* for tensors */
     bool mapped;             /* tensor memory is host-visible and mapped */
     bool has64;              /* shaderInt64 and shaderFloat64: the int64/float64 shaders work */
+    bool has16;              /* storageBuffer16BitAccess: the float16/bfloat16 shader works */
+    char no16[96];           /* why not, when it does not */
     uint32_t staging_type;   /* host-visible, for staging copies */
     vk_block *blocks;
     vk_block *spare;         /* freed dedicated blocks kept for reuse (the next tensor of a size) */
@@ -197,6 +199,20 @@ int td_vk_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const
 int td_vk_bind_tensor(vk_state *s, tide_tensor *t, vk_binding *b, int32_t *base);
 uint32_t td_vk_opcode(tide_op op);   /* the shaders' op code (vk_opcodes.h) */
 bool td_vk_int_op_ok(uint32_t code); /* whether the integer shaders have the op */
+
+/* vk_run.c: run_eltwise and its reason for declining, for vk_half.c */
+int td_vk_eltwise(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                  const tide_attrs *attrs);
+int td_vk_decline(const char *fmt, const char *arg); /* sets why_not; 0 */
+
+/* vk_half.c: cast, copy and fill with a float16/bfloat16 operand (eltwise16.comp) */
+bool td_vk_half_involved(const tide_tensor *out, tide_tensor *const *in, int nin);
+/* Whether eltwise16 runs the op in one dispatch (-2), else runs it in two steps through a
+ * float32 temporary (1), declines with why_not set (0), or fails (-1). */
+int td_vk_half_plan(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in);
+/* vk_half.c: whether the device has 16-bit storage buffers; features to chain into device
+ * creation (NULL: none), with s->has16 and s->no16 set */
+const void *td_vk_half_features(vk_state *s, VkPhysicalDevice16BitStorageFeatures *want);
 
 /* vk_jit.c: the jit's fusion groups as GLSL compiled at run time */
 int td_vk_jit_compile(tide_device *dev, const void *plan, void *group, int index);

@@ -12,6 +12,8 @@
 #define VK_DT_BOOL 3u
 #define VK_DT_I64 4u /* two words, low first (eltwise64 only) */
 #define VK_DT_F64 5u
+#define VK_DT_F16 6u  /* 16-bit elements (eltwise16 only, through 16-bit storage buffers) */
+#define VK_DT_BF16 7u
 
 /* unary */
 #define VK_OP_NEG 0u

@@ -22,6 +22,8 @@ static int decline(const char *fmt, const char *arg)
     return 0;
 }
 
+int td_vk_decline(const char *fmt, const char *arg) { return decline(fmt, arg); }
+
 /* Whether t is on the device of s (else on the CPU: the fallback and uploads read it). */
 static bool on_device(const vk_state *s, const tide_tensor *t) { return t->device->state == s; }
 
@@ -34,6 +36,8 @@ static int vk_dtype(int dt)
     case TIDE_BOOL: return (int)VK_DT_BOOL;
     case TIDE_INT64: return (int)VK_DT_I64;
     case TIDE_FLOAT64: return (int)VK_DT_F64;
+    case TIDE_FLOAT16: return (int)VK_DT_F16;
+    case TIDE_BFLOAT16: return (int)VK_DT_BF16;
     default: return -1;
     }
 }
@@ -231,6 +235,7 @@ typedef struct ew_plan {
     uint32_t op;
     int odt, idt[3];
     bool wide; /* a 64-bit operand: the eltwise64 shader */
+    bool half; /* a float16/bfloat16 operand (cast, copy, fill): the eltwise16 shader */
     int64_t n;
     int m; /* merged dims */
     int64_t st[4][TIDE_MAX_DIMS];
@@ -252,14 +257,16 @@ static int ew_check(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *con
     for (int k = 0; k < nin; k++)
         if ((idt[k] = vk_dtype(in[k]->dtype)) < 0)
             return decline("no shader for %s", tide_dtype_name((tide_dtype)in[k]->dtype));
+    e->half = td_vk_half_involved(out, in, nin); /* td_vk_half_plan checked the rest */
     int cdt = nin > 0 ? idt[nin == 3 ? 1 : 0] : odt; /* the computation's dtype */
     bool float_in = cdt == (int)VK_DT_F32 || cdt == (int)VK_DT_F64;
     bool arith = nin > 0 && top != TIDE_OP_WHERE && top != TIDE_OP_CAST && top != TIDE_OP_COPY;
     if (arith && !float_in && !int_op_ok(op))
         return decline("no integer shader for %s", tide_op_name(top));
-    bool wide = odt >= (int)VK_DT_I64;
-    for (int k = 0; k < nin; k++)
-        wide = wide || idt[k] >= (int)VK_DT_I64;
+    bool wide = odt == (int)VK_DT_I64 || odt == (int)VK_DT_F64;
+    for (int k = 0; k < nin && !e->half; k++)
+        wide = wide || idt[k] == (int)VK_DT_I64 || idt[k] == (int)VK_DT_F64;
+    wide = wide && !e->half;
     e->wide = wide;
     if (wide && !s->has64)
         return decline("the device has no 64-bit shader arithmetic for %s",
@@ -421,18 +428,24 @@ static int ew_general(vk_state *s, tide_op top, tide_tensor *out, const tide_att
         p.bits = bits[0];
         p.bits_hi = bits[1];
     }
-    static int sh = -2, sh64 = -2;
+    static int sh = -2, sh64 = -2, sh16 = -2;
     if (sh == -2) {
         sh = td_vk_shader_index("eltwise");
         sh64 = td_vk_shader_index("eltwise64");
+        sh16 = td_vk_shader_index("eltwise16");
     }
-    return td_vk_dispatch(s, e->wide ? sh64 : sh, e->op, &p, sizeof p, b, nin + 1,
+    return td_vk_dispatch(s, e->half ? sh16 : e->wide ? sh64 : sh, e->op, &p, sizeof p, b, nin + 1,
                           ((uint64_t)e->n + 1023) / 1024);
 }
 
 static int run_eltwise(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *const *in,
                        int nin, const tide_attrs *attrs)
 {
+    if (td_vk_half_involved(out, in, nin)) {
+        int hr = td_vk_half_plan(s, top, out, in);
+        if (hr != -2)
+            return hr;
+    }
     ew_plan e;
     memset(&e, 0, sizeof e);
     int rc = ew_check(s, top, out, in, nin, &e);
@@ -453,7 +466,7 @@ static int run_eltwise(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *
         return rc;
     }
     bool out_contig = td_is_contiguous(out) && ops[0].base % 4 == 0;
-    if (e.odt >= (int)VK_DT_U8 && !out_contig) {
+    if ((e.odt == (int)VK_DT_U8 || e.odt == (int)VK_DT_BOOL) && !out_contig) {
         release_operands(s, ops, nin + 1);
         return decline("a %s output that is not contiguous", tide_dtype_name((tide_dtype)out->dtype));
     }
@@ -465,6 +478,12 @@ static int run_eltwise(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *
         rc = ew_general(s, top, out, attrs, &e, nin, ops, b, out_contig);
     release_operands(s, ops, nin + 1);
     return rc < 0 ? -1 : 1;
+}
+
+int td_vk_eltwise(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                  const tide_attrs *attrs)
+{
+    return run_eltwise(s, op, out, in, nin, attrs);
 }
 
 /* ---- copying movement: cat, pad and flip as copies between views --------------------------- */
