@@ -150,4 +150,35 @@ H.test("a jitted function over many batch sizes: one symbolic plan on vulkan", f
   H.eq(j:stats().compiles, 2, "static, then symbolic")
 end)
 
+H.test("float16 and bfloat16 on vulkan: casts, copy_, fill_ and ops give the CPU's values", function()
+  -- casts, copies and fills are exact (the same bits as the CPU's); add is float32 between
+  -- casts on both devices, exact too for two halves
+  local vals = { 0, -0.0, 1 / 3, 65504, 65519, 65520, -65520, 1e-7, 6e-8, 2 ^ -25, 3e38, 3.4e38,
+                 1 / 0, -1 / 0, 0 / 0, 1 + 2 ^ -11, 1 + 2 ^ -8, -2.5, 123456 }
+  local function same(a, b, what)
+    local ta, tb = a:to("cpu"):float():totable(), b:to("cpu"):float():totable()
+    for i = 1, #tb do
+      local x, y = ta[i], tb[i]
+      local eq = (x ~= x and y ~= y) or (x == y and 1 / x == 1 / y)
+      H.ok(eq, what .. ": element " .. i .. " is " .. tostring(x) .. ", want " .. tostring(y))
+    end
+  end
+  local x = tide.tensor(vals)
+  for _, dt in ipairs({ "float16", "bfloat16" }) do
+    local c, v = x:to(dt), x:to("vulkan"):to(dt)
+    H.eq(v.device, "vulkan")
+    H.eq(v.dtype, dt)
+    same(v, c, "cast to " .. dt)
+    same(v:to("int32"), c:to("int32"), dt .. " to int32")
+    same(v + v, c + c, dt .. " add")
+    local dc, dv = tide.zeros(#vals, { dtype = dt }), tide.zeros(#vals, { dtype = dt, device = "vulkan" })
+    dc:copy_(x:to("float64"))
+    dv:copy_(x:to("vulkan"):to("float64"))
+    same(dv, dc, "copy_ float64 into " .. dt)
+    dc:fill_(65519)
+    dv:fill_(65519)
+    same(dv, dc, "fill_ " .. dt)
+  end
+end)
+
 H.done()
