@@ -264,10 +264,9 @@ static int ew_check(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *con
     if (arith && !float_in && !int_op_ok(op))
         return decline("no integer shader for %s", tide_op_name(top));
     bool wide = odt == (int)VK_DT_I64 || odt == (int)VK_DT_F64;
-    for (int k = 0; k < nin && !e->half; k++)
+    for (int k = 0; k < nin; k++)
         wide = wide || idt[k] == (int)VK_DT_I64 || idt[k] == (int)VK_DT_F64;
-    wide = wide && !e->half;
-    e->wide = wide;
+    e->wide = wide = wide && !e->half; /* half with 64 bits: vk_half.c's two steps */
     if (wide && !s->has64)
         return decline("the device has no 64-bit shader arithmetic for %s",
                        tide_dtype_name((tide_dtype)(odt >= (int)VK_DT_I64 ? out->dtype
