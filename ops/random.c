@@ -60,7 +60,8 @@ static int check_floating(const char *op, tide_dtype dtype)
     if (!td_dtype_valid(dtype))
         return td_error("%s: invalid dtype %d", op, (int)dtype);
     if (!tide_dtype_is_floating(dtype))
-        return td_error("%s: dtype %s is not supported; %s makes float32 or float64", op,
+        return td_error("%s: dtype %s is not supported; %s makes a floating dtype (float32, "
+                        "float64, float16, bfloat16)", op,
                         tide_dtype_name(dtype), op);
     return 0;
 }
@@ -151,7 +152,7 @@ static tide_tensor *bernoulli_body(const tide_tensor *p)
     if (td_check_tensor("bernoulli", "p", p) < 0)
         return NULL;
     if (!tide_dtype_is_floating((tide_dtype)p->dtype)) {
-        td_error("bernoulli: p must hold float32 or float64 probabilities, got %s",
+        td_error("bernoulli: p must hold floating probabilities, got %s",
                  tide_dtype_name((tide_dtype)p->dtype));
         return NULL;
     }
@@ -268,7 +269,8 @@ static int check_fill_target(const char *op, const tide_tensor *t)
     if (td_check_tensor(op, "tensor", t) < 0)
         return -1;
     if (!tide_dtype_is_floating((tide_dtype)t->dtype))
-        return td_error("%s: the tensor must be float32 or float64, got %s", op,
+        return td_error("%s: the tensor must be floating (float32, float64, float16, bfloat16), "
+                        "got %s", op,
                         tide_dtype_name((tide_dtype)t->dtype));
     return 0;
 }
@@ -276,8 +278,10 @@ static int check_fill_target(const char *op, const tide_tensor *t)
 /* A parameter a float32 tensor cannot hold would only make infinities. */
 static int check_in_range(const char *op, const tide_tensor *t, double v, const char *what)
 {
-    if (t->dtype == TIDE_FLOAT32 && fabs(v) > FLT_MAX)
-        return td_error("%s: %s %g is outside float32's range", op, what, v);
+    double limit = t->dtype == TIDE_FLOAT16 ? 65504.0 : t->dtype == TIDE_FLOAT64 ? DBL_MAX : FLT_MAX;
+    if (fabs(v) > limit)
+        return td_error("%s: %s %g is outside %s's range", op, what, v,
+                        tide_dtype_name((tide_dtype)t->dtype));
     return 0;
 }
 
