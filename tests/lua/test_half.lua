@@ -177,6 +177,24 @@ H.test("the jit equals eager bitwise on half chains", function()
   end
 end)
 
+H.test("random numbers in the half dtypes", function()
+  for _, dt in ipairs(HALVES) do
+    tide.manual_seed(7)
+    local u = tide.rand({ 100000 }, { dtype = dt })
+    H.eq(u.dtype, dt, dt .. " rand dtype")
+    -- rounding float32 draws to nearest would give 1.0 about once in 4096 (float16)
+    H.ok(u:max():item() < 1 and u:min():item() >= 0, dt .. " rand in [0, 1)")
+    -- the mean of 1e5 uniforms: standard error 0.29 / sqrt(1e5) = 9e-4; 5 sigma
+    H.near(u:double():mean():item(), 0.5, 0.0046 / 0.5, dt .. " rand mean")
+    local n = tide.randn({ 100000 }, { dtype = dt }):double()
+    H.near(((n - n:mean()) ^ 2):mean():sqrt():item(), 1, 0.02, dt .. " randn std")
+    local k = tide.randint(-5, 5, { 1000 }, { dtype = dt })
+    H.ok(tide.equal(k, k:round()) and k:min():item() >= -5 and k:max():item() < 5, dt .. " randint")
+  end
+  H.raises(function() return tide.randint(0, 3000, { 2 }, { dtype = "float16" }) end,
+           "randint", "float16")
+end)
+
 H.test("errors", function()
   H.raises(function() return tide.zeros(2, { dtype = "float8" }) end, "unknown dtype", "float8")
   H.raises(function() return tide.finfo("int32") end, "finfo", "int32", "iinfo")
