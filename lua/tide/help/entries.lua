@@ -228,6 +228,8 @@ return {
   { "m:to(dtype)", "converts parameters and buffers to dtype; returns m" },
   { "m:double()", "m:to(\"float64\")" },
   { "m:float()", "m:to(\"float32\")" },
+  { "m:half()", "m:to(\"float16\")" },
+  { "m:bfloat16()", "m:to(\"bfloat16\")" },
   { "m:apply(fn)", "calls fn(module) on every module of the tree" },
   { "m:num_parameters()", "the number of parameter elements" },
   { "m:add_module(name, child)", "adds a child module under name" },
