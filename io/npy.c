@@ -359,9 +359,10 @@ int tide_save_npy(const char *path, const tide_tensor *t)
         if (npy_dtypes[i].dtype == tide_get_dtype(t))
             descr = npy_dtypes[i].descr;
     if (!descr && tide_get_dtype(t) == TIDE_BFLOAT16)
-        return td_io_error_code(&ctx, TIDE_ERR_UNSUPPORTED, "tensor has dtype bfloat16, which the "
-                                ".npy format has no descr for (numpy has no bfloat16): save it "
-                                "with save_safetensors (BF16), or cast it to float32 first");
+        return td_io_error_code(&ctx, TIDE_ERR_UNSUPPORTED, "tensor has dtype bfloat16, which .npy "
+                                "cannot hold (numpy has no bfloat16): save it as safetensors "
+                                "(BF16: tide_save_safetensors, tide.save in Lua) or cast it to "
+                                "float32 first");
     if (!descr)
         return td_io_error_code(&ctx, TIDE_ERR_INVALID_ARGUMENT, "tensor has an invalid dtype");
     int ndim = tide_ndim(t);
