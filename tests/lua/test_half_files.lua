@@ -85,4 +85,18 @@ H.test("a half tensor saved and loaded keeps dtype and bits", function()
   end
 end)
 
+H.test("a bfloat16 checkpoint loads into a float32 model, converted as PyTorch does", function()
+  local nn = require "tide.nn"
+  local m, m2 = nn.Linear(3, 2), nn.Linear(3, 2)
+  local half = {}
+  for k, v in pairs(m:state_dict()) do half[k] = v:to("bfloat16") end
+  local path = os.tmpname()
+  tide.save(path, half)
+  m2:load_state_dict(tide.load(path))
+  os.remove(path)
+  H.eq(m2.weight.dtype, "float32")
+  same_values(m2.weight, m.weight:to("bfloat16"):float(), "weight")
+  same_values(m2.bias, m.bias:to("bfloat16"):float(), "bias")
+end)
+
 H.done()
