@@ -6,9 +6,12 @@
  * CPU that has AVX-512; the test says when it skips one). Then the same through tide_cast
  * (contiguous, threaded, and strided) at the tier this process runs, which scripts/test.sh
  * varies with TIDE_CPU_ISA. Every comparison is bitwise, NaN payloads included: no tolerance.
+ * First, TIDE_LOG=blas's line for a product on 16-bit operands.
  */
+#define _GNU_SOURCE /* setenv */
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "core/half.h"
 #include "devices/cpu/cpu_half.h"
@@ -151,8 +154,50 @@ static void test_through_tide(const float *sample, int64_t nsample)
     free(x);
 }
 
+/* TIDE_LOG=blas names the path of a product on 16-bit operands (ops/dispatch.c), once per op
+ * and dtype: two float16 and two bfloat16 products log two lines. The values: ones times ones
+ * is k (8, exact in both dtypes). */
+static void test_blas_log(void)
+{
+    setenv("TIDE_LOG", "blas", 1); /* read once, at the first tide call: this one's */
+    FILE *tmp = tmpfile();
+    fflush(stderr);
+    int saved = dup(2);
+    if (tmp)
+        dup2(fileno(tmp), 2);
+    int64_t shape[2] = {4, 8}, shape_t[2] = {8, 3};
+    static const tide_dtype dts[2] = {TIDE_FLOAT16, TIDE_BFLOAT16};
+    for (int k = 0; k < 4; k++) {
+        tide_tensor *a = tide_ones(2, shape, dts[k / 2]), *b = tide_ones(2, shape_t, dts[k / 2]);
+        tide_tensor *c = tide_matmul(a, b);
+        const uint16_t *cv = c ? tide_data_ptr(c) : NULL;
+        float v = !cv ? 0 : k < 2 ? td_f16_to_f32(cv[11]) : td_bf16_to_f32(cv[11]);
+        CHECK(c && tide_get_dtype(c) == dts[k / 2] && v == 8, "matmul of %s: %g %s",
+              tide_dtype_name(dts[k / 2]), v, tide_last_error());
+        tide_release(a), tide_release(b), tide_release(c);
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char log[8192] = "";
+    if (tmp) {
+        rewind(tmp);
+        log[fread(log, 1, sizeof log - 1, tmp)] = 0;
+        fclose(tmp);
+    }
+    /* each line once: no second one after the first */
+    const char *f16 = strstr(log, "matmul [4, 8] x [8, 3] (float16, float16) on cpu: operands "
+                                  "cast to float32, the float32 matmul (OpenBLAS sgemm), result "
+                                  "cast to float16");
+    const char *bf16 = strstr(log, "(bfloat16, bfloat16) on cpu: operands cast to float32");
+    CHECK(f16 && !strstr(f16 + 40, "(float16, float16)"), "one float16 line: %s", log);
+    CHECK(bf16 && !strstr(bf16 + 20, "(bfloat16, bfloat16)"), "one bfloat16 line: %s", log);
+    unsetenv("TIDE_LOG");
+}
+
 int main(void)
 {
+    test_blas_log();
     int64_t nx;
     float *x = float_sample(&nx);
     test_tables(x, nx);
