@@ -1,21 +1,20 @@
 /*
  * bench_half.c — float16 and bfloat16 on the CPU, each figure beside a reference measured in
  * the same run, at the tier td_cpu_isa() picks (TIDE_CPU_ISA caps it):
- *   the CPU model and tier; STREAM copy and triad over float32 arrays of 16M elements, threaded
- *   like tide's kernels (the same thread count);
+ *   the CPU model and tier; STREAM copy and triad over float32 arrays of 16M elements, on
+ *   tide's thread pool;
  *   casts f32->bf16, bf16->f32, f32->f16, f16->f32 on 16M elements through tide_copy_ into a
  *   tensor made beforehand (the kernel; tide_cast also allocates, printed apart), as bytes
  *   moved per second over the faster of copy and triad (target >= 0.8);
  *   bf16 and f16 matmul 1024x1024 through tide (cast up, sgemm, cast down: ops/dispatch.c)
  *   against the same done directly: the same conversion kernels (devices/cpu/cpu_half.h) and
- *   OpenBLAS's sgemm split by rows over the same threads (target >= 0.9);
+ *   OpenBLAS's sgemm split by rows over tide's pool (target >= 0.9);
  *   tanh(x*a+b)*sigmoid(x)+0.25 on 4M float16: eager against the jit (a trace session per call,
  *   as tide.jit does).
  * Every comparison alternates its contenders in slices and reports medians (the VM drifts).
  * Prints `name: value unit` lines; a target line ends in "met" or "NOT met".
  */
 #pragma GCC optimize("O3")
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include "../devices/cpu/cpu_blas.h"
 #include "../devices/cpu/cpu_half.h"
 #include "../devices/cpu/cpu_isa.h"
+#include "tensor.h"
 #include "tide.h"
 
 #define CAST_N ((int64_t)16 * 1024 * 1024)
@@ -51,38 +51,28 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
-/* ---- threads: job(tid, nthreads, arg) on tide's thread count, the caller as thread 0 ---- */
+/* ---- threads: job(tid, nthreads, arg) once per thread of tide's own pool, the one tide's kernels
+ * run on (so OpenBLAS sees the same threads from tide and from here) ---- */
 
 typedef void (*job_fn)(int tid, int nthreads, void *arg);
 typedef struct job_call {
     job_fn fn;
-    int tid, nthreads;
+    int nthreads;
     void *arg;
 } job_call;
 
-static void *job_main(void *p)
+static void job_range(void *p, int64_t begin, int64_t end)
 {
     job_call *c = p;
-    c->fn(c->tid, c->nthreads, c->arg);
-    return NULL;
+    for (int64_t t = begin; t < end; t++)
+        c->fn((int)t, c->nthreads, c->arg);
 }
 
 static void parallel(job_fn fn, void *arg)
 {
-    enum { MAXT = 256 };
     int nt = tide_get_num_threads();
-    nt = nt < 1 ? 1 : nt > MAXT ? MAXT : nt;
-    pthread_t th[MAXT];
-    job_call calls[MAXT];
-    for (int t = 1; t < nt; t++) {
-        calls[t] = (job_call){fn, t, nt, arg};
-        if (pthread_create(&th[t], NULL, job_main, &calls[t]) != 0)
-            calls[t].tid = -1, fn(t, nt, arg); /* could not start one: run its share here */
-    }
-    fn(0, nt, arg);
-    for (int t = 1; t < nt; t++)
-        if (calls[t].tid >= 0)
-            pthread_join(th[t], NULL);
+    job_call c = {fn, nt < 1 ? 1 : nt, arg};
+    td_parallel_for(c.nthreads, 1, job_range, &c);
 }
 
 static void share(int tid, int nt, int64_t n, int64_t *lo, int64_t *hi)
@@ -101,7 +91,10 @@ typedef struct stream_arg {
     int kind; /* 0 copy a = b, 1 triad a = b + 3 c */
 } stream_arg;
 
-static void stream_job(int tid, int nt, void *p)
+/* plain loops, kept from becoming memcpy calls (glibc's large-copy path is not STREAM's) */
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) static void stream_job(int tid,
+                                                                                     int nt,
+                                                                                     void *p)
 {
     stream_arg *s = p;
     int64_t lo, hi;
