@@ -5,10 +5,12 @@
  * groups on the CPU (jit/fusion.c asks the device), so a group reads and writes 16-bit values
  * itself, rounding after every op as eager does. Each program runs eagerly and under a trace
  * session, on both dtypes, and the results must be equal bit for bit: elementwise chains (with
- * a broadcast operand and a cast between the two 16-bit dtypes), row reductions (sum, softmax),
- * and a matmul with its epilogue (linear + bias + relu). The plans dumped by TIDE_DUMP must
- * show the casts fused (no group of its own for a cast) and the epilogue taken. The reference
- * device (devices/ref) runs the same programs under its jit, equal to its own eager results.
+ * a broadcast operand, a transposed operand, and a cast between the two 16-bit dtypes), row
+ * reductions (sum, softmax), and a matmul with its epilogue (linear + bias + relu). The plans
+ * dumped by TIDE_DUMP must show the casts fused (only those of broadcast or product operands
+ * run as kernels of their own) and the epilogue taken. The reference device (devices/ref) runs
+ * the same programs under its jit, equal to its own eager results; on Vulkan (no jit_member)
+ * no 16-bit cast joins a group.
  */
 #define _GNU_SOURCE /* mkdtemp, setenv, popen */
 #include <stdint.h>
@@ -50,6 +52,15 @@ static tide_tensor *p_sum(tide_tensor *const *in)
     return r;
 }
 
+/* exp(x^T) * x^T - 1: a 16-bit operand read through strides (the group gathers 2-byte elements) */
+static tide_tensor *p_strided(tide_tensor *const *in)
+{
+    tide_tensor *t = tide_transpose(in[0], 0, 1), *e = tide_exp(t), *m = tide_mul(e, t);
+    tide_tensor *r = tide_sub_scalar(m, 1.0);
+    tide_release(t), tide_release(e), tide_release(m);
+    return r;
+}
+
 static tide_tensor *p_softmax(tide_tensor *const *in) { return tide_softmax(in[0], -1); }
 
 /* relu(x w^T + bias) */
@@ -75,6 +86,7 @@ static const program programs[] = {
     {"cross", p_cross, 2, {{100, 333}, {100, 333}}, NULL, 0},
     {"sum", p_sum, 2, {{80, 257}, {1, 257}}, NULL, 1},
     {"softmax", p_softmax, 1, {{96, 300}}, NULL, 0},
+    {"strided", p_strided, 1, {{200, 301}}, NULL, 0},
     {"linear_relu", p_linear, 3, {{150, 48}, {130, 48}, {130, 0}}, "the epilogue of", 3},
 };
 #define NPROGRAMS ((int)(sizeof programs / sizeof programs[0]))
