@@ -2,7 +2,7 @@
 # run_all.sh [BUILD_DIR] — every benchmark of bench/ in one run, so that each figure sits beside
 # the reference figures (STREAM triad, raw OpenBLAS, PyTorch when installed) measured on the same
 # machine minutes apart. The kernel and jit benchmarks (bench_ops, bench_matmul, bench_conv,
-# bench_jit, bench_jit_mlp) run once per CPU tier: TIDE_CPU_ISA=avx2 and the best tier this
+# bench_jit, bench_half, bench_jit_mlp) run once per CPU tier: TIDE_CPU_ISA=avx2 and the best tier this
 # machine has (avx512 where present; baseline alone on a CPU without AVX2), or the tiers named in
 # TIDE_BENCH_TIERS (e.g. "baseline avx2"). The others run once, at the best tier. Each section's
 # lines are the benchmark's own `name: value unit` lines; a closing summary gives, per tier, the
@@ -35,6 +35,7 @@ for tier in $tiers; do
         section "bench_matmul (issue 3) [TIDE_CPU_ISA=$tier]";  "$build/bench/bench_matmul"
         section "bench_conv (issue 3) [TIDE_CPU_ISA=$tier]";    "$build/bench/bench_conv"
         section "bench_jit (issues 6, 18) [TIDE_CPU_ISA=$tier]"; "$build/bench/bench_jit"
+        section "bench_half (issue 22) [TIDE_CPU_ISA=$tier]"; "$build/bench/bench_half"
         section "bench_jit_mlp (issues 6, 18) [TIDE_CPU_ISA=$tier]"
         "$build/lua/tide" "$here/bench_jit_mlp.lua" 5
     } 2>&1 | tee "$log/$tier"
@@ -55,7 +56,7 @@ if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$vk_icd" ]; then export VK_DRIVER_FILE
 section "bench_embed (issue 8) [TIDE_CPU_ISA=$best]"; bash "$here/bench_embed.sh" "$build"
 
 # The summary: per tier, the references of that tier's sections and every target line.
-refs='^(stream_triad_f32|stream_triad_all|sgemm_1024_tide|sgemm_1024_openblas_best|chain_tanh_eager|chain_tanh_jit|chain_tanh_sleef_loop_[a-z0-9]*|tanh_f32_worst_ulp|sigmoid_f32_worst_ulp|softmax_4096x4096_(eager|jit|memory_floor)|mlp_b(128|32)_(eager|jit)):'
+refs='^(stream_copy_f32|stream_triad_f32|stream_triad_all|sgemm_1024_tide|sgemm_1024_openblas_best|chain_tanh_eager|chain_tanh_jit|chain_tanh_sleef_loop_[a-z0-9]*|tanh_f32_worst_ulp|sigmoid_f32_worst_ulp|softmax_4096x4096_(eager|jit|memory_floor)|mlp_b(128|32)_(eager|jit)):'
 for tier in $tiers; do
     section "summary [TIDE_CPU_ISA=$tier] ($model)"
     echo "# references and figures"

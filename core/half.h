@@ -1,7 +1,7 @@
 /*
  * half.h — conversions between float32 and the two 16-bit floating dtypes, one element at a
  * time. Every device and the file readers use these, so a value converts the same everywhere;
- * the CPU's vector kernels (F16C) give the same bits (tests/test_half.c checks each tier).
+ * the CPU's vector kernels (devices/cpu/cpu_half.h) give the same bits (tests/test_half_cast.c).
  *
  * float16 (IEEE binary16): 1 sign, 5 exponent, 10 fraction bits; largest finite 65504,
  * subnormals down to 2^-24. bfloat16: the top 16 bits of a float32 (8 exponent bits, 7 fraction).

@@ -77,11 +77,19 @@ static int join_kind(grouper *gp, int i)
     bool red = jit_is_reduce(nd->op);
     if (!red && !jit_op_fusible(nd->op))
         return -1;
-    /* Casts from and to float16 and bfloat16 run as kernels of their own: no device renders
-     * them in a group yet. The ops between them are float32 members as usual. */
-    if (nd->op == TIDE_OP_CAST &&
-        (td_dtype_is_half(nd->dtype) || td_dtype_is_half(c->nodes[nd->in[0]].dtype)))
-        return -1;
+    /* A cast from or to float16 or bfloat16 joins only where the device says it renders it
+     * (asked with the 16-bit dtype; without jit_member, never): it must round exactly as the
+     * eager cast does. Other casts are members on every device. */
+    if (nd->op == TIDE_OP_CAST) {
+        int from = c->nodes[nd->in[0]].dtype;
+        bool half_from = td_dtype_is_half(from), half_to = td_dtype_is_half(nd->dtype);
+        if ((half_from || half_to) && !c->device->jit_member)
+            return -1;
+        if (half_from && !c->device->jit_member(c->device, TIDE_OP_CAST, from))
+            return -1;
+        if (half_to && !c->device->jit_member(c->device, TIDE_OP_CAST, nd->dtype))
+            return -1;
+    }
     if (nd->op != TIDE_OP_CAST && c->device->jit_member) {
         int kdt = nd->op == TIDE_OP_WHERE ? c->nodes[nd->in[1]].dtype : c->nodes[nd->in[0]].dtype;
         if (!c->device->jit_member(c->device, nd->op, kdt))

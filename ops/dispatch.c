@@ -1,9 +1,11 @@
 /* dispatch.c — the dispatcher: eager kernel or tracer, then the autograd hook (dispatch.h). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dispatch.h"
 #include "../autograd/autograd.h"
+#include "../core/log.h"
 
 /* Grad mode is on by default in every thread (autograd/ keeps the per-thread switch). */
 static _Thread_local td_hooks thread_hooks = {.record = td_autograd_record};
@@ -80,6 +82,35 @@ static inline bool needs_widening(tide_op op, const td_meta *meta, tide_tensor *
     return half;
 }
 
+/* TIDE_LOG=blas: the path a product (matmul, convolution, attention) on half-precision operands
+ * takes, once per op and 16-bit dtype (shapes and device are the first call's). No device has
+ * a half-precision product kernel yet: Debian's OpenBLAS 0.3.21 has no sbgemm, and AVX512_BF16
+ * or oneDNN kernels could not be tested where tide is built (devices/cpu/README.md). */
+static void log_widened_product(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin)
+{
+    if (!td_log_enabled("blas") || nin < 2 ||
+        (op != TIDE_OP_MATMUL && op != TIDE_OP_CONV2D && op != TIDE_OP_CONV2D_GRAD_INPUT &&
+         op != TIDE_OP_CONV2D_GRAD_WEIGHT && op != TIDE_OP_SDPA && op != TIDE_OP_SDPA_GRAD))
+        return;
+    static unsigned seen[TIDE_NUM_OPS]; /* bit per dtype */
+    int half = td_dtype_is_half(in[0]->dtype) ? in[0]->dtype : in[1]->dtype;
+    if (!td_dtype_is_half(half))
+        half = meta->dtype;
+    if (__atomic_fetch_or(&seen[op], 1u << half, __ATOMIC_RELAXED) & (1u << half))
+        return;
+    char a[96], b[96];
+    td_shape_str(a, sizeof a, in[0]->ndim, in[0]->shape);
+    td_shape_str(b, sizeof b, in[1]->ndim, in[1]->shape);
+    const char *dev = in[0]->device->name;
+    td_log("blas", "%s %s x %s (%s, %s) on %s: operands cast to float32, the float32 %s%s, %s%s "
+           "(no half-precision kernel: OpenBLAS has no sbgemm)",
+           tide_op_name(op), a, b, tide_dtype_name((tide_dtype)in[0]->dtype),
+           tide_dtype_name((tide_dtype)in[1]->dtype), dev, tide_op_name(op),
+           op == TIDE_OP_MATMUL && strcmp(dev, "cpu") == 0 ? " (OpenBLAS sgemm)" : "",
+           td_dtype_is_half(meta->dtype) ? "result cast to " : "result kept in ",
+           tide_dtype_name((tide_dtype)meta->dtype));
+}
+
 /*
  * The op in float32 between casts: half-precision operands cast up, the op run in float32, the
  * result cast down once. Kernels therefore compute in float32 and round once on store, and the
@@ -89,6 +120,7 @@ static inline bool needs_widening(tide_op op, const td_meta *meta, tide_tensor *
 static tide_tensor *dispatch_widened(tide_op op, const td_meta *meta, tide_tensor *const *in,
                                      int nin, const tide_attrs *attrs)
 {
+    log_widened_product(op, meta, in, nin);
     tide_tensor *local[8], **wide = nin <= 8 ? local : calloc((size_t)nin, sizeof *wide);
     if (!wide) {
         td_error_code(TIDE_ERR_OUT_OF_MEMORY, "%s: out of memory", tide_op_name(op));

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "../../core/half.h"
+#include "cpu_half.h"
+#include "cpu_isa.h"
 #include "cpu_kernels.h"
 #include "cpu_loop.h"
 
@@ -90,18 +92,58 @@ static const conv_fn conversions[TIDE_NUM_DTYPES][TIDE_NUM_DTYPES] = {
 /* A copy between two 16-bit float tensors of one dtype moves the bits (a NaN stays signaling). */
 DEFINE_CONV(copy_bits16, uint16_t, uint16_t, AS_IS, AS_IS)
 
+const td_half_kernels *td_half_kernels_current(void)
+{
+    static const td_half_kernels *const tables[] = {&td_half_kernels_baseline,
+                                                    &td_half_kernels_avx2, &td_half_kernels_avx512};
+    return tables[td_cpu_isa()];
+}
+
+/* The conversions between float32 and a 16-bit float that have vector kernels (cpu_half.h). */
+typedef enum half_conv { HALF_NONE, F16_TO_F32, F32_TO_F16, BF16_TO_F32, F32_TO_BF16 } half_conv;
+
+static half_conv half_conv_of(tide_dtype src, tide_dtype dst)
+{
+    if (src == TIDE_FLOAT16 && dst == TIDE_FLOAT32)
+        return F16_TO_F32;
+    if (src == TIDE_FLOAT32 && dst == TIDE_FLOAT16)
+        return F32_TO_F16;
+    if (src == TIDE_BFLOAT16 && dst == TIDE_FLOAT32)
+        return BF16_TO_F32;
+    if (src == TIDE_FLOAT32 && dst == TIDE_BFLOAT16)
+        return F32_TO_BF16;
+    return HALF_NONE;
+}
+
+/* A contiguous run of conversion hc through the vector kernels of this process's tier. */
+static void half_contiguous(half_conv hc, int64_t n, char *dst, const char *src)
+{
+    const td_half_kernels *k = td_half_kernels_current();
+    switch (hc) {
+    case F16_TO_F32: k->f16_to_f32(n, (float *)dst, (const uint16_t *)src); break;
+    case F32_TO_F16: k->f32_to_f16(n, (uint16_t *)dst, (const float *)src); break;
+    case BF16_TO_F32: k->bf16_to_f32(n, (float *)dst, (const uint16_t *)src); break;
+    case F32_TO_BF16: k->f32_to_bf16(n, (uint16_t *)dst, (const float *)src); break;
+    default: break;
+    }
+}
+
 typedef struct copy_ctx {
     conv_fn convert;
-    int64_t esize;
+    int64_t esize, src_esize;
     bool same;
+    half_conv half;
 } copy_ctx;
 
 /* Operand 0 is the destination, operand 1 the source. */
 static void copy_run(void *p, int64_t n, char **ptrs, const int64_t *st)
 {
     copy_ctx *c = p;
-    if (c->same && st[0] == c->esize && st[1] == c->esize)
+    bool contiguous = st[0] == c->esize && st[1] == c->src_esize;
+    if (c->same && contiguous)
         memcpy(ptrs[0], ptrs[1], (size_t)(n * c->esize));
+    else if (c->half != HALF_NONE && contiguous)
+        half_contiguous(c->half, n, ptrs[0], ptrs[1]);
     else
         c->convert(n, ptrs[1], st[1], ptrs[0], st[0]);
 }
@@ -116,7 +158,8 @@ int td_cpu_copy(tide_tensor *dst, const tide_tensor *src)
     bool same = src->dtype == dst->dtype;
     copy_ctx c = {same && td_dtype_is_half(src->dtype) ? copy_bits16
                                                        : conversions[src->dtype][dst->dtype],
-                  (int64_t)td_dtype_sizes[dst->dtype], same};
+                  (int64_t)td_dtype_sizes[dst->dtype], (int64_t)td_dtype_sizes[src->dtype], same,
+                  half_conv_of((tide_dtype)src->dtype, (tide_dtype)dst->dtype)};
     td_loop_run(&l, COPY_GRAIN, copy_run, &c);
     return 0;
 }

@@ -8,7 +8,9 @@ static td_isa_level detect(void)
 {
     __builtin_cpu_init();
     td_isa_level best = TD_ISA_BASELINE;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    /* the avx2 tier is compiled with -mf16c too (float16 casts: cpu_half_isa.c) */
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
         best = TD_ISA_AVX2;
     if (best == TD_ISA_AVX2 && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 #endif
 
+#include "cpu_half.h"
 #include "cpu_jit.h"
 #include "cpu_isa.h"
 #include "cpu_reduce.h"
@@ -217,10 +218,55 @@ static inline int64_t f_to_i64(double x)
     default: CAST_LOOP(ST, uint8_t, 0 != ) \
     }
 
+static bool is_half(int dtype) { return dtype == TIDE_FLOAT16 || dtype == TIDE_BFLOAT16; }
+
+/* float32 to or from a 16-bit float: the vector kernels eager's copies use (cpu_copy.c). */
+static void cast_half_f32(int64_t n, void *out, int odtype, const void *x, int idtype)
+{
+    const td_half_kernels *k = td_half_kernels_current();
+    if (idtype == TIDE_FLOAT16)
+        k->f16_to_f32(n, out, x);
+    else if (idtype == TIDE_BFLOAT16)
+        k->bf16_to_f32(n, out, x);
+    else if (odtype == TIDE_FLOAT16)
+        k->f32_to_f16(n, out, x);
+    else
+        k->f32_to_bf16(n, out, x);
+}
+
+/* A cast from or to a 16-bit float: through float32 as cpu_copy.c's conversions go, a stack
+ * buffer at a time when neither side is float32, so each value rounds exactly as eager's. */
+static void cast_half(int64_t n, void *out, int odtype, const void *x, int idtype)
+{
+    if (idtype == TIDE_FLOAT32 || odtype == TIDE_FLOAT32) {
+        cast_half_f32(n, out, odtype, x, idtype);
+        return;
+    }
+    float buf[512];
+    size_t ies = td_dtype_sizes[idtype], oes = td_dtype_sizes[odtype];
+    for (int64_t i = 0; i < n; i += 512) {
+        int64_t m = n - i < 512 ? n - i : 512;
+        const char *xi = (const char *)x + (size_t)i * ies;
+        char *oi = (char *)out + (size_t)i * oes;
+        if (is_half(idtype))
+            cast_half_f32(m, buf, TIDE_FLOAT32, xi, idtype);
+        else
+            td_jit_cast(m, buf, TIDE_FLOAT32, xi, idtype);
+        if (is_half(odtype))
+            cast_half_f32(m, oi, odtype, buf, TIDE_FLOAT32);
+        else
+            td_jit_cast(m, oi, odtype, buf, TIDE_FLOAT32);
+    }
+}
+
 TD_VECTORIZE void td_jit_cast(int64_t n, void *out, int odtype, const void *x, int idtype)
 {
     if (odtype == idtype) { /* clone and contiguous are casts to the same dtype */
         memcpy(out, x, (size_t)n * td_dtype_sizes[odtype]);
+        return;
+    }
+    if (is_half(idtype) || is_half(odtype)) {
+        cast_half(n, out, odtype, x, idtype);
         return;
     }
     switch (idtype) {
