@@ -466,6 +466,12 @@ TIDE_API tide_tensor *tide_load_npy(const char *path);
  * int32, 0x0D float32, 0x0E float64. Images come back [N, 28, 28] uint8, labels [N] uint8. */
 TIDE_API tide_tensor *tide_load_idx(const char *path);
 
+/* Raw little-endian elements with no header of their own: shape's elements of dtype read from
+ * byte offset of path (as llama2.c's checkpoints store their arrays). A file too short for
+ * them is an error naming the bytes needed and the file's size. */
+TIDE_API tide_tensor *tide_load_raw(const char *path, uint64_t offset, tide_dtype dtype,
+                                    int ndim, const int64_t *shape);
+
 /* ---- jit (jit/README.md) ------------------------------------------------------------------ */
 /* Capture: between tide_jit_begin and tide_jit_end the calling thread records the ops it calls
  * instead of running them (results are placeholders: reading their data is an error until

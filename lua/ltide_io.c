@@ -283,6 +283,32 @@ static int f_load_idx(lua_State *L)
     return lt_fill(L, b, tide_load_idx(path), false);
 }
 
+/* tide.load_raw(path, offset, dtype, shape) -> shape's elements of dtype read as raw
+ * little-endian bytes from byte offset (0-based) of path: arrays in headerless formats such as
+ * llama2.c's checkpoints, without reading the file into a Lua string. */
+static int f_load_raw(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    lua_Integer offset = luaL_checkinteger(L, 2);
+    if (offset < 0)
+        return luaL_error(L, "load_raw: offset must be >= 0, got %I", offset);
+    tide_dtype dt = lt_checkdtype(L, 3, "load_raw", TIDE_FLOAT32);
+    luaL_checktype(L, 4, LUA_TTABLE);
+    int64_t shape[8];
+    lua_Integer n = luaL_len(L, 4);
+    if (n > 8)
+        return luaL_error(L, "load_raw: at most 8 dims, got %I", n);
+    for (int i = 0; i < (int)n; i++) {
+        lua_geti(L, 4, i + 1);
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
+            return luaL_error(L, "load_raw: shape[%d] must be an integer >= 0", i + 1);
+        shape[i] = (int64_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    lt_box *b = lt_newbox(L);
+    return lt_fill(L, b, tide_load_raw(path, (uint64_t)offset, dt, (int)n, shape), false);
+}
+
 /* tide.frombytes(s) -> a 1-D uint8 tensor holding the bytes of the Lua string s (a copy: one
  * memcpy, so a file read with io.read becomes a tensor without a Lua loop per byte). */
 static int f_frombytes(lua_State *L)
@@ -330,6 +356,7 @@ static const lt_reg io_funcs[] = {
     {"save_npy", f_save_npy, LT_FUNCTION},
     {"load_npy", f_load_npy, LT_FUNCTION},
     {"load_idx", f_load_idx, LT_FUNCTION},
+    {"load_raw", f_load_raw, LT_FUNCTION},
     {"frombytes", f_frombytes, LT_FUNCTION},
     {"isatty", f_isatty, LT_FUNCTION},
     {"clock", f_clock, LT_FUNCTION},

@@ -1,6 +1,7 @@
 -- tide.models — ready-made models, each its own module loaded on first use:
 --   tide.models.gpt (require "tide.models.gpt"): a GPT language model (models/README.md).
-local KNOWN = { gpt = true }
+--   tide.models.llama (require "tide.models.llama"): Llama, with llama2.c and HF loaders.
+local KNOWN = { gpt = true, llama = true }
 
 return setmetatable({}, {
   __index = function(t, name)

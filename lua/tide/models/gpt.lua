@@ -17,6 +17,7 @@
 local tide = require "tide"
 local nn = require "tide.nn"
 local optim = require "tide.optim"
+local sampling = require "tide.models.sampling"
 
 local F = nn.functional
 local gpt = {}
@@ -424,35 +425,8 @@ end
 
 -- ---- generation --------------------------------------------------------------------------------
 
--- Draws one token per row of probs [B, V]: tide.multinomial when tide has it, else the first
--- index whose cumulative probability exceeds u * total, u uniform in [0, 1). Scaling by the
--- row's own total (the last cumsum) rather than 1 means rounding in the sum can never push the
--- draw past the end, and "exceeds" (not "reaches") skips zero-probability tokens, whose
--- cumulative value equals their predecessor's. Returns int64 [B, 1], 1-based.
-local function sample(probs)
-  if tide.multinomial then
-    return tide.multinomial(probs, 1)
-  end
-  local B, V = probs:size(1), probs:size(2)
-  local cs = probs:cumsum(2)
-  local u = tide.rand(B, 1, { dtype = probs.dtype, device = probs.device }) * cs:narrow(2, V, 1)
-  local passed = cs:le(u):to("int64"):sum(2, true)
-  return (passed + 1):clamp(1, V)
-end
-gpt._sample = sample -- for the tests
-
--- The next tokens [B, 1] from logits [B, V] under the options (temperature 0: argmax).
-local function next_tokens(logits, o)
-  if o.temperature == 0 then
-    return logits:argmax(2, true)
-  end
-  logits = logits / o.temperature
-  if o.top_k and o.top_k < logits:size(2) then
-    local kth = logits:topk(o.top_k, 2):narrow(2, o.top_k, 1)
-    logits = logits:masked_fill(logits:lt(kth), -math.huge)
-  end
-  return sample(tide.softmax(logits, 2))
-end
+gpt._sample = sampling.sample -- for the tests
+local next_tokens = sampling.next_tokens
 
 local function check_generate_opts(opts, V)
   local o = opts or {}
@@ -470,19 +444,7 @@ local function check_generate_opts(opts, V)
   if type(r.jit) ~= "boolean" then
     error("GPT:generate: jit must be a boolean, got " .. tostring(r.jit), 3)
   end
-  if type(r.temperature) ~= "number" or r.temperature < 0 then
-    error("GPT:generate: temperature must be a number >= 0, got " .. tostring(r.temperature), 3)
-  end
-  if r.top_k ~= nil and (math.type(r.top_k) ~= "integer" or r.top_k < 1 or r.top_k > V) then
-    error(("GPT:generate: top_k must be an integer in 1..%d, got %s"):format(V,
-      tostring(r.top_k)), 3)
-  end
-  if r.seed ~= nil and math.type(r.seed) ~= "integer" then
-    error("GPT:generate: seed must be an integer, got " .. tostring(r.seed), 3)
-  end
-  if r.on_token ~= nil and type(r.on_token) ~= "function" then
-    error("GPT:generate: on_token must be a function, got " .. type(r.on_token), 3)
-  end
+  sampling.check(r, "GPT:generate", V, 4)
   return r
 end
 
