@@ -29,6 +29,8 @@ local namespaces = {
   { "text:", function() return tide.data.TextDataset end },
   { "gpt.", function() return require "tide.models.gpt" end },
   { "lm:", function() return require("tide.models.gpt").GPT end },
+  { "llama.", function() return require "tide.models.llama" end },
+  { "llm:", function() return require("tide.models.llama").Llama end },
 }
 help.namespaces = namespaces
 
@@ -99,12 +101,13 @@ local modules = {
   { "optim", "tide.optim: SGD, Adam, AdamW, LR schedulers (opt:<method>, sched:<method>)" },
   { "data", "tide.data: datasets and DataLoader (loader:<method>, ds:<method>, text:<method> for TextDataset)" },
   { "gpt", "tide.models.gpt: a GPT language model (gpt.GPT; lm:<method> for one)" },
+  { "llama", "tide.models.llama: Llama and its checkpoint loaders (llm:<method> for one)" },
 }
 -- The name prefixes each module's listing shows: its functions, then its objects' methods.
 local module_prefixes = {
   tide = { "tide.", "x:" }, nn = { "nn.", "m:" }, F = { "F." },
   optim = { "optim.", "opt:", "sched:" }, data = { "data.", "loader:", "ds:", "text:" },
-  gpt = { "gpt.", "lm:" },
+  gpt = { "gpt.", "lm:" }, llama = { "llama.", "llm:" },
 }
 
 local function line(e)
@@ -142,7 +145,7 @@ local module_names = {
   tide = "tide", nn = "nn", ["tide.nn"] = "nn", F = "F", functional = "F",
   ["tide.nn.functional"] = "F", ["nn.functional"] = "F", optim = "optim",
   ["tide.optim"] = "optim", data = "data", ["tide.data"] = "data", gpt = "gpt",
-  ["tide.models.gpt"] = "gpt",
+  ["tide.models.gpt"] = "gpt", llama = "llama", ["tide.models.llama"] = "llama",
 }
 
 -- The module key of a module table, or nil.
@@ -161,6 +164,9 @@ local function module_of(v)
   end
   if v ~= nil and v == package.loaded["tide.models.gpt"] then
     return "gpt"
+  end
+  if v ~= nil and v == package.loaded["tide.models.llama"] then
+    return "llama"
   end
   return nil
 end

@@ -208,6 +208,7 @@ return {
   { "tide.save_npy(path, x)", "writes one tensor in NumPy's .npy format" },
   { "tide.load_npy(path)", "reads a NumPy .npy file" },
   { "tide.load_idx(path)", "reads an IDX file (MNIST's format), gzipped or plain" },
+  { "tide.load_raw(path, offset, dtype, shape)", "raw little-endian elements read at a byte offset of a file (headerless formats)" },
   { "tide.frombytes(s)", "a 1-D uint8 tensor holding the bytes of the string s (one copy)" },
   -- ---- tide.nn
   { "nn.Module", "the base class: nn.Module:extend(\"Name\") makes a subclass; calling a module runs forward" },
@@ -356,4 +357,16 @@ return {
   { "lm:decode_jit_stats()", "the jitted decoding step's tide.jit statistics (compiles, hits, ...)" },
   { "lm:generate(prompt, n [, {temperature=, top_k=, seed=, on_token=, jit=true}])", "the prompt and n new tokens, decoded with a KV cache (jitted steps unless jit=false); on_token(id, row) streams them" },
   { "lm:configure_optimizer{lr=, weight_decay=, betas=, eps=}", "AdamW with decay on the 2-D weights only (nanoGPT's groups)" },
+  -- ---- tide.models.llama (llama.) and a Llama model's methods (llm:)
+  { "llama.Llama(config [, weights])", "a Llama (RMSNorm, adjacent-pair RoPE, GQA, SwiGLU); llm(idx) gives float32 logits [B, T, V] for int64 tokens 1..V" },
+  { "llama.load(path [, opts])", "a Llama from llama2.c's format, or from HF safetensors names for a .safetensors path" },
+  { "llama.load_llama2c(path [, {dtype=}])", "a Llama from llama2.c's checkpoint format (weights as float32, float16 or bfloat16)" },
+  { "llama.load_hf(path [, {dtype=, config=, n_heads=, n_kv_heads=, seq_len=}])", "a Llama from Hugging Face safetensors (config.json beside it, else shapes + n_heads)" },
+  { "llama.check_config(config)", "a validated copy of a Llama config, defaults filled in" },
+  { "llm:classifier()", "the classifier weight [vocab, dim]: output, or the embedding when tied" },
+  { "llm:new_cache(batch)", "an empty float32 KV cache of seq_len positions per layer" },
+  { "llm:decode_step(idx, cache [, pos])", "appends idx [B, T] to the cached sequence (at pos: rewinds); the logits [B, V] of its last position" },
+  { "llm:decode_step_jit(idx, cache [, pos])", "decode_step with a one-token step under tide.jit" },
+  { "llm:decode_jit_stats()", "the jitted decoding step's tide.jit statistics" },
+  { "llm:generate(prompt, n [, {temperature=, top_k=, top_p=, seed=, on_token=, jit=true}])", "the prompt and n new tokens: greedy (temperature 0), temperature, top-k, top-p; on_token(id, row) streams them" },
 }
