@@ -1521,6 +1521,50 @@ static void test_loaders_refuse_special_files(void)
         close(sfd);
 }
 
+/* ---- raw arrays (tide_load_raw) ---------------------------------------------------------------- */
+
+/* Arrays read at an offset keep their bits; a file too short for them, a bad shape or dtype and a
+ * missing file are errors naming the file (and the bytes needed and there). */
+static void test_load_raw(void)
+{
+    unsigned char bytes[4 + 6 * 4];
+    int32_t head = -7;
+    float f[6] = {1.5f, -2.0f, 3.25f, 0.0f, -0.0f, 1e-30f};
+    memcpy(bytes, &head, 4);
+    memcpy(bytes + 4, f, sizeof f);
+    const char *p = tpath("raw.bin");
+    write_file(p, bytes, sizeof bytes);
+    int64_t one = 1, two3[2] = {2, 3}, seven = 7;
+    tide_tensor *h = tide_load_raw(p, 0, TIDE_INT32, 1, &one);
+    CHECK(h && *(const int32_t *)tide_data_ptr(h) == -7, "int32 at offset 0: %s",
+          h ? "wrong value" : tide_last_error());
+    tide_release(h);
+    tide_tensor *m = tide_load_raw(p, 4, TIDE_FLOAT32, 2, two3);
+    CHECK(m && tide_size(m, 0) == 2 && tide_size(m, 1) == 3 &&
+              memcmp(tide_data_ptr(m), f, sizeof f) == 0,
+          "float32 [2, 3] at offset 4: %s", m ? "wrong bits" : tide_last_error());
+    tide_release(m);
+    tide_tensor *t = tide_load_raw(p, 4, TIDE_FLOAT32, 1, &seven);
+    CHECK(!t && error_has("load_raw: ", p, "needs 32 bytes in all, but the file has 28"),
+          "a short file: \"%s\"", tide_last_error());
+    tide_release(t);
+    int64_t neg = -1;
+    t = tide_load_raw(p, 0, TIDE_FLOAT32, 1, &neg);
+    CHECK(!t && error_has("load_raw: ", p, "invalid shape"), "a negative size: \"%s\"",
+          tide_last_error());
+    t = tide_load_raw(p, 0, TIDE_FLOAT32, 9, two3);
+    CHECK(!t && error_has("ndim must be 0..8", NULL, NULL), "ndim 9: \"%s\"", tide_last_error());
+    t = tide_load_raw(p, 0, (tide_dtype)99, 1, &one);
+    CHECK(!t && error_has("invalid dtype", NULL, NULL), "dtype 99: \"%s\"", tide_last_error());
+    t = tide_load_raw(tpath("none.bin"), 0, TIDE_FLOAT32, 1, &one);
+    CHECK(!t && error_has("load_raw: ", "none.bin", "cannot open"), "missing file: \"%s\"",
+          tide_last_error());
+    t = tide_load_raw(NULL, 0, TIDE_FLOAT32, 1, &one);
+    CHECK(!t && error_has("load_raw: path is NULL", NULL, NULL), "NULL path: \"%s\"",
+          tide_last_error());
+}
+
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tide_test_io_XXXXXX");
@@ -1546,6 +1590,7 @@ int main(void)
     test_npy_rejects();
     test_idx_types();
     test_idx_rejects();
+    test_load_raw();
     test_gzip_faults();
     test_fashion_mnist();
     test_loaders_refuse_special_files();
