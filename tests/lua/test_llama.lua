@@ -220,6 +220,25 @@ H.test("file errors name the file and the sizes", function()
            "unexpected tensor 'model.extra'")
 end)
 
+H.test("a random model: parameter shapes, forward, generation", function()
+  tide.manual_seed(3)
+  local m = llama.Llama({ dim = 32, hidden_dim = 48, n_layers = 2, n_heads = 4, n_kv_heads = 1,
+                          vocab_size = 40, seq_len = 16, dtype = "bfloat16" })
+  local shapes = {}
+  for name, p in m:named_parameters() do shapes[name] = table.concat(p:size(), "x") .. p.dtype end
+  H.eq({ shapes.tok_embeddings, shapes["layers.2.attention.wk"], shapes["layers.1.feed_forward.w2"],
+         shapes["layers.1.ffn_norm"], shapes.output },
+       { "40x32bfloat16", "8x32bfloat16", "32x48bfloat16", "32bfloat16", "40x32bfloat16" },
+       "parameter shapes")
+  local idx = tide.tensor({ { 1, 5, 40 } }, { dtype = "int64" })
+  local logits = m(idx)
+  H.eq({ logits:size(), logits.dtype }, { { 1, 3, 40 }, "float32" }, "logits")
+  local cache = m:new_cache(1)
+  m:decode_step(idx:narrow(2, 1, 2), cache)
+  close(m:decode_step(idx:narrow(2, 3, 1), cache), logits:select(2, 3), TOL, "cache (1 kv head)")
+  H.eq(m:generate(idx, 13, { temperature = 0.7, seed = 1 }):size(), { 1, 16 }, "generate")
+end)
+
 H.test("argument errors", function()
   H.raises(function() llama.load(BIN, { dtype = "int32" }) end, "dtype must be")
   H.raises(function() llama.load(BIN, { bogus = 1 }) end, "unknown option 'bogus'")

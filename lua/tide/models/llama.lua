@@ -93,7 +93,7 @@ end
 -- A parameter holding w (a tensor in the model's dtype), or a fresh one ~ N(0, std).
 local function weight(dtype, w, std, ...)
   if w == nil then
-    w = tide.randn(..., { dtype = "float32" }) * std
+    w = tide.randn({ ... }, { dtype = "float32" }) * std
     w = w:to(dtype)
   end
   return nn.Parameter(w)
