@@ -132,7 +132,8 @@ local ids = {}
 for i, id in ipairs(prompt) do ids[i] = id + 1 end -- tide's ids are 1-based
 local t0 = tide.clock()
 model:generate(ids, steps, {
-  temperature = args.temperature, top_p = args.topp < 1 and args.topp or nil, seed = args.seed or os.time(),
+  temperature = args.temperature, top_p = args.topp < 1 and args.topp or nil,
+  seed = args.seed or os.time(),
   jit = not args.eager, on_token = function(id) emit(id - 1) end })
 local dt = tide.clock() - t0
 io.stdout:write(args.ids and table.concat(emitted, " ") or "", "\n")

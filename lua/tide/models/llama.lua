@@ -156,7 +156,8 @@ end
 
 -- Grouped-query attention without copying keys: query head h reads kv head (h-1)//g + 1 (g =
 -- H / KVH), so q [B, H, T, D] is viewed [B, KVH, g*T, D] (rows: the g heads' T queries) and
--- attends to k, v [B, KVH, S, D] under allowed, bool [1, 1, g*T, S] or broadcastable (true: key seen).
+-- attends to k, v [B, KVH, S, D] under allowed, bool [1, 1, g*T, S] or broadcastable (true:
+-- key seen).
 function Attention:_attend(q, k, v, allowed)
   local B, H, T, D = q:size(1), q:size(2), q:size(3), q:size(4)
   local KVH = self.n_kv_heads

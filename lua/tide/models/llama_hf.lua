@@ -164,7 +164,9 @@ local function layer_weights(path, sd, used, c, i)
   local p = ("model.layers.%d."):format(i - 1)
   local D, H, hs = c.dim, c.hidden_dim, c.dim // c.n_heads
   local kv = c.n_kv_heads * hs
-  local function get(name, rows, cols) return take(path, sd, used, p .. name, rows, cols, c.dtype) end
+  local function get(name, rows, cols)
+    return take(path, sd, used, p .. name, rows, cols, c.dtype)
+  end
   return {
     attention_norm = get("input_layernorm.weight", D),
     wq = unpermute(get("self_attn.q_proj.weight", D, D), c.n_heads),
