@@ -4,7 +4,9 @@
 -- classifier). Checked: the prompt's logits from llama2.c's file and from the Hugging Face
 -- safetensors (config.json beside it, or the shapes plus n_heads); the 32 greedy tokens, eager
 -- and jitted; the KV cache's decode step against the full forward; bfloat16 and float16
--- weights; a tied classifier; top-k/top-p sampling; tide.load_raw; every error.
+-- weights; a tied classifier; on Vulkan (when there is one) the logits and 4 greedy tokens;
+-- top-k/top-p sampling; tide.load_raw; every error. Vulkan: the same bound (other kernels,
+-- other summation orders).
 --
 -- Tolerance (float32). tide and PyTorch compute the same float32 sums in other orders. A K-term
 -- dot product reordered moves by up to about K * eps (eps = 2^-23) times the sum of its terms'
@@ -162,6 +164,22 @@ H.test("a classifier tied to the embedding", function()
   local hf = llama.load(tmp("tied.safetensors"), { n_heads = 4 })
   H.ok(hf.config.tied and hf.output == nil, "HF without lm_head.weight: tied")
   close(hf(PROMPT), untied(PROMPT), TOL, "HF tied logits")
+end)
+
+H.test("on Vulkan: the logits and the first greedy tokens", function()
+  local ok, why = tide.vulkan.available()
+  if not ok then
+    print("  (Vulkan part skipped: " .. tostring(why) .. ")")
+    return
+  end
+  local m = llama.load(BIN):to("vulkan")
+  local p = PROMPT:to("vulkan")
+  close(m(p):to("cpu"):view(T, V), IO.logits, TOL, "Vulkan logits")
+  -- a few greedy steps only: each new kernel costs lavapipe a pipeline build (seconds)
+  local out = m:generate(p, 4, { temperature = 0, jit = false })
+  H.eq(out.device, "vulkan", "tokens stay on the device")
+  H.eq((out:to("cpu"):view(-1):narrow(1, T + 1, 4) - 1):totable(),
+       { table.unpack(IO.greedy:totable(), 1, 4) }, "Vulkan greedy tokens")
 end)
 
 H.test("sampling: top-k 1 and a tiny top-p are greedy; top-p keeps the nucleus", function()
