@@ -93,6 +93,10 @@ H.test("Hugging Face safetensors without config.json: shapes plus n_heads", func
   local m = llama.load_hf(HF, { n_heads = 4, seq_len = SEQ })
   H.eq({ m.config.n_kv_heads, m.config.hidden_dim, m.config.n_layers }, { 2, 172, 2 }, "config")
   close(m(PROMPT):view(T, V), IO.logits, TOL, "HF logits (inferred)")
+  local given = llama.load_hf(HF, { config = { num_attention_heads = 4, num_key_value_heads = 2,
+                                                max_position_embeddings = 32 } })
+  H.eq({ given.config.n_heads, given.config.seq_len }, { 4, 32 }, "config given as a table")
+  close(given(PROMPT):view(T, V), IO.logits, TOL, "HF logits (config table)")
   H.raises(function() llama.load_hf(HF) end, "llama.load_hf", HF, "n_heads")
 end)
 
@@ -233,6 +237,11 @@ H.test("file errors name the file and the sizes", function()
     .. s:sub(29))
   H.raises(function() llama.load(heads) end, heads, "not a Llama", "n_heads")
   H.raises(function() llama.load(tmp("missing.bin")) end, "cannot open")
+  assert(os.execute("mkdir -p '" .. tmp("badjson") .. "'"))
+  write_bytes(tmp("badjson/model.safetensors"), read_bytes(HF))
+  write_bytes(tmp("badjson/config.json"), '{"hidden_size": 64, "num_attention_heads": }')
+  H.raises(function() llama.load(tmp("badjson/model.safetensors")) end, "badjson/config.json",
+           "unexpected character at byte")
   local sd = tide.load(HF)
   sd["model.layers.1.mlp.up_proj.weight"] = nil
   tide.save(tmp("missing.safetensors"), sd)
