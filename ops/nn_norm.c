@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 
+#include "autocast.h"
 #include "nn_common.h"
 
 /* (x - mean) * rsqrt(var + eps), with mean and var of x over dims (keepdim); the batch mean and
@@ -82,7 +83,8 @@ static tide_tensor *layer_norm_body(const tide_tensor *x, int n_normalized,
 tide_tensor *tide_layer_norm(const tide_tensor *x, int n_normalized, const tide_tensor *weight,
                              const tide_tensor *bias, double eps)
 {
-    TD_IN_OP("layer_norm", layer_norm_body(x, n_normalized, weight, bias, eps));
+    TD_IN_AUTOCAST_OP("layer_norm", TD_AUTOCAST_FLOAT32, layer_norm_body(x, n_normalized, weight, bias, eps),
+                      3, &x, &weight, &bias);
 }
 
 /* Checks an optional per-channel tensor: 1-D with C elements, floating (and x's dtype when
