@@ -106,7 +106,12 @@ static int f_autocast(lua_State *L)
     if (dt != TIDE_FLOAT32 && dt != TIDE_FLOAT16 && dt != TIDE_BFLOAT16)
         return luaL_error(L, "autocast: the dtype must be \"float16\", \"bfloat16\" or "
                           "\"float32\"/nil (off), got %s", tide_dtype_name(dt));
-    if (lua_type(L, 2) != LUA_TFUNCTION)
+    bool callable = lua_type(L, 2) == LUA_TFUNCTION;
+    if (!callable && luaL_getmetafield(L, 2, "__call") != LUA_TNIL) { /* a tide.jit function */
+        lua_pop(L, 1);
+        callable = true;
+    }
+    if (!callable)
         return luaL_error(L, "autocast: expected a function after the dtype, got %s",
                           luaL_typename(L, 2));
     lua_remove(L, 1);
