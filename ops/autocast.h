@@ -5,8 +5,8 @@
  *
  *  - TD_AUTOCAST_LOWER (matmul, linear, conv2d, scaled_dot_product_attention): float32 and the
  *    other half dtype become the autocast dtype, so the product runs and returns in it;
- *  - TD_AUTOCAST_FLOAT32 (softmax, log_softmax, logsumexp, layer_norm, the losses): float16 and
- *    bfloat16 become float32, so these numerically touchy ops never round to half.
+ *  - TD_AUTOCAST_FLOAT32 (softmax, log_softmax, logsumexp, layer_norm, batch_norm, the losses):
+ *    float16 and bfloat16 become float32, so these numerically touchy ops never round to half.
  *
  * float64 and non-floating tensors are left alone, as PyTorch does. The casts are ordinary
  * tide_cast calls: autograd records them (a parameter's gradient comes back through the cast as

@@ -225,6 +225,11 @@ tide_tensor *tide_batch_norm(const tide_tensor *x, tide_tensor *running_mean,
                              tide_tensor *running_var, const tide_tensor *weight,
                              const tide_tensor *bias, bool training, double momentum, double eps)
 {
-    TD_IN_OP("batch_norm", batch_norm_body(x, running_mean, running_var, weight, bias, training,
-                                           momentum, eps));
+    /* The running statistics are float32 buffers written in place: x, weight and bias go up to
+     * float32 under autocast (PyTorch's CPU batch_norm takes half input with float32 weights;
+     * here the dtypes must match, so the norm runs in float32 like layer_norm). */
+    TD_IN_AUTOCAST_OP("batch_norm", TD_AUTOCAST_FLOAT32,
+                      batch_norm_body(x, running_mean, running_var, weight, bias, training,
+                                      momentum, eps),
+                      3, &x, &weight, &bias);
 }
