@@ -92,8 +92,8 @@ static int check_4d(const char *op, const char *arg, const tide_tensor *t, const
                         describe(s, sizeof s, t));
     /* Half dtypes run in float32 between casts (ops/dispatch.c), as under autocast. */
     if (t->dtype != TIDE_FLOAT32 && t->dtype != TIDE_FLOAT64 && !td_dtype_is_half(t->dtype))
-        return td_error("%s: %s %s has an unsupported dtype; %s needs float32, float64, float16 "
-                        "or bfloat16",
+        return td_error("%s: %s %s has an unsupported dtype; %s needs float32 or float64 (or "
+                        "float16/bfloat16, computed in float32)",
                         op, arg, describe(s, sizeof s, t), op);
     return 0;
 }
