@@ -239,6 +239,34 @@ H.test("GradScaler: grows after growth_interval good steps in a row", function()
   H.eq(s:state_dict()._growth_tracker, 0)
 end)
 
+H.test("GradScaler: a float16 autocast training loop backs off from overflow, then learns", function()
+  tide.manual_seed(2)
+  local nn = require "tide.nn"
+  local m = nn.Linear(8, 1)
+  local x = tide.randn(64, 8)
+  local t = x:matmul(tide.randn(8, 1)) * 100 -- large targets: the scaled float16 grads overflow
+  local opt = optim.SGD(m:parameters(), { lr = 0.01 })
+  local s = tide.amp.GradScaler()
+  local first, last, skipped = nil, nil, 0
+  for _ = 1, 40 do
+    opt:zero_grad()
+    local loss = tide.autocast("float16", function() return F.mse_loss(m(x), t) end)
+    H.eq(loss.dtype, "float32", "the loss is float32")
+    s:scale(loss):backward()
+    for _, p in ipairs(m:parameters()) do H.eq(p.grad.dtype, "float32") end
+    s:step(opt)
+    local before = s:get_scale()
+    s:update()
+    skipped = skipped + (s:get_scale() < before and 1 or 0) -- backed off: the step was skipped
+    first = first or loss:item()
+    last = loss:item()
+  end
+  H.ok(skipped > 0, "some steps overflowed and were skipped")
+  H.ok(s:get_scale() < 65536, "the scale came down: " .. s:get_scale())
+  H.ok(last < 0.5 * first, ("the loss fell: %g -> %g"):format(first, last))
+  for _, p in ipairs(m:parameters()) do H.eq(p.dtype, "float32", "master weights stay float32") end
+end)
+
 H.test("GradScaler: disabled, and bad options", function()
   local s = tide.amp.GradScaler({ enabled = false })
   local x = tide.tensor({ 2.0 })
