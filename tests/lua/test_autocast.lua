@@ -157,6 +157,32 @@ H.test("autocast under jit: each mode equals its eager result, one compile per m
   H.ok(s.hits >= 4, "later calls hit: " .. s.hits)
 end)
 
+H.test("autocast under jit: a training step (linear, gelu, layer_norm, cross_entropy, SGD) equals eager", function()
+  local nn = require "tide.nn"
+  local function make()
+    tide.manual_seed(9)
+    local m = nn.Sequential(nn.Linear(12, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 5))
+    local opt = optim.SGD(m:parameters(), { lr = 0.1, momentum = 0.9 })
+    return m, function(x, y)
+      opt:zero_grad()
+      local loss = tide.autocast("bfloat16", function() return F.cross_entropy(m(x), y) end)
+      loss:backward()
+      opt:step()
+      return loss
+    end
+  end
+  local me, step_e = make()
+  local mj, step_j = make()
+  step_j = tide.jit(step_j)
+  tide.manual_seed(10)
+  local x, y = tide.randn(20, 12), tide.randint(1, 6, { 20 })
+  for i = 1, 4 do
+    bitwise(step_j(x, y), step_e(x, y), "loss " .. i)
+  end
+  local pe, pj = me:parameters(), mj:parameters()
+  for i = 1, #pe do bitwise(pj[i], pe[i], "parameter " .. i) end
+end)
+
 -- ---- GradScaler ---------------------------------------------------------------------------
 
 local function f32(x) return (string.unpack("f", string.pack("f", x))) end
