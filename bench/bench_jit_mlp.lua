@@ -27,6 +27,30 @@ local function setup(batch)
   return step
 end
 
+-- The step's eight products alone, as eager tide.matmul on the same shapes and layouts: three
+-- forward (x W^T), three weight gradients (dy^T h) and two input gradients (dy W; the input's
+-- gradient is not needed). Neither eager nor the jit can take less than these (both call the
+-- same BLAS), so eager time / this time is the most any fusion of the rest could gain.
+local function products(batch)
+  tide.manual_seed(0)
+  local sizes = { 784, 512, 256, 10 }
+  local w, h, dy = {}, {}, {}
+  for l = 1, 3 do
+    w[l] = tide.randn(sizes[l + 1], sizes[l])
+    h[l] = tide.randn(batch, sizes[l])
+    dy[l] = tide.randn(batch, sizes[l + 1])
+  end
+  return function()
+    local last
+    for l = 1, 3 do
+      last = tide.matmul(h[l], w[l]:t())
+      last = tide.matmul(dy[l]:t(), h[l])
+      if l > 1 then last = tide.matmul(dy[l], w[l]) end
+    end
+    return last[1][1] -- one element, for run_for's item()
+  end
+end
+
 -- Steps run and seconds taken by step over about secs seconds.
 local function run_for(step, secs)
   local n, t0 = 0, tide.clock()
@@ -53,11 +77,13 @@ for _, batch in ipairs({ 128, 32 }) do
   jstep():item() -- second call: the steady-state graph compiled
   local first = tide.clock() - t0
   jstep():item()
-  local en, et, jn, jt, ratios = 0, 0, 0, 0, {}
+  local gstep = products(batch)
+  local en, et, jn, jt, gn, gt, ratios = 0, 0, 0, 0, 0, 0, {}
   for _ = 1, slices do
     local a, ta = run_for(estep, seconds / slices)
     local b, tb = run_for(jstep, seconds / slices)
-    en, et, jn, jt = en + a, et + ta, jn + b, jt + tb
+    local c, tc = run_for(gstep, seconds / slices / 2)
+    en, et, jn, jt, gn, gt = en + a, et + ta, jn + b, jt + tb, gn + c, gt + tc
     ratios[#ratios + 1] = (b / tb) / (a / ta)
   end
   table.sort(ratios)
@@ -69,6 +95,13 @@ for _, batch in ipairs({ 128, 32 }) do
   print(("mlp_b%d_speedup: %.2f x (the totals' ratio)"):format(batch, j / e))
   print(("mlp_b%d_speedup_slices: %.2f x median, %.2f-%.2f over %d alternating slices (target >= 1.3: %s)")
     :format(batch, med, ratios[1], ratios[slices], slices, met(med >= 1.3)))
+  local g = gn / gt
+  print(("mlp_b%d_products_alone: %.3f ms/step (the eight matmuls of a step, eager)")
+    :format(batch, 1000 / g))
+  print(("mlp_b%d_jit_of_products: %.2f (products' time / the jit step's; 1 = nothing but them)")
+    :format(batch, j / g))
+  print(("mlp_b%d_speedup_ceiling: %.2f x (eager step / products alone: the most a jit can gain)")
+    :format(batch, g / e))
   print(("mlp_b%d_first_two_jit_steps: %.1f ms (compile_ms %.1f over %d compiles; target <= 100: %s)")
     :format(batch, first * 1000, s.compile_ms, s.compiles, met(first * 1000 <= 100)))
 end

@@ -195,7 +195,7 @@ static const struct {
     const char *descr; /* what numpy writes on a little-endian machine */
     tide_dtype dtype;
 } npy_dtypes[] = {
-    {"<f4", TIDE_FLOAT32}, {"<f8", TIDE_FLOAT64}, {"<i4", TIDE_INT32},
+    {"<f4", TIDE_FLOAT32}, {"<f8", TIDE_FLOAT64}, {"<f2", TIDE_FLOAT16}, {"<i4", TIDE_INT32},
     {"<i8", TIDE_INT64},   {"|u1", TIDE_UINT8},   {"|b1", TIDE_BOOL},
 };
 #define NPY_NDTYPES ((int)(sizeof npy_dtypes / sizeof npy_dtypes[0]))
@@ -318,7 +318,7 @@ tide_tensor *tide_load_npy(const char *path)
     int dt = npy_dtype_of(h.descr, &swap);
     if (dt < 0) {
         td_io_error_code(&ctx, TIDE_ERR_UNSUPPORTED, "unsupported dtype '%s' (tide reads <f4, <f8, "
-                         "<i4, <i8, |u1 and |b1, and their big-endian forms)", h.descr);
+                         "<f2, <i4, <i8, |u1 and |b1, and their big-endian forms)", h.descr);
         goto done;
     }
     uint64_t numel = 0, nbytes = 0, esize = tide_dtype_size((tide_dtype)dt);
@@ -358,6 +358,11 @@ int tide_save_npy(const char *path, const tide_tensor *t)
     for (int i = 0; i < NPY_NDTYPES; i++)
         if (npy_dtypes[i].dtype == tide_get_dtype(t))
             descr = npy_dtypes[i].descr;
+    if (!descr && tide_get_dtype(t) == TIDE_BFLOAT16)
+        return td_io_error_code(&ctx, TIDE_ERR_UNSUPPORTED, "tensor has dtype bfloat16, which .npy "
+                                "cannot hold (numpy has no bfloat16): save it as safetensors "
+                                "(BF16: tide_save_safetensors, tide.save in Lua) or cast it to "
+                                "float32 first");
     if (!descr)
         return td_io_error_code(&ctx, TIDE_ERR_INVALID_ARGUMENT, "tensor has an invalid dtype");
     int ndim = tide_ndim(t);

@@ -30,14 +30,15 @@ static const struct {
     tide_dtype dtype;
     int rank;
 } st_dtypes[] = {
-    {"BOOL", TIDE_BOOL, 0},   {"U8", TIDE_UINT8, 1},    {"I32", TIDE_INT32, 9},
-    {"F32", TIDE_FLOAT32, 11}, {"F64", TIDE_FLOAT64, 12}, {"I64", TIDE_INT64, 13},
+    {"BOOL", TIDE_BOOL, 0},   {"U8", TIDE_UINT8, 1},      {"F16", TIDE_FLOAT16, 7},
+    {"BF16", TIDE_BFLOAT16, 8}, {"I32", TIDE_INT32, 9},   {"F32", TIDE_FLOAT32, 11},
+    {"F64", TIDE_FLOAT64, 12}, {"I64", TIDE_INT64, 13},
 };
 #define ST_NDTYPES ((int)(sizeof st_dtypes / sizeof st_dtypes[0]))
 
 /* Dtypes other safetensors writers produce that tide has no tensor type for. */
-static const char *const st_unsupported[] = {"F16", "BF16", "I8",  "I16", "U16", "U32", "U64",
-                                             "C64", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4",
+static const char *const st_unsupported[] = {"I8",      "I16",     "U16",     "U32", "U64",
+                                             "C64",     "F8_E5M2", "F8_E4M3", "F8_E8M0", "F4",
                                              "F6_E2M3", "F6_E3M2"};
 
 static int st_index_of(tide_dtype dt)
@@ -101,7 +102,7 @@ static int parse_dtype(st_header *h, st_entry *e)
         known |= strcmp(s, st_unsupported[i]) == 0;
     if (known)
         td_io_error_code(h->ctx, TIDE_ERR_UNSUPPORTED, "tensor '%s' has unsupported dtype %s (tide "
-                         "reads F32, F64, I32, I64, U8 and BOOL)", q, d);
+                         "reads F32, F64, F16, BF16, I32, I64, U8 and BOOL)", q, d);
     else
         td_io_error(h->ctx, "tensor '%s' has unknown dtype '%s'", q, d);
     free(s);

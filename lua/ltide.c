@@ -462,6 +462,7 @@ static void set_dtype_names(lua_State *L, int module)
         {"float32", "float32"}, {"float64", "float64"}, {"int32", "int32"}, {"int64", "int64"},
         {"uint8", "uint8"},     {"bool", "bool"},       {"float", "float32"}, {"double", "float64"},
         {"int", "int32"},       {"long", "int64"},      {"byte", "uint8"},
+        {"float16", "float16"}, {"half", "float16"},    {"bfloat16", "bfloat16"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         lua_pushstring(L, names[i].name);
@@ -490,6 +491,7 @@ int luaopen_tide(lua_State *L)
     lt_open_print(L, mt, methods, module);
     lt_open_jit(L, mt, methods, module);
     lt_open_io(L, mt, methods, module);
+    lt_open_dtype(L, mt, methods, module);
 
     set_dtype_names(L, module);
     lua_pushstring(L, TIDE_VERSION_STRING);

@@ -164,6 +164,7 @@ void lt_open_device(lua_State *L, int mt, int methods, int module); /* ltide_dev
 void lt_open_nn(lua_State *L, int mt, int methods, int module);
 void lt_open_autograd(lua_State *L, int mt, int methods, int module);
 void lt_open_print(lua_State *L, int mt, int methods, int module);
+void lt_open_dtype(lua_State *L, int mt, int methods, int module);
 /* tide.jit(fn [, opts]) and tide.jit_stats() (ltide_jit.c) */
 void lt_open_jit(lua_State *L, int mt, int methods, int module);
 /* tide.save/load, npy, idx, isatty; the embedded Lua modules (tide.nn ...) in package.preload */

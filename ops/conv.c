@@ -90,11 +90,9 @@ static int check_4d(const char *op, const char *arg, const tide_tensor *t, const
     if (t->ndim != 4)
         return td_error("%s: expects a 4-D %s %s, got %s", op, arg, layout,
                         describe(s, sizeof s, t));
-    /* Half dtypes run in float32 between casts (ops/dispatch.c), as under autocast. */
-    if (t->dtype != TIDE_FLOAT32 && t->dtype != TIDE_FLOAT64 && !td_dtype_is_half(t->dtype))
-        return td_error("%s: %s %s has an unsupported dtype; %s needs float32 or float64 (or "
-                        "float16/bfloat16, computed in float32)",
-                        op, arg, describe(s, sizeof s, t), op);
+    if (!tide_dtype_is_floating((tide_dtype)t->dtype))
+        return td_error("%s: %s %s has an unsupported dtype; %s needs a floating dtype (float32, "
+                        "float64, float16, bfloat16)", op, arg, describe(s, sizeof s, t), op);
     return 0;
 }
 

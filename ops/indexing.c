@@ -155,7 +155,7 @@ static tide_tensor *embedding_body(const tide_tensor *weight, const tide_tensor 
         return NULL;
     }
     if (!tide_dtype_is_floating((tide_dtype)weight->dtype)) {
-        td_error("%s: weight must be float32 or float64, got %s", op,
+        td_error("%s: weight must be floating (float32, float64, float16, bfloat16), got %s", op,
                  tide_dtype_name((tide_dtype)weight->dtype));
         return NULL;
     }

@@ -39,7 +39,8 @@ static int check_arguments(const tide_tensor *w, int64_t num_samples, bool repla
     char d[160];
     describe(w, d, sizeof d);
     if (!tide_dtype_is_floating((tide_dtype)w->dtype))
-        return td_error("multinomial: %s: the weights must be float32 or float64", d);
+        return td_error("multinomial: %s: the weights must be floating (float32, float64, "
+                               "float16, bfloat16)", d);
     if (w->ndim != 1 && w->ndim != 2)
         return td_error("multinomial: %s: expected a 1-D or 2-D tensor of weights", d);
     if (w->shape[w->ndim - 1] == 0)

@@ -91,7 +91,8 @@ int nn_check_floating(const char *op, const char *arg, const tide_tensor *t)
         return -1;
     if (!tide_dtype_is_floating(tide_get_dtype(t))) {
         char d[200];
-        return td_error("%s: %s must be float32 or float64, got %s; cast it first", op, arg,
+        return td_error("%s: %s must be floating (float32, float64, float16, bfloat16), got %s; "
+                        "cast it first", op, arg,
                         nn_describe(d, sizeof d, t));
     }
     return 0;

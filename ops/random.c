@@ -38,12 +38,39 @@ void tide_set_rng_state(const uint64_t state[2])
     td_rng_set_state(state[0], state[1]);
 }
 
+static tide_tensor *random_op(tide_device *dev, const char *op, int ndim, const int64_t *shape,
+                              tide_dtype dtype, int dist, double a, double b);
+
+/* Uniform numbers in a half dtype: float32 ones cut to the dtype's precision (multiples of
+ * 2^-11 for float16, 2^-8 for bfloat16) before scaling, since rounding [0, 1) to nearest would
+ * give 1.0 (for rand, one element in 4096 in float16). As PyTorch, [a, b) scaled in float32
+ * can still round to b. */
+static tide_tensor *half_uniform(tide_device *dev, const char *op, int ndim, const int64_t *shape,
+                                 tide_dtype dtype, double a, double b)
+{
+    double steps = dtype == TIDE_FLOAT16 ? 0x1p11 : 0x1p8;
+    tide_tensor *u = random_op(dev, op, ndim, shape, TIDE_FLOAT32, DIST_UNIFORM, 0, 1);
+    tide_tensor *scaled = u ? tide_mul_scalar(u, steps) : NULL;
+    tide_tensor *whole = scaled ? tide_floor(scaled) : NULL;
+    tide_tensor *unit = whole ? tide_mul_scalar(whole, (b - a) / steps) : NULL;
+    tide_tensor *shifted = unit ? tide_add_scalar(unit, a) : NULL;
+    tide_tensor *out = shifted ? tide_cast(shifted, dtype) : NULL;
+    tide_release(u);
+    tide_release(scaled);
+    tide_release(whole);
+    tide_release(unit);
+    tide_release(shifted);
+    return out;
+}
+
 /* A RANDOM op of the given shape and dtype drawing the next numel elements of the stream. */
 static tide_tensor *random_op(tide_device *dev, const char *op, int ndim, const int64_t *shape,
                               tide_dtype dtype, int dist, double a, double b)
 {
     if (!dev || td_check_shape(op, ndim, shape, dtype) < 0)
         return NULL;
+    if (td_dtype_is_half(dtype) && dist == DIST_UNIFORM)
+        return half_uniform(dev, op, ndim, shape, dtype, a, b);
     uint64_t seed, offset;
     td_rng_reserve((uint64_t)td_numel(ndim, shape), &seed, &offset);
     td_meta meta = {ndim, {0}, dtype, dev};
@@ -60,7 +87,8 @@ static int check_floating(const char *op, tide_dtype dtype)
     if (!td_dtype_valid(dtype))
         return td_error("%s: invalid dtype %d", op, (int)dtype);
     if (!tide_dtype_is_floating(dtype))
-        return td_error("%s: dtype %s is not supported; %s makes float32 or float64", op,
+        return td_error("%s: dtype %s is not supported; %s makes a floating dtype (float32, "
+                        "float64, float16, bfloat16)", op,
                         tide_dtype_name(dtype), op);
     return 0;
 }
@@ -100,6 +128,8 @@ static void exact_range(tide_dtype dtype, double *lo, double *hi)
     case TIDE_UINT8: *lo = 0; *hi = 256; break;
     case TIDE_INT32: *lo = -0x1p31; *hi = 0x1p31; break;
     case TIDE_FLOAT32: *lo = -0x1p24; *hi = 0x1p24 + 1; break;
+    case TIDE_FLOAT16: *lo = -0x1p11; *hi = 0x1p11 + 1; break;
+    case TIDE_BFLOAT16: *lo = -0x1p8; *hi = 0x1p8 + 1; break;
     default: *lo = -0x1p53; *hi = 0x1p53; break; /* int64, float64 */
     }
 }
@@ -151,7 +181,7 @@ static tide_tensor *bernoulli_body(const tide_tensor *p)
     if (td_check_tensor("bernoulli", "p", p) < 0)
         return NULL;
     if (!tide_dtype_is_floating((tide_dtype)p->dtype)) {
-        td_error("bernoulli: p must hold float32 or float64 probabilities, got %s",
+        td_error("bernoulli: p must hold floating probabilities, got %s",
                  tide_dtype_name((tide_dtype)p->dtype));
         return NULL;
     }
@@ -268,7 +298,8 @@ static int check_fill_target(const char *op, const tide_tensor *t)
     if (td_check_tensor(op, "tensor", t) < 0)
         return -1;
     if (!tide_dtype_is_floating((tide_dtype)t->dtype))
-        return td_error("%s: the tensor must be float32 or float64, got %s", op,
+        return td_error("%s: the tensor must be floating (float32, float64, float16, bfloat16), "
+                        "got %s", op,
                         tide_dtype_name((tide_dtype)t->dtype));
     return 0;
 }
@@ -276,8 +307,10 @@ static int check_fill_target(const char *op, const tide_tensor *t)
 /* A parameter a float32 tensor cannot hold would only make infinities. */
 static int check_in_range(const char *op, const tide_tensor *t, double v, const char *what)
 {
-    if (t->dtype == TIDE_FLOAT32 && fabs(v) > FLT_MAX)
-        return td_error("%s: %s %g is outside float32's range", op, what, v);
+    double limit = t->dtype == TIDE_FLOAT16 ? 65504.0 : t->dtype == TIDE_FLOAT64 ? DBL_MAX : FLT_MAX;
+    if (fabs(v) > limit)
+        return td_error("%s: %s %g is outside %s's range", op, what, v,
+                        tide_dtype_name((tide_dtype)t->dtype));
     return 0;
 }
 

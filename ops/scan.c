@@ -27,7 +27,7 @@ static tide_tensor *cumsum_body(const tide_tensor *x, int dim)
         return NULL;
     }
     int d = dim < 0 ? dim + (x->ndim > 0 ? x->ndim : 1) : dim;
-    bool fl = x->dtype == TIDE_FLOAT32 || x->dtype == TIDE_FLOAT64;
+    bool fl = tide_dtype_is_floating((tide_dtype)x->dtype);
     tide_tensor *in = fl ? tide_retain((tide_tensor *)x) : tide_cast(x, TIDE_INT64);
     if (!in)
         return NULL;

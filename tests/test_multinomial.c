@@ -255,7 +255,7 @@ static void test_errors(void)
     CHECK_ERROR(tide_multinomial(cube, 1, true), "probs [2, 2, 2] float32", "1-D or 2-D");
     tide_release(cube);
     tide_tensor *ints = tide_ones(1, &two, TIDE_INT64);
-    CHECK_ERROR(tide_multinomial(ints, 1, true), "probs [2] int64", "float32 or float64");
+    CHECK_ERROR(tide_multinomial(ints, 1, true), "probs [2] int64", "floating");
     tide_release(ints);
     CHECK_ERROR(tide_multinomial(NULL, 1, true), "multinomial");
     int64_t rows[2] = {2, 2};

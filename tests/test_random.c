@@ -599,7 +599,7 @@ static void test_errors(void)
 {
     int64_t shape[2] = {2, 3}, neg[2] = {2, -1}, n = 4;
     int64_t big[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
-    CHECK_ERROR(tide_rand(2, shape, TIDE_INT32), "rand", "int32", "float32 or float64");
+    CHECK_ERROR(tide_rand(2, shape, TIDE_INT32), "rand", "int32", "floating dtype");
     CHECK_ERROR(tide_randn(2, shape, TIDE_BOOL), "randn", "bool");
     CHECK_ERROR(tide_rand(2, shape, (tide_dtype)99), "rand", "invalid dtype");
     CHECK_ERROR(tide_rand(2, neg, TIDE_FLOAT32), "rand", "-1");

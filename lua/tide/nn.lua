@@ -641,6 +641,14 @@ function Module:float()
   return self:to("float32")
 end
 
+function Module:half()
+  return self:to("float16")
+end
+
+function Module:bfloat16()
+  return self:to("bfloat16")
+end
+
 function Module:requires_grad_(on)
   for _, p in ipairs(self:parameters()) do
     p:requires_grad_(on ~= false)

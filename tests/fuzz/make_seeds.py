@@ -21,8 +21,8 @@ def put(fmt, name, data):
 
 
 # ---- safetensors -------------------------------------------------------------------------------
-SIZES = {"BOOL": 1, "U8": 1, "I32": 4, "F32": 4, "F64": 8, "I64": 8, "F16": 2}
-RANK = {"BOOL": 0, "U8": 1, "F16": 7, "I32": 9, "F32": 11, "F64": 12, "I64": 13}
+SIZES = {"BOOL": 1, "U8": 1, "I32": 4, "F32": 4, "F64": 8, "I64": 8, "F16": 2, "BF16": 2, "I16": 2}
+RANK = {"BOOL": 0, "U8": 1, "I16": 5, "F16": 7, "BF16": 8, "I32": 9, "F32": 11, "F64": 12, "I64": 13}
 
 
 def st(tensors, metadata=None):
@@ -63,6 +63,11 @@ put("safetensors", "ok_other_writer", raw_st(
     ' "\\u00e9\\ud83d\\ude00": {"shape": [2], "dtype": "F32", "data_offsets": [0, 8]},\n'
     ' "e": {"dtype": "F64", "shape": [0, 4], "data_offsets": [12, 12]},\n'
     ' "__metadata__": {"k": "v"} }  ', f32(10, -5) + struct.pack("<i", -2)))
+put("safetensors", "ok_half", st({
+    "h": ("F16", [2, 2], struct.pack("<4H", 0x3C00, 0x8001, 0x7BFF, 0x7E01)),
+    "b": ("BF16", [3], struct.pack("<3H", 0x3F80, 0xFF81, 0x0001)),
+    "f": ("F32", [1], f32(2)),
+}))
 put("safetensors", "ok_bool_bytes", raw_st('{"t":{"dtype":"BOOL","shape":[4],"data_offsets":[0,4]}}',
                                            bytes([0, 1, 2, 255])))
 
@@ -85,7 +90,8 @@ put("safetensors", "bad_gap", raw_st(
 put("safetensors", "bad_outside_data", raw_st('{"a":{"dtype":"U8","shape":[8],"data_offsets":[4,12]}}', bytes(8)))
 put("safetensors", "bad_trailing_data", raw_st('{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}}', bytes(9)))
 put("safetensors", "bad_truncated", st({"w": ("F64", [100], bytes(800))})[:-1])
-put("safetensors", "bad_unsupported_f16", st({"h": ("F16", [2], bytes(4))}))
+put("safetensors", "bad_unsupported_i16", st({"h": ("I16", [2], bytes(4))}))
+put("safetensors", "bad_half_size", raw_st('{"h":{"dtype":"F16","shape":[3],"data_offsets":[0,3]}}', bytes(3)))
 put("safetensors", "bad_unknown_dtype", raw_st('{"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}}', b"\x00"))
 put("safetensors", "bad_duplicate_name", raw_st(
     '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
@@ -125,7 +131,9 @@ put("npy", "ok_old_numpy_no_growth", npy("<f8", [3], struct.pack("<3d", 1, 2, 3)
 put("npy", "bad_magic", b"\x93NUMPX\x01\x00\x02\x00{}")
 put("npy", "bad_version", b"\x93NUMPY\x04\x00\x00\x00\x00\x00")
 put("npy", "bad_fortran", npy("<f4", [2, 3], bytes(24), fortran=True))
-put("npy", "bad_f2", npy("<f2", [2], bytes(4)))
+put("npy", "ok_f2", npy("<f2", [2], struct.pack("<2H", 0x3C00, 0xFC00)))
+put("npy", "ok_big_endian_f2", npy(">f2", [1, 2], struct.pack(">2H", 0x0001, 0x7E00)))
+put("npy", "bad_f2_truncated", npy("<f2", [3], bytes(5)))
 put("npy", "bad_object", npy("|O", [1], bytes(8)))
 put("npy", "bad_truncated", npy("<f8", [4], bytes(31)))
 put("npy", "bad_trailing", npy("<f8", [4], bytes(33)))
