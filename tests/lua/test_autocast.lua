@@ -132,6 +132,21 @@ H.test("autocast: a matmul's gradient is the float32 product of the rounded oper
   bitwise(w.grad, xb:t():matmul(gb):bfloat16():float(), "grad of w")
 end)
 
+H.test("gelu and silu on half compute in float32 and round once (the GPT MLP under autocast)", function()
+  tide.manual_seed(4)
+  local x = tide.randn(3, 50) * 3
+  for _, dt in ipairs({ "bfloat16", "float16" }) do
+    local h = x:to(dt)
+    bitwise(F.gelu(h), F.gelu(h:float()):to(dt), "gelu " .. dt)
+    bitwise(F.gelu(h, { approximate = "tanh" }), F.gelu(h:float(), { approximate = "tanh" }):to(dt),
+      "gelu tanh " .. dt)
+    bitwise(F.silu(h), F.silu(h:float()):to(dt), "silu " .. dt)
+  end
+  local p = x:clone():requires_grad_()
+  tide.autocast("bfloat16", function() return F.gelu(p:matmul(tide.eye(50))) end):float():sum():backward()
+  H.eq(p.grad.dtype, "float32")
+end)
+
 H.test("autocast: backward runs with autocast off (a loss made outside, backward inside)", function()
   local p = tide.randn(3, 3):requires_grad_()
   local loss = F.softmax(p:bfloat16(), -1):sum()
