@@ -54,12 +54,15 @@ local function train_cnn(autocast)
   end)
 end
 
--- GPT validation loss (first 8 validation batches of 8 x 32 bytes), measured as above:
---   float32, seeds 0 1 2 3:   3.1027 3.1089 3.1070 3.1767
---   bfloat16 - float32:       -0.0037 -0.0010 +0.0052 -0.0029
--- Seeds 0 and 1 differ by 0.0062 nats (all four: 0.074); the band is about three times that,
--- 0.02 nats, four times the largest bf16 difference seen.
-local GPT_BAND = 0.02
+-- GPT validation loss (first 8 validation batches of 8 x 32 bytes), measured as above. The
+-- corpus is docs/, so the values move as the docs are edited; the difference is what is tested.
+--   docs as of the first measurement:  float32, seeds 0 1 2 3:  3.1027 3.1089 3.1070 3.1767
+--                                      bfloat16 - float32:      -0.0037 -0.0010 +0.0052 -0.0029
+--   docs a few commits later:          float32:                 3.1199 3.1620 3.1805 3.1189
+--     (gelu on bf16 rounding once)     bfloat16 - float32:      +0.0082 -0.0025 +0.0050 +0.0002
+-- Seeds 0 and 1 differ by 0.0062 and 0.042 nats in the two measurements; the band, 0.03 nats,
+-- lies between them and is 3.5x the largest bf16 difference seen (0.0082).
+local GPT_BAND = 0.03
 
 -- A 1-layer GPT (32 wide, context 32) after 100 AdamW steps of batch 8 on docs/*.md.
 local function train_gpt(autocast)
