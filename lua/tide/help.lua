@@ -29,6 +29,7 @@ local namespaces = {
   { "text:", function() return tide.data.TextDataset end },
   { "gpt.", function() return require "tide.models.gpt" end },
   { "lm:", function() return require("tide.models.gpt").GPT end },
+  { "scaler:", function() return tide.amp.GradScaler end },
 }
 help.namespaces = namespaces
 
