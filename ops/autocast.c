@@ -34,16 +34,21 @@ static tide_dtype target(td_autocast_kind kind, tide_dtype dt)
 
 int td_autocast_args(td_autocast_held *h, td_autocast_kind kind, int n, ...)
 {
-    if (autocast_dtype == TIDE_AUTOCAST_OFF)
+    bool on = autocast_dtype != TIDE_AUTOCAST_OFF;
+    h->narrow_to = -1;
+    if (!on && kind == TD_AUTOCAST_LOWER)
         return 0;
     va_list ap;
     va_start(ap, n);
-    int rc = 0;
+    int rc = 0, result = -1; /* without autocast: the floating arguments' promoted dtype */
     for (int i = 0; i < n && rc == 0; i++) {
         const tide_tensor **arg = va_arg(ap, const tide_tensor **);
         const tide_tensor *t = *arg;
         if (!t)
             continue; /* an optional argument, or a NULL the op itself reports */
+        if (!on && tide_dtype_is_floating((tide_dtype)t->dtype))
+            result = result < 0 ? t->dtype
+                                : (int)tide_promote_types((tide_dtype)result, (tide_dtype)t->dtype);
         tide_dtype to = target(kind, (tide_dtype)t->dtype);
         if (to == (tide_dtype)t->dtype)
             continue;
@@ -56,6 +61,8 @@ int td_autocast_args(td_autocast_held *h, td_autocast_kind kind, int n, ...)
         *arg = c;
     }
     va_end(ap);
+    if (!on && td_dtype_is_half(result))
+        h->narrow_to = result;
     return rc;
 }
 
@@ -64,4 +71,13 @@ void td_autocast_release(td_autocast_held *h)
     for (int i = 0; i < h->n; i++)
         tide_release(h->t[i]);
     h->n = 0;
+}
+
+tide_tensor *td_autocast_narrow(tide_tensor *result, int dtype)
+{
+    if (result->dtype == dtype || !tide_dtype_is_floating((tide_dtype)result->dtype))
+        return result;
+    tide_tensor *narrow = tide_cast(result, (tide_dtype)dtype);
+    tide_release(result);
+    return narrow;
 }
