@@ -471,12 +471,16 @@ int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_g
     /* Backward's own ops are not recorded (no create_graph). */
     bool was_off = grad_off;
     grad_off = true;
+    /* Backward keeps the dtypes the forward chose (PyTorch's rule): autocast is off in it. */
+    int autocast = tide_get_autocast();
+    tide_set_autocast(TIDE_AUTOCAST_OFF);
     int rc;
     if (root->grad_fn)
         rc = run_backward(root->grad_fn, g, retain_graph);
     else
         rc = accumulate_leaf(root, tide_retain(g));
     grad_off = was_off;
+    tide_set_autocast(autocast);
     tide_release(g);
     return rc;
 }

@@ -413,6 +413,16 @@ TIDE_API tide_tensor *tide_detach(const tide_tensor *t);
 /* Grad mode of the calling thread; returns the previous setting. */
 TIDE_API bool tide_set_grad_enabled(bool enabled);
 TIDE_API bool tide_is_grad_enabled(void);
+/* Autocast (mixed precision) of the calling thread, as PyTorch's CPU autocast. While it is
+ * TIDE_FLOAT16 or TIDE_BFLOAT16, matmul, linear, conv2d and scaled_dot_product_attention cast
+ * their float32 inputs to it (results in it; autograd carries gradients back through the casts
+ * to float32 leaves), and softmax, log_softmax, logsumexp, layer_norm, batch_norm, cross_entropy,
+ * nll_loss, mse_loss and binary_cross_entropy_with_logits cast half inputs to float32. Backward
+ * runs with it off. tide_set_autocast: 0, or -1 for a dtype other than those two or
+ * TIDE_AUTOCAST_OFF. */
+#define TIDE_AUTOCAST_OFF (-1)
+TIDE_API int tide_set_autocast(int dtype);
+TIDE_API int tide_get_autocast(void); /* the dtype, or TIDE_AUTOCAST_OFF */
 /* The name of the op that made t inside a graph ("add", "matmul"...), or NULL for a leaf. */
 TIDE_API const char *tide_grad_fn_name(const tide_tensor *t);
 /* For a binding whose op is several C calls (Lua's clamp, dot, x:mul_()): until tide_end_op,

@@ -21,7 +21,7 @@ local SCRIPT = "fashion_mnist.lua"
 
 local USAGE = "usage: fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] "
   .. "[--device cpu] [--limit N] [--test-limit N] [--checkpoint PATH] [--seed N] "
-  .. "[--data DIR] [--eager] [--quiet] [--help]"
+  .. "[--data DIR] [--autocast float32|bfloat16] [--eager] [--quiet] [--help]"
 local OPTIONS = [[
   --model mlp|cnn    MLP 784-512-256-10 (default) or a small CNN (2 conv+BN+pool, 2 linear)
   --epochs N         passes over the training set, N >= 1 (default 5 for the MLP, 3 for the CNN)
@@ -35,6 +35,9 @@ local OPTIONS = [[
                      checked to be writable before training starts
   --seed N           RNG seed, an integer (default 0)
   --data DIR         dataset folder (default /usr/share/datasets/fashion-mnist)
+  --autocast DTYPE   float32 (default) or bfloat16: the training forward pass under
+                     tide.autocast (bf16 convolutions and products, float32 weights);
+                     evaluation stays float32
   --eager            run train_step eagerly (no tide.jit)
   --quiet            no per-epoch progress output
   --help             this text]]
@@ -46,14 +49,17 @@ end
 local args = cli.parse(arg, {
   script = SCRIPT, usage = USAGE, options = OPTIONS,
   values = { model = "mlp", batch_size = 128, device = "cpu", seed = 0, eager = false,
-             data = data.FASHION_MNIST_ROOT },
+             data = data.FASHION_MNIST_ROOT, autocast = "float32" },
   numeric = { epochs = "count", batch_size = "count", lr = "positive", limit = "count",
               test_limit = "count", seed = "integer" },
-  strings = { model = true, device = true, checkpoint = true, data = true },
+  strings = { model = true, device = true, checkpoint = true, data = true, autocast = true },
   flags = { eager = true, quiet = true },
 })
 if args.model ~= "mlp" and args.model ~= "cnn" then
   usage_error("--model must be mlp or cnn, got '" .. args.model .. "'")
+end
+if args.autocast ~= "float32" and args.autocast ~= "bfloat16" then
+  usage_error("--autocast must be float32 or bfloat16, got '" .. args.autocast .. "'")
 end
 args.epochs = args.epochs or (args.model == "mlp" and 5 or 3)
 args.lr = args.lr or 0.05
@@ -134,16 +140,18 @@ local model = on_device(make_model())
 local opt = optim.SGD(model:parameters(), { lr = args.lr, momentum = 0.9 })
 local sched = optim.CosineAnnealingLR(opt, args.epochs)
 print(("model (%d parameters):\n%s"):format(model:num_parameters(), tostring(model)))
-print(("optimizer: SGD lr %g momentum 0.9, cosine schedule over %d epochs; batch %d; %d threads")
-  :format(args.lr, args.epochs, args.batch_size, tide.get_num_threads()))
+print(("optimizer: SGD lr %g momentum 0.9, cosine schedule over %d epochs; batch %d; %d threads; "
+  .. "autocast %s"):format(args.lr, args.epochs, args.batch_size, tide.get_num_threads(),
+  args.autocast))
 
 -- One training step: forward, loss, backward, optimizer step. tide.jit traces it into one graph,
 -- compiled and then replayed: the first step (creating the momentum buffers), the steady step,
 -- and the partial last batch, whose new size makes the batch dim symbolic; --eager runs it op by
 -- op.
+local function forward_loss(x, y) return F.cross_entropy(model(x), y) end
 local function train_step(x, y)
   opt:zero_grad()
-  local loss = F.cross_entropy(model(x), y)
+  local loss = tide.autocast(args.autocast, forward_loss, x, y)
   loss:backward()
   opt:step()
   return loss

@@ -25,7 +25,8 @@ local LN2 = math.log(2)
 local USAGE = "usage: gpt.lua [--steps N] [--time-budget S] [--batch-size N] [--context N] "
   .. "[--lr X] [--min-lr X] [--warmup N] [--weight-decay X] [--clip X] [--eval-every N] "
   .. "[--eval-batches N] [--n-layer N] [--n-head N] [--n-embd N] [--block-size N] "
-  .. "[--checkpoint PATH] [--data DIR] [--seed N] [--eager] [--quiet]\n"
+  .. "[--checkpoint PATH] [--data DIR] [--seed N] [--autocast float32|bfloat16] [--eager] "
+  .. "[--quiet]\n"
   .. "       gpt.lua --sample N [--prompt TEXT] [--temperature X] [--top-k K] [--seed N] "
   .. "[--checkpoint PATH]"
 local OPTIONS = [[
@@ -48,6 +49,9 @@ training (the default: the recipe of issue 21, a 6-layer GPT 384 wide on the for
   --block-size N     the model's longest context (default 256)
   --data DIR         the fortune files' folder (default /usr/share/games/fortunes); every
                      regular file but the .dat indexes, sorted by name; the last 10% validates
+  --autocast DTYPE   float32 (default) or bfloat16: the training forward pass under
+                     tide.autocast (bf16 products and attention, float32 weights and AdamW
+                     state); validation stays float32
   --eager            run the training step (with --sample: decoding) eagerly (no tide.jit)
   --quiet            no progress bar or periodic validation lines
 sampling
@@ -67,14 +71,14 @@ local args = cli.parse(arg, {
              weight_decay = 0.1, clip = 1.0, eval_every = 100, eval_batches = 64, n_layer = 6,
              n_head = 6, n_embd = 384, block_size = 256, data = data.FORTUNES_ROOT or
              "/usr/share/games/fortunes", seed = 0, temperature = 0.8, top_k = 40,
-             checkpoint = "gpt.safetensors", prompt = "\n" },
+             checkpoint = "gpt.safetensors", prompt = "\n", autocast = "float32" },
   numeric = { steps = "count", time_budget = "positive", batch_size = "count", context = "count",
               lr = "positive", min_lr = "nonnegative", warmup = "natural",
               weight_decay = "nonnegative", clip = "positive", eval_every = "count",
               eval_batches = "count", n_layer = "count", n_head = "count", n_embd = "count",
               block_size = "count", seed = "integer", sample = "count", temperature = "positive",
               top_k = "count" },
-  strings = { checkpoint = true, data = true, prompt = true },
+  strings = { checkpoint = true, data = true, prompt = true, autocast = true },
   flags = { eager = true, quiet = true },
 })
 if args.n_embd % args.n_head ~= 0 then
@@ -84,6 +88,9 @@ end
 if args.context > args.block_size then
   cli.fail(SCRIPT, ("--context (%d) must be at most --block-size (%d)"):format(args.context,
                                                                               args.block_size))
+end
+if args.autocast ~= "float32" and args.autocast ~= "bfloat16" then
+  cli.fail(SCRIPT, ("--autocast must be float32 or bfloat16, got '%s'"):format(args.autocast))
 end
 if args.top_k > 256 then
   cli.fail(SCRIPT, ("--top-k must be at most 256 (the byte vocabulary), got '%d'"):format(
@@ -189,17 +196,18 @@ local sched = optim.lr_scheduler.LambdaLR(opt, lr_factor)
 print(("GPT: %d layers, %d wide, %d heads, context %d, %d parameters"):format(args.n_layer,
   args.n_embd, args.n_head, args.block_size, model:num_parameters()))
 print(("AdamW lr %g (warmup %d, cosine to %g at step %d), weight decay %g, clip %g; batch %d x %d"
-  .. " tokens; %d threads%s"):format(args.lr, args.warmup, args.min_lr, args.steps,
+  .. " tokens; %d threads%s; autocast %s"):format(args.lr, args.warmup, args.min_lr, args.steps,
   args.weight_decay, args.clip, args.batch_size, args.context, tide.get_num_threads(),
-  args.time_budget and (", time budget %g s"):format(args.time_budget) or ""))
+  args.time_budget and (", time budget %g s"):format(args.time_budget) or "", args.autocast))
 
 -- One training step: forward, loss, backward, gradient clipping, AdamW. Under tide.jit it is
 -- traced into one graph, compiled, then replayed; the learning rate the scheduler sets is a
 -- runtime input of the plan, so changing it does not recompile.
 local params = model:parameters()
+local function forward_loss(x, y) return model:loss(x, y) end
 local function train_step(x, y)
   opt:zero_grad()
-  local loss = model:loss(x, y)
+  local loss = tide.autocast(args.autocast, forward_loss, x, y)
   loss:backward()
   nn.utils.clip_grad_norm_(params, args.clip)
   opt:step()

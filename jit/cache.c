@@ -253,6 +253,11 @@ static bool build_key(jit_trace *tr, key_buf *k, const jit_node *nodes, int n, c
 {
     *k = (key_buf){tr->b.key, 0, tr->b.key_cap, tr->b.dims, tr->b.dim_node, 0, tr->b.dims_cap};
     bool ok = key_append(k, nodes, n, outs, nouts);
+    /* The thread's autocast dtype: a segment recorded under autocast is never replayed outside
+     * it, nor the other way (its casts are nodes too; this keeps the rule explicit). */
+    ok = ok && key_reserve(k);
+    if (ok)
+        kput(k, tide_get_autocast());
     tr->b.key = k->v;
     tr->b.key_cap = k->cap;
     tr->b.dims = k->dims;

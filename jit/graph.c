@@ -207,7 +207,14 @@ tide_graph *tide_jit_end(tide_tensor *const *outputs, int noutputs)
     tide_graph *g = NULL;
     jit_flush(tr, outputs, noutputs, &g);
     jit_session_free(tr);
+    if (g)
+        g->autocast = tide_get_autocast();
     return g;
+}
+
+static const char *autocast_name(int dtype)
+{
+    return dtype == TIDE_AUTOCAST_OFF ? "off" : tide_dtype_name((tide_dtype)dtype);
 }
 
 /* The node of input i in g, or NULL when the graph never reads it. */
@@ -354,6 +361,10 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
         return td_error("tide_graph_run: outputs is NULL; the graph has %d", g->noutputs);
     if (jit_current)
         return td_error("tide_graph_run: called while this thread traces");
+    if (g->autocast != tide_get_autocast())
+        return td_error("tide_graph_run: the graph was captured with autocast %s and runs with "
+                        "autocast %s; capture it again under this autocast setting",
+                        autocast_name(g->autocast), autocast_name(tide_get_autocast()));
     /* guards: every input has the layout the graph was captured with */
     for (int i = 0; i < ninputs; i++)
         if (check_input(g, i, inputs ? inputs[i] : NULL) < 0)

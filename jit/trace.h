@@ -90,6 +90,7 @@ typedef struct tide_graph {
     int *plan_index;      /* out i -> index in plan->outputs */
     int *out_node;        /* out i -> its node (a dynamic graph's output layouts are replayed) */
     uint32_t *dyn;        /* a dynamic graph: per input its dynamic dims; NULL: static */
+    int autocast;         /* the autocast dtype it was captured under (tide_get_autocast) */
 } tide_graph;
 
 /* recorder (trace.c) */

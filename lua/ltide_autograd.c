@@ -1,6 +1,6 @@
 /*
  * ltide_autograd.c — autograd from Lua (x:requires_grad_(), loss:backward(), x:detach(),
- * tide.no_grad(fn), tide.set_grad_enabled(b); x.grad / x.requires_grad / x.grad_fn are
+ * tide.no_grad(fn), tide.set_grad_enabled(b), tide.autocast(dtype, fn); x.grad / x.requires_grad / x.grad_fn are
  * attributes in ltide_tensor.c) and the runtime: threads and memory (tide.collect()).
  */
 #include "ltide.h"
@@ -97,6 +97,44 @@ static int f_is_grad_enabled(lua_State *L)
     return 1;
 }
 
+/* autocast(dtype, fn, ...): fn(...) with the thread's autocast dtype set ("float16",
+ * "bfloat16"; "float32" or nil: off), the previous one restored even when fn raises; returns
+ * fn's results. */
+static int f_autocast(lua_State *L)
+{
+    tide_dtype dt = lt_checkdtype(L, 1, "autocast", TIDE_FLOAT32);
+    if (dt != TIDE_FLOAT32 && dt != TIDE_FLOAT16 && dt != TIDE_BFLOAT16)
+        return luaL_error(L, "autocast: the dtype must be \"float16\", \"bfloat16\" or "
+                          "\"float32\"/nil (off), got %s", tide_dtype_name(dt));
+    bool callable = lua_type(L, 2) == LUA_TFUNCTION;
+    if (!callable && luaL_getmetafield(L, 2, "__call") != LUA_TNIL) { /* a tide.jit function */
+        lua_pop(L, 1);
+        callable = true;
+    }
+    if (!callable)
+        return luaL_error(L, "autocast: expected a function after the dtype, got %s",
+                          luaL_typename(L, 2));
+    lua_remove(L, 1);
+    int prev = tide_get_autocast();
+    tide_set_autocast(dt == TIDE_FLOAT32 ? TIDE_AUTOCAST_OFF : (int)dt);
+    int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+    tide_set_autocast(prev);
+    if (status != LUA_OK)
+        return lua_error(L);
+    return lua_gettop(L);
+}
+
+/* get_autocast(): the thread's autocast dtype name, or nil when off. */
+static int f_get_autocast(lua_State *L)
+{
+    int dt = tide_get_autocast();
+    if (dt == TIDE_AUTOCAST_OFF)
+        lua_pushnil(L);
+    else
+        lua_pushstring(L, tide_dtype_name((tide_dtype)dt));
+    return 1;
+}
+
 /* ---- runtime ----------------------------------------------------------------------------- */
 
 static int f_set_num_threads(lua_State *L)
@@ -166,6 +204,8 @@ static const lt_reg autograd_regs[] = {
     {"enable_grad", f_enable_grad, LT_FUNCTION},
     {"set_grad_enabled", f_set_grad_enabled, LT_FUNCTION},
     {"is_grad_enabled", f_is_grad_enabled, LT_FUNCTION},
+    {"autocast", f_autocast, LT_FUNCTION},
+    {"get_autocast", f_get_autocast, LT_FUNCTION},
     {"set_num_threads", f_set_num_threads, LT_FUNCTION},
     {"get_num_threads", f_get_num_threads, LT_FUNCTION},
     {"memory_stats", f_memory_stats, LT_FUNCTION},

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "autocast.h"
 #include "nn_common.h"
 
 typedef struct sdpa_dims {
@@ -231,6 +232,8 @@ tide_tensor *tide_scaled_dot_product_attention(const tide_tensor *q, const tide_
                                                 bool is_causal, double dropout_p,
                                                 const double *scale)
 {
-    TD_IN_OP("scaled_dot_product_attention",
-             sdpa_body(q, k, v, attn_mask, is_causal, dropout_p, scale));
+    /* A float mask is cast with q (it must have q's dtype); a bool one stays bool. */
+    TD_IN_AUTOCAST_OP("scaled_dot_product_attention", TD_AUTOCAST_LOWER,
+                      sdpa_body(q, k, v, attn_mask, is_causal, dropout_p, scale), 4, &q, &k, &v,
+                      &attn_mask);
 }

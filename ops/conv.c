@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dispatch.h"
+#include "autocast.h"
 
 /* Bins up to this many per dim for adaptive_avg_pool2d sizes that do not divide the input:
  * each bin is a few ops, so the general path is meant for heads, not for resampling. */
@@ -210,7 +210,9 @@ tide_tensor *tide_conv2d(const tide_tensor *x, const tide_tensor *weight, const 
                          const int stride[2], const int padding[2], const int dilation[2],
                          int groups)
 {
-    TD_IN_OP("conv2d", conv2d_body(x, weight, bias, stride, padding, dilation, groups));
+    TD_IN_AUTOCAST_OP("conv2d", TD_AUTOCAST_LOWER,
+                      conv2d_body(x, weight, bias, stride, padding, dilation, groups), 3, &x,
+                      &weight, &bias);
 }
 
 tide_tensor *tide_conv2d_grad_input(const tide_tensor *grad_out, const tide_tensor *weight,

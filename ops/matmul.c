@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dispatch.h"
+#include "autocast.h"
 
 /* "[2, 3] float32" into buf. */
 static const char *describe(char *buf, size_t size, const tide_tensor *t)
@@ -166,5 +166,5 @@ static tide_tensor *matmul_body(const tide_tensor *a, const tide_tensor *b)
 
 tide_tensor *tide_matmul(const tide_tensor *a, const tide_tensor *b)
 {
-    TD_IN_OP("matmul", matmul_body(a, b));
+    TD_IN_AUTOCAST_OP("matmul", TD_AUTOCAST_LOWER, matmul_body(a, b), 2, &a, &b);
 }

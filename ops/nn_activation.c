@@ -125,14 +125,15 @@ static tide_tensor *gelu_body(const tide_tensor *x, bool approximate_tanh)
     if (nn_check_floating("gelu", "input", x) < 0)
         return NULL;
     nn_scope s = {0};
-    tide_tensor *out;
-    if (approximate_tanh) {
-        out = gelu_tanh(&s, x);
-    } else {
-        tide_tensor *phi = normal_cdf(&s, x);
-        out = nn_keep(&s, tide_mul(x, phi));
+    const tide_tensor *xf = nn_widen_half(&s, x);
+    tide_tensor *out = NULL;
+    if (xf && approximate_tanh) {
+        out = gelu_tanh(&s, xf);
+    } else if (xf) {
+        tide_tensor *phi = normal_cdf(&s, xf);
+        out = nn_keep(&s, tide_mul(xf, phi));
     }
-    return nn_finish(&s, "gelu", out);
+    return nn_finish(&s, "gelu", nn_round_to(&s, out, (tide_dtype)x->dtype));
 }
 
 tide_tensor *tide_gelu(const tide_tensor *x, bool approximate_tanh)
@@ -145,9 +146,10 @@ static tide_tensor *silu_body(const tide_tensor *x)
     if (nn_check_floating("silu", "input", x) < 0)
         return NULL;
     nn_scope s = {0};
-    tide_tensor *sg = nn_keep(&s, tide_sigmoid(x));
-    tide_tensor *out = nn_keep(&s, tide_mul(x, sg));
-    return nn_finish(&s, "silu", out);
+    const tide_tensor *xf = nn_widen_half(&s, x);
+    tide_tensor *sg = xf ? nn_keep(&s, tide_sigmoid(xf)) : NULL;
+    tide_tensor *out = sg ? nn_keep(&s, tide_mul(xf, sg)) : NULL;
+    return nn_finish(&s, "silu", nn_round_to(&s, out, (tide_dtype)x->dtype));
 }
 
 tide_tensor *tide_silu(const tide_tensor *x)

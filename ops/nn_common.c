@@ -164,6 +164,18 @@ bool nn_no_grad_begin(void) { return set_grad_quietly(false); }
 
 void nn_no_grad_end(bool previous) { set_grad_quietly(previous); }
 
+const tide_tensor *nn_widen_half(nn_scope *s, const tide_tensor *x)
+{
+    return td_dtype_is_half(x->dtype) ? nn_keep(s, tide_cast(x, TIDE_FLOAT32)) : x;
+}
+
+tide_tensor *nn_round_to(nn_scope *s, tide_tensor *out, tide_dtype dtype)
+{
+    if (!out || out->dtype == dtype)
+        return out;
+    return nn_keep(s, tide_cast(out, dtype));
+}
+
 tide_tensor *nn_reduce(nn_scope *s, tide_tensor *x, tide_reduction reduction)
 {
     switch (reduction) {

@@ -60,6 +60,13 @@ int nn_normalize_dim(const char *op, int dim, int ndim);
 bool nn_no_grad_begin(void);
 void nn_no_grad_end(bool previous);
 
+/* A composite activation on float16/bfloat16 computes in float32 and rounds once at the end, as
+ * a kernel would (and PyTorch's do): nn_widen_half gives x as float32 when it is half (a cast
+ * kept in s), else x; nn_round_to casts out back to dtype when it differs (kept in s). Without
+ * them each of the composite's primitives would round to half: slower, and less accurate. */
+const tide_tensor *nn_widen_half(nn_scope *s, const tide_tensor *x);
+tide_tensor *nn_round_to(nn_scope *s, tide_tensor *out, tide_dtype dtype);
+
 /* x reduced as reduction says: the tensor itself (a new reference), its sum, or its mean. */
 tide_tensor *nn_reduce(nn_scope *s, tide_tensor *x, tide_reduction reduction);
 

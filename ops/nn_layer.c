@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "autocast.h"
 #include "nn_common.h"
 
 static tide_tensor *linear_body(const tide_tensor *x, const tide_tensor *weight,
@@ -39,7 +40,8 @@ static tide_tensor *linear_body(const tide_tensor *x, const tide_tensor *weight,
 
 tide_tensor *tide_linear(const tide_tensor *x, const tide_tensor *weight, const tide_tensor *bias)
 {
-    TD_IN_OP("linear", linear_body(x, weight, bias));
+    /* The bias is cast too, so the result stays in the autocast dtype (as PyTorch's linear). */
+    TD_IN_AUTOCAST_OP("linear", TD_AUTOCAST_LOWER, linear_body(x, weight, bias), 3, &x, &weight, &bias);
 }
 
 static tide_tensor *dropout_body(const tide_tensor *x, double p, bool training)

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "autocast.h"
 #include "nn_common.h"
 
 /* The checks both class-index losses share; the class dim, or -1. */
@@ -96,7 +97,8 @@ static tide_tensor *nll_loss_body(const tide_tensor *log_probs, const tide_tenso
 tide_tensor *tide_nll_loss(const tide_tensor *log_probs, const tide_tensor *target,
                            tide_reduction reduction, int64_t ignore_index)
 {
-    TD_IN_OP("nll_loss", nll_loss_body(log_probs, target, reduction, ignore_index));
+    TD_IN_AUTOCAST_OP("nll_loss", TD_AUTOCAST_FLOAT32,
+                      nll_loss_body(log_probs, target, reduction, ignore_index), 1, &log_probs);
 }
 
 /*
@@ -143,8 +145,10 @@ tide_tensor *tide_cross_entropy(const tide_tensor *logits, const tide_tensor *ta
                                 tide_reduction reduction, double label_smoothing,
                                 int64_t ignore_index)
 {
-    TD_IN_OP("cross_entropy",
-             cross_entropy_body(logits, target, reduction, label_smoothing, ignore_index));
+    /* target is class indices (integers, left alone) or probabilities (cast like logits). */
+    TD_IN_AUTOCAST_OP("cross_entropy", TD_AUTOCAST_FLOAT32,
+                      cross_entropy_body(logits, target, reduction, label_smoothing, ignore_index),
+                      2, &logits, &target);
 }
 
 /* The checks of the elementwise losses: both floating, the same shape. */
@@ -172,7 +176,8 @@ static tide_tensor *mse_loss_body(const tide_tensor *input, const tide_tensor *t
 tide_tensor *tide_mse_loss(const tide_tensor *input, const tide_tensor *target,
                            tide_reduction reduction)
 {
-    TD_IN_OP("mse_loss", mse_loss_body(input, target, reduction));
+    TD_IN_AUTOCAST_OP("mse_loss", TD_AUTOCAST_FLOAT32, mse_loss_body(input, target, reduction), 2, &input,
+                      &target);
 }
 
 /* log(1 + u) for u >= 0, accurate when u is tiny (Kahan's trick: log(w) * u / (w - 1) with
@@ -218,6 +223,7 @@ tide_tensor *tide_binary_cross_entropy_with_logits(const tide_tensor *logits,
                                                    const tide_tensor *target,
                                                    tide_reduction reduction)
 {
-    TD_IN_OP("binary_cross_entropy_with_logits",
-             binary_cross_entropy_with_logits_body(logits, target, reduction));
+    TD_IN_AUTOCAST_OP("binary_cross_entropy_with_logits", TD_AUTOCAST_FLOAT32,
+                      binary_cross_entropy_with_logits_body(logits, target, reduction), 2,
+                      &logits, &target);
 }

@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 
+#include "autocast.h"
 #include "nn_common.h"
 
 /* (x - mean) * rsqrt(var + eps), with mean and var of x over dims (keepdim); the batch mean and
@@ -82,7 +83,8 @@ static tide_tensor *layer_norm_body(const tide_tensor *x, int n_normalized,
 tide_tensor *tide_layer_norm(const tide_tensor *x, int n_normalized, const tide_tensor *weight,
                              const tide_tensor *bias, double eps)
 {
-    TD_IN_OP("layer_norm", layer_norm_body(x, n_normalized, weight, bias, eps));
+    TD_IN_AUTOCAST_OP("layer_norm", TD_AUTOCAST_FLOAT32, layer_norm_body(x, n_normalized, weight, bias, eps),
+                      3, &x, &weight, &bias);
 }
 
 /* Checks an optional per-channel tensor: 1-D with C elements, floating (and x's dtype when
@@ -223,6 +225,11 @@ tide_tensor *tide_batch_norm(const tide_tensor *x, tide_tensor *running_mean,
                              tide_tensor *running_var, const tide_tensor *weight,
                              const tide_tensor *bias, bool training, double momentum, double eps)
 {
-    TD_IN_OP("batch_norm", batch_norm_body(x, running_mean, running_var, weight, bias, training,
-                                           momentum, eps));
+    /* The running statistics are float32 buffers written in place: x, weight and bias go up to
+     * float32 under autocast (PyTorch's CPU batch_norm takes half input with float32 weights;
+     * here the dtypes must match, so the norm runs in float32 like layer_norm). */
+    TD_IN_AUTOCAST_OP("batch_norm", TD_AUTOCAST_FLOAT32,
+                      batch_norm_body(x, running_mean, running_var, weight, bias, training,
+                                      momentum, eps),
+                      3, &x, &weight, &bias);
 }

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 
+#include "autocast.h"
 #include "nn_common.h"
 
 /* The maximum over dims (keepdim), outside the graph. */
@@ -45,7 +46,7 @@ static tide_tensor *softmax_body(const tide_tensor *x, int dim)
 
 tide_tensor *tide_softmax(const tide_tensor *x, int dim)
 {
-    TD_IN_OP("softmax", softmax_body(x, dim));
+    TD_IN_AUTOCAST_OP("softmax", TD_AUTOCAST_FLOAT32, softmax_body(x, dim), 1, &x);
 }
 
 static tide_tensor *log_softmax_body(const tide_tensor *x, int dim)
@@ -69,7 +70,7 @@ static tide_tensor *log_softmax_body(const tide_tensor *x, int dim)
 
 tide_tensor *tide_log_softmax(const tide_tensor *x, int dim)
 {
-    TD_IN_OP("log_softmax", log_softmax_body(x, dim));
+    TD_IN_AUTOCAST_OP("log_softmax", TD_AUTOCAST_FLOAT32, log_softmax_body(x, dim), 1, &x);
 }
 
 static tide_tensor *logsumexp_body(const tide_tensor *x, const int *dims, int ndims, bool keepdim)
@@ -108,5 +109,6 @@ static tide_tensor *logsumexp_body(const tide_tensor *x, const int *dims, int nd
 
 tide_tensor *tide_logsumexp(const tide_tensor *x, const int *dims, int ndims, bool keepdim)
 {
-    TD_IN_OP("logsumexp", logsumexp_body(x, dims, ndims, keepdim));
+    TD_IN_AUTOCAST_OP("logsumexp", TD_AUTOCAST_FLOAT32, logsumexp_body(x, dims, ndims, keepdim), 1,
+                      &x);
 }

@@ -43,6 +43,7 @@ rejects "--epochs must be a positive integer, got '-1'" --epochs=-1
 rejects "--batch-size must be a positive integer, got '0'" --batch-size 0
 rejects "--batch-size must be a positive integer, got '-5'" --batch-size -5
 rejects "--batch-size must be a positive integer, got 'x'" --batch-size x
+rejects "--autocast must be float32 or bfloat16, got 'int8'" --autocast int8
 rejects "--lr must be a finite number > 0, got '0'" --lr 0
 rejects "--lr must be a finite number > 0, got '-0.1'" --lr -0.1
 rejects "--lr must be a finite number > 0, got '1e999'" --lr 1e999

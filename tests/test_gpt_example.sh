@@ -42,6 +42,7 @@ rejects "--batch-size must be a positive integer, got '0'" --batch-size 0
 rejects "--steps must be a positive integer, got '2.5'" --steps 2.5
 rejects "--sample must be a positive integer, got 'ten'" --sample ten
 rejects "--warmup must be an integer >= 0, got '-1'" --warmup=-1
+rejects "--autocast must be float32 or bfloat16, got 'half'" --autocast half
 rejects "--temperature must be a finite number > 0, got '0'" --temperature 0
 rejects "--time-budget must be a finite number > 0, got 'inf'" --time-budget inf
 rejects "unknown option '--step'" --step 3

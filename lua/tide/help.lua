@@ -31,6 +31,7 @@ local namespaces = {
   { "lm:", function() return require("tide.models.gpt").GPT end },
   { "llama.", function() return require "tide.models.llama" end },
   { "llm:", function() return require("tide.models.llama").Llama end },
+  { "scaler:", function() return tide.amp.GradScaler end },
 }
 help.namespaces = namespaces
 

@@ -220,6 +220,33 @@ H.test("a model in bfloat16 and float16 trains", function()
   end
 end)
 
+H.test("norms, softmax and losses compute in float32 and round once", function()
+  local F = require "tide.nn.functional"
+  for _, dt in ipairs(HALVES) do
+    local x = inputs(dt, 96, -3, 3):reshape({ 8, 12 })
+    local w, b = inputs(dt, 12, 0.5, 1.5), inputs(dt, 12, -1, 1)
+    local xf, wf, bf = x:float(), w:float(), b:float()
+    local function same(got, want, what)
+      H.eq(got.dtype, dt, dt .. " " .. what .. " dtype")
+      H.ok(tide.equal(got, want:to(dt)), dt .. " " .. what .. ": the float32 result rounded once")
+    end
+    same(tide.softmax(x, 2), tide.softmax(xf, 2), "softmax")
+    same(tide.log_softmax(x, 2), tide.log_softmax(xf, 2), "log_softmax")
+    same(tide.logsumexp(x, 2), tide.logsumexp(xf, 2), "logsumexp")
+    same(tide.layer_norm(x, { 12 }, w, b), tide.layer_norm(xf, { 12 }, wf, bf), "layer_norm")
+    same(F.rms_norm(x, { 12 }, w), F.rms_norm(xf, { 12 }, wf, 2 ^ -FRACTION_BITS[dt]), "rms_norm")
+    local y = tide.randint(1, 13, { 8 })
+    same(F.cross_entropy(x, y), F.cross_entropy(xf, y), "cross_entropy")
+    same(F.mse_loss(x, x:flip(1)), F.mse_loss(xf, xf:flip(1)), "mse_loss")
+    local nn = require "tide.nn"
+    local bn = nn.BatchNorm1d(12):to(dt)
+    local got = bn(x)
+    H.eq(got.dtype, dt, dt .. " batch_norm dtype")
+    H.eq(bn.running_mean.dtype, dt, dt .. " running stats keep their dtype")
+    H.ok(bn.running_mean:abs():sum():item() > 0, dt .. " running stats updated")
+  end
+end)
+
 H.test("errors", function()
   H.raises(function() return tide.zeros(2, { dtype = "float8" }) end, "unknown dtype", "float8")
   H.raises(function() return tide.finfo("int32") end, "finfo", "int32", "iinfo")

@@ -33,7 +33,8 @@ local receivers = {
   tide = "tide.", x = "x:", y = "x:", a = "x:", b = "x:", loss = "x:", nn = "nn.", F = "F.",
   optim = "optim.", data = "data.", m = "m:", model = "m:", module = "m:", opt = "opt:",
   optimizer = "opt:", sched = "sched:", scheduler = "sched:", loader = "loader:", ds = "ds:",
-  dataset = "ds:", text = "text:", gpt = "gpt.", lm = "lm:", llama = "llama.", llm = "llm:",
+  dataset = "ds:", text = "text:", gpt = "gpt.", lm = "lm:", scaler = "scaler:", llama = "llama.",
+  llm = "llm:",
 }
 
 local function read_spans(page)

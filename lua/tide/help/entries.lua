@@ -3,7 +3,7 @@
 -- module functions (also the method when x:<f> is the same function), x:<m> for tensor-only
 -- methods, nn.<Class>, nn.init.<f>, F.<f>, optim.<Class>, data.<f>, and m: (nn.Module),
 -- opt: (optimizers), sched: (LR schedulers), loader: (DataLoader), ds: (Dataset), text:
--- (TextDataset) for methods.
+-- (TextDataset), scaler: (tide.amp.GradScaler) for methods.
 -- Adding a function: add its line here and name it in docs/lua-api.md; tests/lua/test_help.lua
 -- fails until both agree. Keep descriptions to one line.
 return {
@@ -200,6 +200,17 @@ return {
   { "x:detach()", "a view of x's data cut from the graph" },
   { "tide.no_grad(fn, ...)", "runs fn with gradient recording off; returns its results" },
   { "tide.enable_grad(fn, ...)", "runs fn with gradient recording on; returns its results" },
+  { "tide.autocast(dtype, fn, ...)", "runs fn with autocast (\"bfloat16\"/\"float16\"; nil: off): matmul, conv, attention in that dtype; returns fn's results" },
+  { "tide.get_autocast()", "the thread's autocast dtype name, or nil when off" },
+  { "tide.amp.GradScaler({init_scale=, growth_factor=, backoff_factor=, growth_interval=, enabled=})", "loss scaling for float16 training (PyTorch's GradScaler)" },
+  { "scaler:scale(loss)", "loss (or a list of tensors) times the scale" },
+  { "scaler:unscale_(opt)", "divides opt's gradients by the scale; records inf/NaN" },
+  { "scaler:step(opt, ...)", "opt:step(...) unless a gradient is inf/NaN (unscales first if needed)" },
+  { "scaler:update([new_scale])", "backs the scale off after a skipped step, grows it after growth_interval good ones" },
+  { "scaler:get_scale()", "the current scale (1 when disabled)" },
+  { "scaler:is_enabled()", "whether scaling is on" },
+  { "scaler:state_dict()", "{scale=, growth_factor=, backoff_factor=, growth_interval=, _growth_tracker=}" },
+  { "scaler:load_state_dict(sd)", "restores a state_dict" },
   { "tide.set_grad_enabled(b)", "turns gradient recording on or off; returns the previous mode" },
   { "tide.is_grad_enabled()", "true when operations are recorded for gradients" },
   -- ---- files

@@ -226,9 +226,16 @@ function F.rms_norm(x, normalized_shape, weight, eps)
   end
   local dims = {}
   for i = 1, k do dims[i] = #size - k + i end
-  local y = x * tide.rsqrt(tide.mean(x * x, dims, true) + eps)
+  -- float16/bfloat16 compute in float32 and round once (as the C norms do, ops/autocast.h);
+  -- under autocast the result stays float32, as PyTorch's autocast keeps norms in float32
+  local half = x.dtype == "float16" or x.dtype == "bfloat16"
+  local xf = half and x:float() or x
+  local y = xf * tide.rsqrt(tide.mean(xf * xf, dims, true) + eps)
   if weight ~= nil then
-    y = y * weight
+    y = y * (half and weight:float() or weight)
+  end
+  if half and tide.get_autocast() == nil and (weight == nil or weight.dtype == x.dtype) then
+    y = y:to(x.dtype)
   end
   return y
 end
