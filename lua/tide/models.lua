@@ -1,6 +1,8 @@
 -- tide.models — ready-made models, each its own module loaded on first use:
 --   tide.models.gpt (require "tide.models.gpt"): a GPT language model (models/README.md).
+--   tide.models.tokenizer: llama2.c's tokenizer.bin (load, encode, decode, stream).
 local KNOWN = { gpt = true }
+KNOWN.tokenizer = true
 
 return setmetatable({}, {
   __index = function(t, name)
