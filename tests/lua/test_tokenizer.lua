@@ -121,12 +121,17 @@ H.test("BOS and EOS options; decode strips the space after BOS", function()
 end)
 
 H.test("merges: the highest score first, the leftmost pair on equal scores", function()
-  local t = tokenizer.load(vocab_file({ "<unk>", "<s>", "</s>", " ", "a", "b", "ab", "ba", "aba" },
-                                      { 0, 0, 0, -1, -1, -1, 0, 0, -5 }))
-  -- " a b a": "ab" and "ba" score the same, "ab" is leftmost; then "ab"+"a" = "aba"
-  H.eq(t:encode("aba", { bos = false }), { 4, 9 })
-  -- "ba" only: "bab" -> " ", "ba", "b"
+  local base = { "<unk>", "<s>", "</s>", " ", "a", "b", "ab", "ba" }
+  local t = tokenizer.load(vocab_file(base, { 0, 0, 0, -1, -1, -1, 0, 0 }))
+  -- " a b a": "ab" and "ba" score the same, "ab" is leftmost
+  H.eq(t:encode("aba", { bos = false }), { 4, 7, 5 })
   H.eq(t:encode("bab", { bos = false }), { 4, 8, 6 })
+  -- "ba" scores higher: it goes first though "ab" is further left
+  local t2 = tokenizer.load(vocab_file(base, { 0, 0, 0, -1, -1, -1, 0, 0.5 }))
+  H.eq(t2:encode("aba", { bos = false }), { 4, 5, 8 })
+  -- a score at or below llama2.c's -1e10 never merges
+  local t3 = tokenizer.load(vocab_file(base, { 0, 0, 0, -1, -1, -1, -1e10, -2e10 }))
+  H.eq(t3:encode("aba", { bos = false }), { 4, 5, 6, 5 })
   -- no byte tokens in this vocabulary: a character outside it is a clear error
   errors_with(function() t:encode("c") end, "tokenizer:encode", "\"c\"", "byte tokens")
   local no_space = tokenizer.load(vocab_file({ "<unk>", "<s>", "</s>", "a" }))

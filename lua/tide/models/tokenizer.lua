@@ -136,37 +136,80 @@ function Tokenizer:_code_points(text, ids)
   end
 end
 
+-- A binary max-heap of candidate merges {score, left, ...}: the highest score first, then the
+-- smallest left position, which is the leftmost pair (positions keep the text's order).
+local function before(a, b)
+  return a[1] > b[1] or (a[1] == b[1] and a[2] < b[2])
+end
+
+local function heap_push(h, e)
+  local i = #h + 1
+  h[i] = e
+  while i > 1 do
+    local parent = i // 2
+    if not before(h[i], h[parent]) then
+      break
+    end
+    h[i], h[parent] = h[parent], h[i]
+    i = parent
+  end
+end
+
+local function heap_pop(h)
+  local top, n = h[1], #h
+  h[1] = h[n]
+  h[n] = nil
+  local i = 1
+  while true do
+    local l, r, m = 2 * i, 2 * i + 1, i
+    if l < n and before(h[l], h[m]) then m = l end
+    if r < n and before(h[r], h[m]) then m = r end
+    if m == i then
+      return top
+    end
+    h[i], h[m] = h[m], h[i]
+    i = m
+  end
+end
+
 -- Merges adjacent pairs as llama2.c does: the pair whose concatenation is a token with the
 -- highest score (the leftmost of equal scores), until no pair is a token scoring above -1e10.
--- The pairs' tokens and scores are cached and only the merged token's neighbours recomputed,
--- which picks the same pair as llama2.c's full rescan at every step.
+-- llama2.c rescans every pair after each merge (quadratic: seconds for a page of text in
+-- Lua); here the tokens form a linked list by text position and the candidate pairs a heap.
+-- A merge changes only its neighbours' pairs: it bumps the left token's version and kills the
+-- right one, so heap entries for pairs that no longer exist are recognized and skipped. The
+-- heap's top valid entry is llama2.c's choice at every step, so the result is the same.
 function Tokenizer:_merge(ids)
   local pieces, scores, index = self.pieces, self.scores, self.index
-  local pair_id, pair_score = {}, {}
-  local function score_pair(i)
-    local id = index[pieces[ids[i]] .. pieces[ids[i + 1]]]
-    pair_id[i], pair_score[i] = id or 0, id and scores[id] or -math.huge
-  end
-  for i = 1, #ids - 1 do
-    score_pair(i)
-  end
-  while true do
-    local best, at = NO_MERGE, nil
-    for i = 1, #ids - 1 do
-      if pair_score[i] > best then
-        best, at = pair_score[i], i
-      end
+  local n, nxt, prv, version, heap = #ids, {}, {}, {}, {}
+  local function candidate(left, right)
+    local id = left and right and index[pieces[ids[left]] .. pieces[ids[right]]]
+    if id and scores[id] > NO_MERGE then
+      heap_push(heap, { scores[id], left, right, id, version[left], version[right] })
     end
-    if not at then
-      return ids
-    end
-    ids[at] = pair_id[at]
-    table.remove(ids, at + 1)
-    table.remove(pair_id, at + 1)
-    table.remove(pair_score, at + 1)
-    if at > 1 then score_pair(at - 1) end
-    if at < #ids then score_pair(at) end
   end
+  for i = 1, n do
+    nxt[i], prv[i], version[i] = i < n and i + 1 or false, i > 1 and i - 1 or false, 0
+  end
+  for i = 1, n - 1 do
+    candidate(i, i + 1)
+  end
+  while #heap > 0 do
+    local e = heap_pop(heap)
+    local left, right = e[2], e[3]
+    if nxt[left] == right and version[left] == e[5] and version[right] == e[6] then
+      ids[left], version[left], version[right] = e[4], version[left] + 1, -1
+      nxt[left] = nxt[right]
+      if nxt[right] then prv[nxt[right]] = left end
+      candidate(prv[left], left)
+      candidate(left, nxt[left])
+    end
+  end
+  local out, i = {}, n > 0 and 1 or false
+  while i do
+    out[#out + 1], i = ids[i], nxt[i]
+  end
+  return out
 end
 
 -- tok:encode(text [, {bos = true, eos = false}]) -> a list of 1-based ids: BOS if asked, the
@@ -184,7 +227,7 @@ function Tokenizer:encode(text, opts)
     ids[#ids + 1] = space
     self:_code_points(text, ids)
   end
-  self:_merge(ids)
+  ids = self:_merge(ids)
   if opts and opts.eos then
     ids[#ids + 1] = EOS
   end
