@@ -8,7 +8,8 @@
 --   * a name with a receiver: tide.f, x:m / x.m (also y, a, b, loss: a tensor), nn.C,
 --     nn.init.f, F.f, optim.C, data.f, m:/model:/module: (an nn.Module), opt:/optimizer:,
 --     sched:/scheduler:, loader:, ds:/dataset:, text: (a TextDataset), gpt.f
---     (tide.models.gpt), lm: (a gpt.GPT model) — anywhere in the span;
+--     (tide.models.gpt), lm: (a gpt.GPT model), tokenizer.f (tide.models.tokenizer), tok: (a
+--     Tokenizer) — anywhere in the span;
 --   * a bare name that starts the span (`exp`, `narrow(dim, start, len)`): tide.<name>, else
 --     the tensor method x:<name>;
 --   * after either, "/name" continues with the same receiver: `tide.zeros/ones(...)`,
@@ -32,7 +33,8 @@ local receivers = {
   tide = "tide.", x = "x:", y = "x:", a = "x:", b = "x:", loss = "x:", nn = "nn.", F = "F.",
   optim = "optim.", data = "data.", m = "m:", model = "m:", module = "m:", opt = "opt:",
   optimizer = "opt:", sched = "sched:", scheduler = "sched:", loader = "loader:", ds = "ds:",
-  dataset = "ds:", text = "text:", gpt = "gpt.", lm = "lm:",
+  dataset = "ds:", text = "text:", gpt = "gpt.", lm = "lm:", tokenizer = "tokenizer.",
+  tok = "tok:",
 }
 
 local function read_spans(page)

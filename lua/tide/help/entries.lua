@@ -356,4 +356,10 @@ return {
   { "lm:decode_jit_stats()", "the jitted decoding step's tide.jit statistics (compiles, hits, ...)" },
   { "lm:generate(prompt, n [, {temperature=, top_k=, seed=, on_token=, jit=true}])", "the prompt and n new tokens, decoded with a KV cache (jitted steps unless jit=false); on_token(id, row) streams them" },
   { "lm:configure_optimizer{lr=, weight_decay=, betas=, eps=}", "AdamW with decay on the 2-D weights only (nanoGPT's groups)" },
+  -- ---- tide.models.tokenizer (tokenizer.) and a loaded tokenizer's methods (tok:)
+  { "tokenizer.load(path [, vocab_size])", "llama2.c's tokenizer.bin; a token count other than vocab_size, a truncated or corrupt file are errors" },
+  { "tok:encode(text [, {bos=true, eos=false}])", "a list of 1-based ids (llama2.c's + 1): score-driven BPE merges, <0xNN> byte fallback" },
+  { "tok:decode(prev_id, id)", "id's text as llama2.c decodes it: no leading space after BOS, <0xNN> as the raw byte" },
+  { "tok:decode_ids(ids)", "the text of a list or int64 tensor of ids (BOS, EOS give nothing); decode_ids(encode(s)) == s" },
+  { "tok:streamer()", "emit: emit(id) gives the printable text token id completes (whole UTF-8 characters), emit() flushes" },
 }
