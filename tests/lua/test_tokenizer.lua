@@ -223,6 +223,8 @@ H.test("errors: vocabulary size, truncated and corrupt files, bad arguments", fu
   errors_with(function() tok:decode(nil, 0) end, "id 0 is not in 1..512")
   errors_with(function() tok:decode(nil, 513) end, "not in 1..512")
   errors_with(function() tok:decode(nil, "a") end, "must be an integer token id")
+  errors_with(function() tok:decode(0, 5) end, "prev_id 0 is not in 1..512")
+  errors_with(function() tok:decode(nil, math.huge) end, "inf is not in 1..512")
   errors_with(function() tok:decode_ids({ 5, 1.5 }) end, "token 2", "integer")
   errors_with(function() tok:decode_ids("abc") end, "a list or a tensor")
   errors_with(function() tok:streamer()(600) end, "600 is not in 1..512")

@@ -242,7 +242,8 @@ local function check_id(self, id, what, where)
       tostring(id)), 3)
   end
   if id < 1 or id > self.vocab_size then
-    error(("tokenizer:%s: %s %d is not in 1..%d"):format(where, what, id, self.vocab_size), 3)
+    error(("tokenizer:%s: %s %s is not in 1..%d"):format(where, what, tostring(id),
+      self.vocab_size), 3)
   end
   return math.tointeger(id)
 end
@@ -251,6 +252,9 @@ end
 -- leading space when prev_id is BOS, and a <0xNN> token as the raw byte. prev_id may be nil.
 function Tokenizer:decode(prev_id, id)
   id = check_id(self, id, "id", "decode")
+  if prev_id ~= nil then
+    prev_id = check_id(self, prev_id, "prev_id", "decode")
+  end
   local piece = self.pieces[id]
   if prev_id == BOS and piece:byte(1) == 32 then
     piece = piece:sub(2)
