@@ -32,6 +32,8 @@ local namespaces = {
   { "llama.", function() return require "tide.models.llama" end },
   { "llm:", function() return require("tide.models.llama").Llama end },
   { "scaler:", function() return tide.amp.GradScaler end },
+  { "tokenizer.", function() return require "tide.models.tokenizer" end },
+  { "tok:", function() return require("tide.models.tokenizer").Tokenizer end },
 }
 help.namespaces = namespaces
 
@@ -103,12 +105,14 @@ local modules = {
   { "data", "tide.data: datasets and DataLoader (loader:<method>, ds:<method>, text:<method> for TextDataset)" },
   { "gpt", "tide.models.gpt: a GPT language model (gpt.GPT; lm:<method> for one)" },
   { "llama", "tide.models.llama: Llama and its checkpoint loaders (llm:<method> for one)" },
+  { "tokenizer", "tide.models.tokenizer: llama2.c's tokenizer.bin (tokenizer.load; tok:<method>)" },
 }
 -- The name prefixes each module's listing shows: its functions, then its objects' methods.
 local module_prefixes = {
   tide = { "tide.", "x:" }, nn = { "nn.", "m:" }, F = { "F." },
   optim = { "optim.", "opt:", "sched:" }, data = { "data.", "loader:", "ds:", "text:" },
   gpt = { "gpt.", "lm:" }, llama = { "llama.", "llm:" },
+  tokenizer = { "tokenizer.", "tok:" },
 }
 
 local function line(e)
@@ -136,7 +140,7 @@ local function overview()
   local out = { "help(x) shows a function's signature and what it does: help(tide.matmul),",
                 "help(x.reshape), help(\"matmul\"), help(tide.nn.Linear); help(module) lists one:" }
   for _, m in ipairs(modules) do
-    out[#out + 1] = ("  %-6s %s"):format(m[1], m[2])
+    out[#out + 1] = ("  %-9s %s"):format(m[1], m[2])
   end
   out[#out + 1] = "The guide: docs/README.md; every function: docs/lua-api.md."
   print(table.concat(out, "\n"))
@@ -147,6 +151,7 @@ local module_names = {
   ["tide.nn.functional"] = "F", ["nn.functional"] = "F", optim = "optim",
   ["tide.optim"] = "optim", data = "data", ["tide.data"] = "data", gpt = "gpt",
   ["tide.models.gpt"] = "gpt", llama = "llama", ["tide.models.llama"] = "llama",
+  tokenizer = "tokenizer", ["tide.models.tokenizer"] = "tokenizer",
 }
 
 -- The module key of a module table, or nil.
@@ -168,6 +173,9 @@ local function module_of(v)
   end
   if v ~= nil and v == package.loaded["tide.models.llama"] then
     return "llama"
+  end
+  if v ~= nil and v == package.loaded["tide.models.tokenizer"] then
+    return "tokenizer"
   end
   return nil
 end

@@ -380,4 +380,10 @@ return {
   { "llm:decode_step_jit(idx, cache [, pos])", "decode_step with a one-token step under tide.jit" },
   { "llm:decode_jit_stats()", "the jitted decoding step's tide.jit statistics" },
   { "llm:generate(prompt, n [, {temperature=, top_k=, top_p=, seed=, on_token=, jit=true}])", "the prompt and n new tokens: greedy (temperature 0), temperature, top-k, top-p; on_token(id, row) streams them" },
+  -- ---- tide.models.tokenizer (tokenizer.) and a loaded tokenizer's methods (tok:)
+  { "tokenizer.load(path [, vocab_size])", "llama2.c's tokenizer.bin; a token count other than vocab_size, a truncated or corrupt file are errors" },
+  { "tok:encode(text [, {bos=true, eos=false}])", "a list of 1-based ids (llama2.c's + 1): score-driven BPE merges, <0xNN> byte fallback" },
+  { "tok:decode(prev_id, id)", "id's text as llama2.c decodes it: no leading space after BOS, <0xNN> as the raw byte" },
+  { "tok:decode_ids(ids)", "the text of a list or int64 tensor of ids (BOS, EOS give nothing); decode_ids(encode(s)) == s" },
+  { "tok:streamer()", "emit: emit(id) gives the printable text token id completes (whole UTF-8 characters), emit() flushes" },
 }
