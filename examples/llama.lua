@@ -6,11 +6,13 @@
 --
 -- Token ids on the command line and in the output are the checkpoint's own (llama2.c's and
 -- Hugging Face's, 0-based: BOS is 1); tide.models.llama counts from 1, so this script adds and
--- subtracts 1 at its edges. Without a tokenizer the output is the ids; --ids prints only them,
+-- subtracts 1 at its edges. With --tokenizer (llama2.c's tokenizer.bin) --prompt takes text and
+-- the output is text, streamed; without one the output is the ids; --ids prints only the ids,
 -- space-separated on one line. Options: `--help`. A bad option value ends the script at once
 -- with one line naming the option and the value, and exit status 2.
 local tide = require "tide"
 local llama = require "tide.models.llama"
+local tokenizer = require "tide.models.tokenizer"
 local script_dir = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 package.path = script_dir .. "/?.lua;" .. package.path
 local cli = require "cli"
@@ -18,11 +20,14 @@ local cli = require "cli"
 local SCRIPT = "llama.lua"
 local BOS = 1 -- llama2.c's and Llama's <s>
 
-local USAGE = "usage: llama.lua CHECKPOINT [--prompt-ids 1,2,3] [--steps N] [--temperature T] "
+local USAGE = "usage: llama.lua CHECKPOINT [--tokenizer FILE] [--prompt TEXT | --prompt-ids 1,2,3] "
+  .. "[--steps N] [--temperature T] "
   .. "[--topp P] [--seed S] [--ids] [--dtype float32|bfloat16|float16] [--eager]"
 local OPTIONS = [[
   CHECKPOINT         llama2.c's checkpoint (.bin), or a .safetensors file with Hugging Face's
                      Llama names (config.json beside it gives the heads; see --n-heads)
+  --tokenizer FILE   llama2.c's tokenizer.bin for this vocabulary: the output becomes text
+  --prompt TEXT      the prompt as text (needs --tokenizer), encoded after BOS
   --prompt-ids IDS   the prompt as comma-separated token ids, 0-based as in the checkpoint
                      (default: 1, BOS)
   --steps N          new tokens to generate, N >= 1 (default 256; cut to what the checkpoint's
@@ -37,7 +42,7 @@ local OPTIONS = [[
   --help             this text]]
 
 -- The checkpoint is the first argument that is not an option (its value after --opt included).
-local VALUED = { ["--prompt-ids"] = true, ["--steps"] = true, ["--temperature"] = true,
+local VALUED = { ["--tokenizer"] = true, ["--prompt"] = true, ["--prompt-ids"] = true, ["--steps"] = true, ["--temperature"] = true,
                  ["--topp"] = true, ["--seed"] = true, ["--dtype"] = true, ["--n-heads"] = true }
 local function split_checkpoint(argv)
   local rest, checkpoint = {}, nil
@@ -64,7 +69,7 @@ local args = cli.parse(rest, {
   values = { steps = 256, temperature = 1.0, topp = 0.9, dtype = "float32" },
   numeric = { steps = "count", temperature = "nonnegative", topp = "positive", seed = "integer",
               n_heads = "count" },
-  strings = { prompt_ids = true, dtype = true },
+  strings = { prompt_ids = true, dtype = true, tokenizer = true, prompt = true },
   flags = { ids = true, eager = true },
 })
 if not checkpoint then
@@ -72,6 +77,12 @@ if not checkpoint then
 end
 if args.topp > 1 then
   cli.fail(SCRIPT, ("--topp must be in (0, 1], got '%s'"):format(args.topp))
+end
+if args.prompt and not args.tokenizer then
+  cli.fail(SCRIPT, "--prompt needs --tokenizer FILE (or give --prompt-ids)")
+end
+if args.prompt and args.prompt_ids then
+  cli.fail(SCRIPT, "give --prompt or --prompt-ids, not both")
 end
 if args.dtype ~= "float32" and args.dtype ~= "bfloat16" and args.dtype ~= "float16" then
   cli.fail(SCRIPT, ("--dtype must be float32, bfloat16 or float16, got '%s'"):format(args.dtype))
@@ -102,9 +113,30 @@ local function load_model()
   return model
 end
 
+-- The tokenizer for the model's vocabulary (a mismatch is an error naming both sizes).
+local function load_tokenizer(vocab_size)
+  local ok, tok = pcall(tokenizer.load, args.tokenizer, vocab_size)
+  if not ok then
+    io.stderr:write(SCRIPT .. ": " .. tostring(tok) .. "\n")
+    os.exit(1)
+  end
+  return tok
+end
+
+-- The prompt's 0-based ids: the text encoded after BOS, the given ids, or BOS alone.
+local function prompt_ids(tok, vocab_size)
+  if args.prompt then
+    local ids = tok:encode(args.prompt, { bos = true })
+    for i, id in ipairs(ids) do ids[i] = id - 1 end
+    return ids
+  end
+  return args.prompt_ids and parse_ids(args.prompt_ids, vocab_size) or { BOS }
+end
+
 local model = load_model()
 local c = model.config
-local prompt = args.prompt_ids and parse_ids(args.prompt_ids, c.vocab_size) or { BOS }
+local tok = args.tokenizer and load_tokenizer(c.vocab_size)
+local prompt = prompt_ids(tok, c.vocab_size)
 if #prompt >= c.seq_len then
   cli.fail(SCRIPT, ("the prompt has %d tokens; the checkpoint's seq_len is %d"):format(#prompt,
                                                                                        c.seq_len))
@@ -116,14 +148,14 @@ if not args.ids then
     c.seq_len, c.dtype))
 end
 
--- TOKENIZER: where the tokenizer (tide.models.tokenizer, from llama2.c's tokenizer.bin) will
--- plug in: --tokenizer FILE and --prompt TEXT encode the prompt here, and emit() decodes each
--- id to text (streaming). Until then ids go out as numbers.
+-- Each generated id (0-based) as it comes: kept for --ids, else written as text through the
+-- tokenizer's streamer (whole UTF-8 characters) or as a number.
 local emitted = {}
+local text = tok and not args.ids and tok:streamer()
 local function emit(id)
   emitted[#emitted + 1] = id
   if not args.ids then
-    io.stdout:write(id, " ")
+    io.stdout:write(text and text(id + 1) or (id .. " "))
     io.stdout:flush()
   end
 end
@@ -136,7 +168,7 @@ model:generate(ids, steps, {
   seed = args.seed or os.time(),
   jit = not args.eager, on_token = function(id) emit(id - 1) end })
 local dt = tide.clock() - t0
-io.stdout:write(args.ids and table.concat(emitted, " ") or "", "\n")
+io.stdout:write(args.ids and table.concat(emitted, " ") or (text and text() or ""), "\n")
 if not args.ids then
   io.stderr:write(("generated %d tokens in %.2f s (%.1f tokens/s)\n"):format(steps, dt,
                                                                             steps / dt))
