@@ -18,6 +18,7 @@ local tide = require "tide"
 local nn = require "tide.nn"
 local optim = require "tide.optim"
 local sampling = require "tide.models.sampling"
+local decode_jit = require "tide.models.decode_jit"
 
 local F = nn.functional
 local gpt = {}
@@ -368,28 +369,12 @@ function GPT:_step_at(idx, cache, pos, len)
   return self.lm_head(self.ln_f(x)):select(2, 1)
 end
 
--- The model's jitted step, made on first use. Every length is the same trace but for the write's
--- view offset (the position's value, a tensor's, never enters the jit's key): the first length
--- compiles a static plan, the second a symbolic one that serves every later length. The cache
--- is not an argument (tide.jit takes tensors): decode_step_jit sets it.
-local function decode_jit(self)
-  if not rawget(self, "_decode_jit") then
-    rawset(self, "_decode_jit", tide.jit(function(idx, pos)
-      local cache = rawget(self, "_jit_cache")
-      return tide.no_grad(function() return self:_step_at(idx, cache, pos, cache.len) end)
-    end))
-  end
-  return rawget(self, "_decode_jit")
-end
-
 -- model:decode_step_jit(idx, cache [, pos]) -> as model:decode_step, with a one-token idx
 -- [B, 1] run under tide.jit (at most two compiles serve every length); a longer idx (a prompt)
 -- runs eagerly through decode_step, and so do positions 1 and 2: the jit keeps view offsets
 -- of 0 and 1 static (jit/README.md, symbolic dims), so they would cost a plan each.
 function GPT:decode_step_jit(idx, cache, pos)
-  local len = type(cache) == "table" and math.type(cache.len) == "integer"
-    and (math.type(pos) == "integer" and pos - 1 or cache.len)
-  if not tide.is_tensor(idx) or idx:dim() ~= 2 or idx:size(2) ~= 1 or (len and len < 2) then
+  if decode_jit.runs_eagerly(idx, cache, pos) then
     return self:decode_step(idx, cache, pos)
   end
   if type(cache) ~= "table" or cache.len == nil then
@@ -407,20 +392,13 @@ function GPT:decode_step_jit(idx, cache, pos)
     error(("GPT:decode_step_jit: idx has batch %d, the cache %d"):format(idx:size(1),
       cache.batch), 2)
   end
-  local at = tide.tensor({ cache.len + 1 }, { dtype = "int64", device = idx.device })
-  rawset(self, "_jit_cache", cache)
-  local ok, logits = pcall(decode_jit(self), idx, at)
-  rawset(self, "_jit_cache", nil)
-  if not ok then error(logits, 0) end
-  cache.len = cache.len + 1
-  return logits
+  return decode_jit.run(self, idx, cache)
 end
 
 -- model:decode_jit_stats() -> the jitted decoding step's tide.jit statistics (compiles, hits,
 -- fallbacks, ...), or nil before its first use.
 function GPT:decode_jit_stats()
-  local f = rawget(self, "_decode_jit")
-  return f and f:stats()
+  return decode_jit.stats(self)
 end
 
 -- ---- generation --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 -- the methods land on llama.Llama. The patterns are gpt.lua's (models/README.md).
 local tide = require "tide"
 local sampling = require "tide.models.sampling"
+local decode_jit = require "tide.models.decode_jit"
 
 return function(llama)
   local Llama = llama.Llama
@@ -67,40 +68,21 @@ return function(llama)
     return llama._head(self, x):select(2, 1)
   end
 
-  local function decode_jit(self)
-    if not rawget(self, "_decode_jit") then
-      rawset(self, "_decode_jit", tide.jit(function(idx, pos)
-        local cache = rawget(self, "_jit_cache")
-        return tide.no_grad(function() return self:_step_at(idx, cache, pos, cache.len) end)
-      end))
-    end
-    return rawget(self, "_decode_jit")
-  end
-
   -- model:decode_step_jit(idx, cache [, pos]) -> as decode_step, a one-token idx [B, 1] run
   -- under tide.jit (a static plan for the first length, a symbolic one for every later one);
   -- prompts and positions 1 and 2 (whose view offsets the jit keeps static) run eagerly.
   function Llama:decode_step_jit(idx, cache, pos)
-    local len = type(cache) == "table" and math.type(cache.len) == "integer"
-      and (math.type(pos) == "integer" and pos - 1 or cache.len)
-    if not tide.is_tensor(idx) or idx:dim() ~= 2 or idx:size(2) ~= 1 or (len and len < 2) then
+    if decode_jit.runs_eagerly(idx, cache, pos) then
       return self:decode_step(idx, cache, pos)
     end
     check_step(self, "Llama:decode_step_jit", idx, cache, pos)
     self._rope.cos, self._rope.sin = self._rope.cos:to(idx.device), self._rope.sin:to(idx.device)
-    local at = tide.tensor({ cache.len + 1 }, { dtype = "int64", device = idx.device })
-    rawset(self, "_jit_cache", cache)
-    local ok, logits = pcall(decode_jit(self), idx, at)
-    rawset(self, "_jit_cache", nil)
-    if not ok then error(logits, 0) end
-    cache.len = cache.len + 1
-    return logits
+    return decode_jit.run(self, idx, cache)
   end
 
   -- model:decode_jit_stats() -> the jitted step's tide.jit statistics, or nil before its use.
   function Llama:decode_jit_stats()
-    local f = rawget(self, "_decode_jit")
-    return f and f:stats()
+    return decode_jit.stats(self)
   end
 
   local OPTS = { temperature = true, top_k = true, top_p = true, seed = true, on_token = true,
