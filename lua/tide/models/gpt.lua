@@ -406,25 +406,8 @@ end
 gpt._sample = sampling.sample -- for the tests
 local next_tokens = sampling.next_tokens
 
-local function check_generate_opts(opts, V)
-  local o = opts or {}
-  if type(o) ~= "table" then
-    error("GPT:generate: options must be a table, got " .. type(o), 3)
-  end
-  for k in pairs(o) do
-    if k ~= "temperature" and k ~= "top_k" and k ~= "seed" and k ~= "on_token" and k ~= "jit" then
-      error(("GPT:generate: unknown option '%s'"):format(tostring(k)), 3)
-    end
-  end
-  local r = { temperature = o.temperature or 1.0, top_k = o.top_k, seed = o.seed,
-              on_token = o.on_token, jit = o.jit }
-  if r.jit == nil then r.jit = true end
-  if type(r.jit) ~= "boolean" then
-    error("GPT:generate: jit must be a boolean, got " .. tostring(r.jit), 3)
-  end
-  sampling.check(r, "GPT:generate", V, 4)
-  return r
-end
+local GENERATE_OPTS = { temperature = true, top_k = true, seed = true, on_token = true,
+                        jit = true }
 
 -- A prompt (a list of ids, an int64 [T] or [B, T] tensor) as int64 [B, T].
 local function prompt_tensor(self, prompt)
@@ -463,7 +446,7 @@ function GPT:generate(prompt, n, opts)
     error("GPT:generate: the number of new tokens must be an integer >= 0, got " .. tostring(n),
       2)
   end
-  local o = check_generate_opts(opts, self.config.vocab_size)
+  local o = sampling.generate_opts(opts, self.config.vocab_size, "GPT:generate", GENERATE_OPTS)
   local seq = prompt_tensor(self, prompt)
   local block = self.config.block_size
   local was_training = self.training

@@ -88,26 +88,6 @@ return function(llama)
   local OPTS = { temperature = true, top_k = true, top_p = true, seed = true, on_token = true,
                  jit = true }
 
-  local function check_generate_opts(opts, V)
-    local o = opts or {}
-    if type(o) ~= "table" then
-      error("Llama:generate: options must be a table, got " .. type(o), 3)
-    end
-    for k in pairs(o) do
-      if not OPTS[k] then
-        error(("Llama:generate: unknown option '%s'"):format(tostring(k)), 3)
-      end
-    end
-    local r = { temperature = o.temperature or 1.0, top_k = o.top_k, top_p = o.top_p,
-                seed = o.seed, on_token = o.on_token, jit = o.jit }
-    if r.jit == nil then r.jit = true end
-    if type(r.jit) ~= "boolean" then
-      error("Llama:generate: jit must be a boolean, got " .. tostring(r.jit), 3)
-    end
-    sampling.check(r, "Llama:generate", V, 4)
-    return r
-  end
-
   -- A prompt (a list of ids, an int64 [T] or [B, T] tensor) as int64 [B, T] on the model's device.
   local function prompt_tensor(self, prompt)
     if type(prompt) == "table" then
@@ -134,7 +114,7 @@ return function(llama)
       error("Llama:generate: the number of new tokens must be an integer >= 0, got "
         .. tostring(n), 2)
     end
-    local o = check_generate_opts(opts, self.config.vocab_size)
+    local o = sampling.generate_opts(opts, self.config.vocab_size, "Llama:generate", OPTS)
     local seq = prompt_tensor(self, prompt)
     if seq:size(2) + n > self.config.seq_len then
       error(("Llama:generate: a prompt of %d tokens and %d new ones exceed seq_len %d"):format(

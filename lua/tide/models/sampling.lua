@@ -76,4 +76,27 @@ function sampling.check(o, what, V, level)
   end
 end
 
+-- The options of a model's generate (what: "GPT:generate"; allowed: the option names it takes),
+-- checked, with the defaults filled in (temperature 1, jit true). Errors name what at the
+-- caller's caller (level 3 from the model's check).
+function sampling.generate_opts(opts, V, what, allowed)
+  local o = opts or {}
+  if type(o) ~= "table" then
+    error(what .. ": options must be a table, got " .. type(o), 3)
+  end
+  for k in pairs(o) do
+    if not allowed[k] then
+      error(("%s: unknown option '%s'"):format(what, tostring(k)), 3)
+    end
+  end
+  local r = { temperature = o.temperature or 1.0, top_k = o.top_k, top_p = o.top_p,
+              seed = o.seed, on_token = o.on_token, jit = o.jit }
+  if r.jit == nil then r.jit = true end
+  if type(r.jit) ~= "boolean" then
+    error(what .. ": jit must be a boolean, got " .. tostring(r.jit), 3)
+  end
+  sampling.check(r, what, V, 4)
+  return r
+end
+
 return sampling
