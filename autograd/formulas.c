@@ -141,6 +141,8 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
         return 2u; /* the index */
     case TIDE_OP_SDPA: /* q, k, v, [mask,] and the packed output with the logsumexps */
         return 0x1fu;
+    case TIDE_OP_QLINEAR: /* x's gradient reads the quantized weight; q has none */
+        return (needed & 1u) ? 2u : 0u;
     default:
         return 0;
     }
@@ -595,6 +597,11 @@ static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor 
     }
     case TIDE_OP_SDPA:
         return sdpa_grad(S, n, g, gi);
+    case TIDE_OP_QLINEAR: /* x [M, K] @ dequantize(q)^T: dx = g @ dequantize(q) */
+        if (n0)
+            gi[0] = give(S, K(tide_matmul(g, K(tide_dequantize(x1, (tide_qformat)v[0],
+                                                                i0->shape[1])))));
+        return 0;
     default:
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }

@@ -47,7 +47,8 @@
     X(CONV2D_GRAD_WEIGHT, conv2d_grad_weight) X(MAX_POOL2D, max_pool2d)                           \
     X(MAX_POOL2D_INDICES, max_pool2d_indices) X(AVG_POOL2D, avg_pool2d)                           \
     X(AVG_POOL2D_GRAD, avg_pool2d_grad) X(RANDOM, random) X(TO, to)                               \
-    X(CUMSUM, cumsum) X(TOPK, topk) X(SDPA, sdpa) X(SDPA_GRAD, sdpa_grad)
+    X(CUMSUM, cumsum) X(TOPK, topk) X(SDPA, sdpa) X(SDPA_GRAD, sdpa_grad)                         \
+    X(QUANTIZE, quantize) X(DEQUANTIZE, dequantize) X(QLINEAR, qlinear)
 
 #define TIDE_ALL_OPS(X)                                                                            \
     TIDE_UNARY_OPS(X) TIDE_BINARY_OPS(X) TIDE_REDUCE_OPS(X) TIDE_ARGREDUCE_OPS(X)                 \
@@ -107,6 +108,12 @@ static inline bool tide_op_is_binary(tide_op op)
  *  [B.., L, Ev]) then N*L row logsumexps of the scaled, masked scores (N = batch numel).
  *  SDPA_GRAD: in = (q, k, v [, mask], packed (SDPA's out), dout [B.., L, Ev] rows of stride 1),
  *  the same attrs; out 1-D: dq (N*L*E) then dk (N*S*E) then dv (N*S*Ev), each contiguous.
+ *  QUANTIZE, DEQUANTIZE, QLINEAR (ops/quant.c, block formats in core/quant.h): ints[0] = the
+ *  format (tide_qformat). QUANTIZE: in = (w float32 [rows, K], contiguous), out uint8
+ *  [rows, K/32 * block bytes]. DEQUANTIZE: in = (q uint8 [rows, K/32 * block bytes],
+ *  contiguous), ints[1] = K, out float32 [rows, K]. QLINEAR: in = (x float32 [M, K]
+ *  contiguous, q as DEQUANTIZE's), out float32 [M, rows] = x @ dequant(q)^T with x quantized
+ *  per block of 32 to int8 (core/quant.h) and integer block dot products.
  *  TO: in = (x), out on the destination device (its tensor's device); nothing here. The
  *  dispatcher copies through the two devices' read/write; it never reaches a device's run.
  *  View ops: shape/strides/offset of the result are on the output tensor itself; ints hold the

@@ -370,6 +370,26 @@ TIDE_API tide_tensor *tide_batch_norm(const tide_tensor *x, tide_tensor *running
 TIDE_API tide_tensor *tide_linear(const tide_tensor *x, const tide_tensor *weight,
                                   const tide_tensor *bias);
 TIDE_API tide_tensor *tide_dropout(const tide_tensor *x, double p, bool training);
+
+/* ---- quantized weights (docs/quantization.md; block layouts in core/quant.h) --------------- */
+/* llama.cpp's block formats: a row of K values (K a multiple of 32) is K/32 blocks of a float16
+ * scale and 32 values, q8_0 as int8 (34 bytes a block), q4_0 as 4-bit (18 bytes). A quantized
+ * weight is an ordinary uint8 tensor [rows, K/32 * block bytes]; its format travels beside it. */
+typedef enum tide_qformat { TIDE_Q8_0 = 0, TIDE_Q4_0 = 1 } tide_qformat;
+/* "q8_0", "q4_0"; NULL for an unknown value. */
+TIDE_API const char *tide_qformat_name(tide_qformat fmt);
+/* The format named name, or -1 (no error set) when there is none. */
+TIDE_API int tide_qformat_from_name(const char *name);
+/* Bytes per block of 32 values (34, 18), 0 for an unknown format. */
+TIDE_API int tide_qformat_block_bytes(tide_qformat fmt);
+/* w float32/float16/bfloat16 [rows, K] -> uint8 [rows, K/32 * block bytes]. */
+TIDE_API tide_tensor *tide_quantize(const tide_tensor *w, tide_qformat fmt);
+/* q uint8 [rows, K/32 * block bytes] -> float32 [rows, K]. */
+TIDE_API tide_tensor *tide_dequantize(const tide_tensor *q, tide_qformat fmt, int64_t k);
+/* x float32 (or half, cast up) [..., K] times dequantize(q)^T: float32 [..., rows]. x is
+ * quantized per block of 32 to int8 on the fly (integer dot products); differentiable in x
+ * (dx = g @ dequantize(q)), not in q. */
+TIDE_API tide_tensor *tide_qlinear(const tide_tensor *x, const tide_tensor *q, tide_qformat fmt);
 /* torch.nn.functional.scaled_dot_product_attention: softmax(q k^T * scale + mask) v with
  * q [..., L, E], k [..., S, E], v [..., S, Ev] (batch dims broadcast), float32 or float64, one
  * fused kernel that never stores the L x S scores. attn_mask (NULL: none) is bool (true = take

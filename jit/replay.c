@@ -127,6 +127,12 @@ static int op_shape(const char *who, jit_node *nodes, const jit_node *cap, int i
     } else if (op == TIDE_OP_MATMUL) {
         if (matmul_shape(who, nodes, i) < 0)
             return -1;
+    } else if (op == TIDE_OP_QLINEAR || op == TIDE_OP_DEQUANTIZE || op == TIDE_OP_QUANTIZE) {
+        /* rows follow the first input's; the other dim is the weight's, kept as captured */
+        if (a->shape[1] != cap[nd->in[0]].shape[1] ||
+            (nd->nin > 1 && nodes[nd->in[1]].shape[0] != cap[nd->in[1]].shape[0]))
+            return refuse(who, nodes, i, "only its rows (dim 0) may change");
+        nd->shape[0] = a->shape[0];
     } else if (op == TIDE_OP_CAT) {
         int dim = (int)nd->attrs.ints[0];
         memcpy(nd->shape, a->shape, sizeof(int64_t) * a->ndim);

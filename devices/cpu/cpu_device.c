@@ -104,6 +104,12 @@ static int cpu_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *
         return td_cpu_sdpa(out, in, a);
     case TIDE_OP_SDPA_GRAD:
         return td_cpu_sdpa_grad(out, in, nin, a);
+    case TIDE_OP_QUANTIZE:
+        return td_cpu_quantize(out, in[0], (int)a->ints[0]);
+    case TIDE_OP_DEQUANTIZE:
+        return td_cpu_dequantize(out, in[0], (int)a->ints[0]);
+    case TIDE_OP_QLINEAR:
+        return td_cpu_qlinear(out, in[0], in[1], (int)a->ints[0]);
     case TIDE_OP_RANDOM:
         return td_cpu_random(out, (int)a->ints[0], (uint64_t)a->ints[1], (uint64_t)a->ints[2],
                              a->values[0], a->values[1]);

@@ -96,6 +96,12 @@ int td_cpu_scatter_add(tide_tensor *out, const tide_tensor *x, const tide_tensor
                        const tide_tensor *src, int dim);
 int td_cpu_index_select(tide_tensor *out, const tide_tensor *x, const tide_tensor *index, int dim);
 
+/* ---- cpu_quant.c ---- */
+/* QUANTIZE, DEQUANTIZE, QLINEAR (core/primitive.h): contiguous operands, fmt a tide_qformat. */
+int td_cpu_quantize(tide_tensor *out, const tide_tensor *w, int fmt);
+int td_cpu_dequantize(tide_tensor *out, const tide_tensor *q, int fmt);
+int td_cpu_qlinear(tide_tensor *out, const tide_tensor *x, const tide_tensor *q, int fmt);
+
 /* ---- cpu_random.c ---- */
 /* distribution 0: uniform [a, b); 1: normal(mean a, std b); 2: integers in [a, b). Element i
  * depends only on (seed, offset + i). */

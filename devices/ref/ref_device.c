@@ -57,6 +57,9 @@ static int ref_run_library(tide_op op, tide_tensor *out, tide_tensor *const *in,
     case TIDE_OP_TOPK: return ref_topk(out, in[0], (int)a->ints[0], a->ints[1], a->ints[2] != 0);
     case TIDE_OP_CUMSUM: return ref_cumsum(out, in[0], (int)a->ints[0]);
     case TIDE_OP_SDPA: return ref_sdpa(out, in, a);
+    case TIDE_OP_QUANTIZE: return ref_quantize(out, in[0], (int)a->ints[0]);
+    case TIDE_OP_DEQUANTIZE: return ref_dequantize(out, in[0], (int)a->ints[0]);
+    case TIDE_OP_QLINEAR: return ref_qlinear(out, in[0], in[1], (int)a->ints[0]);
     case TIDE_OP_SDPA_GRAD: return ref_sdpa_grad(out, in, a->ints[1] ? 6 : 5, a);
     case TIDE_OP_RANDOM:
         return ref_random(out, (int)a->ints[0], (uint64_t)a->ints[1], (uint64_t)a->ints[2],

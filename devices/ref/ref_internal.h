@@ -97,6 +97,10 @@ int ref_pad(tide_tensor *out, const tide_tensor *x, const int64_t *pads, double 
 int ref_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int ndims);
 /* out (float32, float64 or int64, x's dtype) = inclusive sums along dim, in order. */
 int ref_cumsum(tide_tensor *out, const tide_tensor *x, int dim);
+/* ref_quant.c: QUANTIZE, DEQUANTIZE, QLINEAR (contiguous operands, core/quant.h's formats). */
+int ref_quantize(tide_tensor *out, const tide_tensor *w, int fmt);
+int ref_dequantize(tide_tensor *out, const tide_tensor *q, int fmt);
+int ref_qlinear(tide_tensor *out, const tide_tensor *x, const tide_tensor *q, int fmt);
 /* SDPA / SDPA_GRAD (core/primitive.h) from their definitions in double (ref_attention.c). */
 int ref_sdpa(tide_tensor *out, tide_tensor *const *in, const tide_attrs *a);
 int ref_sdpa_grad(tide_tensor *out, tide_tensor *const *in, int nin, const tide_attrs *a);

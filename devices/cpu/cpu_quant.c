@@ -1,0 +1,113 @@
+/*
+ * cpu_quant.c — QUANTIZE, DEQUANTIZE and QLINEAR on the CPU (core/primitive.h; formats in
+ * core/quant.h). Quantizing and dequantizing are core/quant.h's scalar block functions, rows
+ * split over the pool. qlinear quantizes the activations once (per-tier kernel, the same bytes
+ * on every tier), then splits the weight's rows over the pool; each weight row is read once and
+ * dotted with every activation row while it is in cache, dequantized in registers (never
+ * written out as floats).
+ */
+#include <stdlib.h>
+
+#include "../../core/quant.h"
+#include "cpu_isa.h"
+#include "cpu_kernels.h"
+#include "cpu_quant.h"
+
+const td_quant_kernels *td_quant_kernels_current(void)
+{
+    static const td_quant_kernels *const tables[] = {
+        &td_quant_kernels_baseline, &td_quant_kernels_avx2, &td_quant_kernels_avx512};
+    return tables[td_cpu_isa()];
+}
+
+/* Rows per task: about 64 KiB of weight bytes, at least one row. */
+static int64_t grain_rows(int64_t row_bytes)
+{
+    int64_t g = (64 << 10) / (row_bytes > 0 ? row_bytes : 1);
+    return g > 0 ? g : 1;
+}
+
+typedef struct quant_job {
+    int fmt;
+    int64_t nb; /* blocks per row */
+    const float *x;
+    uint8_t *q;
+    float *y;
+} quant_job;
+
+static void quantize_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const quant_job *j = ctx;
+    int bytes = td_qblock_bytes(j->fmt);
+    for (int64_t r = begin; r < end; r++)
+        for (int64_t b = 0; b < j->nb; b++)
+            td_quantize_block(j->fmt, j->x + (r * j->nb + b) * TD_QBLOCK,
+                              j->q + (r * j->nb + b) * bytes);
+}
+
+static void dequantize_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const quant_job *j = ctx;
+    int bytes = td_qblock_bytes(j->fmt);
+    for (int64_t r = begin; r < end; r++)
+        for (int64_t b = 0; b < j->nb; b++)
+            td_dequantize_block(j->fmt, j->q + (r * j->nb + b) * bytes,
+                                j->y + (r * j->nb + b) * TD_QBLOCK);
+}
+
+int td_cpu_quantize(tide_tensor *out, const tide_tensor *w, int fmt)
+{
+    quant_job j = {fmt, w->shape[1] / TD_QBLOCK, td_tensor_data(w), td_tensor_data(out), NULL};
+    td_parallel_for(w->shape[0], grain_rows(w->shape[1] * 4), quantize_rows, &j);
+    return 0;
+}
+
+int td_cpu_dequantize(tide_tensor *out, const tide_tensor *q, int fmt)
+{
+    quant_job j = {fmt, out->shape[1] / TD_QBLOCK, NULL, td_tensor_data(q), td_tensor_data(out)};
+    td_parallel_for(q->shape[0], grain_rows(q->shape[1]), dequantize_rows, &j);
+    return 0;
+}
+
+typedef struct qlinear_job {
+    const td_quant_kernels *k;
+    int fmt;
+    int64_t m, n, nb, row_bytes;
+    const uint8_t *w;
+    const int8_t *xq;
+    const float *xd;
+    float *out;
+} qlinear_job;
+
+static void qlinear_rows(void *ctx, int64_t begin, int64_t end)
+{
+    const qlinear_job *j = ctx;
+    float (*dot)(int64_t, const uint8_t *, const int8_t *, const float *) = j->k->dot[j->fmt];
+    for (int64_t r = begin; r < end; r++) {
+        const uint8_t *w = j->w + r * j->row_bytes;
+        for (int64_t i = 0; i < j->m; i++)
+            j->out[i * j->n + r] = dot(j->nb, w, j->xq + i * j->nb * TD_QBLOCK,
+                                       j->xd + i * j->nb);
+    }
+}
+
+int td_cpu_qlinear(tide_tensor *out, const tide_tensor *x, const tide_tensor *q, int fmt)
+{
+    int64_t m = x->shape[0], k = x->shape[1], nb = k / TD_QBLOCK;
+    const td_quant_kernels *kern = td_quant_kernels_current();
+    int8_t *xq = td_malloc((size_t)(m * k) + 1);
+    float *xd = td_malloc(sizeof(float) * (size_t)(m * nb) + 1);
+    if (!xq || !xd) {
+        free(xq);
+        free(xd);
+        return td_error("qlinear: out of memory for the quantized activations [%lld, %lld]",
+                        (long long)m, (long long)k);
+    }
+    kern->quantize_act(m * nb, td_tensor_data(x), xq, xd);
+    qlinear_job j = {kern, fmt, m, q->shape[0], nb, q->shape[1], td_tensor_data(q), xq, xd,
+                     td_tensor_data(out)};
+    td_parallel_for(q->shape[0], grain_rows(q->shape[1] * (m < 8 ? m : 8)), qlinear_rows, &j);
+    free(xq);
+    free(xd);
+    return 0;
+}

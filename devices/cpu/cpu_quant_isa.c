@@ -1,0 +1,159 @@
+/*
+ * cpu_quant_isa.c — quantized dot products (cpu_quant.h), compiled once per tier (cpu_isa.h).
+ * baseline: core/quant.h's scalar code, blocks' terms added in order. avx2 (also serving the
+ * avx512 tier): 32 int8 products of a block in one maddubs (the sign trick: |w| as the unsigned
+ * operand, x with w's sign as the signed one; |w| <= 128 and |x| <= 127 keep every pair sum
+ * below 2^15, so nothing saturates), pairs summed by madd into eight int32 lanes, converted and
+ * fused-multiply-added with the block's scale into eight float lanes, summed at the end.
+ * Activation quantization gives the same bytes on both: max|x| is exact, 1/d and x * (1/d) are
+ * single IEEE operations, and cvtps rounds to nearest even as nearbyintf does.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "../../core/quant.h"
+#include "cpu_isa.h"
+#include "cpu_quant.h"
+
+#ifndef TD_ISA
+#error "cpu_quant_isa.c is compiled with TD_ISA set (see CMakeLists.txt)"
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+static inline float scale_of(const uint8_t *block)
+{
+    return _cvtsh_ss((unsigned short)(block[0] | (block[1] << 8)));
+}
+
+static inline float hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static void quantize_act(int64_t nb, const float *x, int8_t *q, float *d)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; b++, x += TD_QBLOCK, q += TD_QBLOCK) {
+        __m256 v[4], amax = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(x + 8 * i);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float dd = _mm256_movemask_ps(nan) ? NAN : _mm_cvtss_f32(m) / 127.0f;
+        d[b] = dd;
+        if (!isfinite(dd)) {
+            _mm256_storeu_si256((__m256i *)q, _mm256_setzero_si256());
+            continue;
+        }
+        __m256 id = _mm256_set1_ps(dd != 0 ? 1.0f / dd : 0.0f);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], id));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], id));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], id));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], id));
+        /* packs interleave 128-bit lanes: the permute puts the 32 bytes back in order */
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)q, p);
+    }
+}
+
+/* Eight int32 lanes summing to the 32 products w[i] * x[i] (int8 each). */
+static inline __m256 block_products(__m256i w, __m256i x)
+{
+    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+static float dot_q8_0(int64_t nb, const uint8_t *w, const int8_t *q, const float *d)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, w += 68, q += 64) {
+        __m256 p0 = block_products(_mm256_loadu_si256((const __m256i *)(w + 2)),
+                                   _mm256_loadu_si256((const __m256i *)q));
+        __m256 p1 = block_products(_mm256_loadu_si256((const __m256i *)(w + 36)),
+                                   _mm256_loadu_si256((const __m256i *)(q + 32)));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * d[b]), p0, acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 34) * d[b + 1]), p1, acc1);
+    }
+    for (; b < nb; b++, w += 34, q += 32) {
+        __m256 p = block_products(_mm256_loadu_si256((const __m256i *)(w + 2)),
+                                  _mm256_loadu_si256((const __m256i *)q));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * d[b]), p, acc0);
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+/* A q4_0 block's 32 values as int8 nibble - 8, in element order. */
+static inline __m256i q4_ints(const uint8_t *block)
+{
+    __m128i raw = _mm_loadu_si128((const __m128i *)(block + 2));
+    __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    both = _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+    return _mm256_sub_epi8(both, _mm256_set1_epi8(8));
+}
+
+static float dot_q4_0(int64_t nb, const uint8_t *w, const int8_t *q, const float *d)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, w += 36, q += 64) {
+        __m256 p0 = block_products(q4_ints(w), _mm256_loadu_si256((const __m256i *)q));
+        __m256 p1 = block_products(q4_ints(w + 18), _mm256_loadu_si256((const __m256i *)(q + 32)));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * d[b]), p0, acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 18) * d[b + 1]), p1, acc1);
+    }
+    for (; b < nb; b++, w += 18, q += 32) {
+        __m256 p = block_products(q4_ints(w), _mm256_loadu_si256((const __m256i *)q));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * d[b]), p, acc0);
+    }
+    return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+#else /* baseline: the scalar definitions */
+
+static void quantize_act(int64_t nb, const float *x, int8_t *q, float *d)
+{
+    for (int64_t b = 0; b < nb; b++)
+        d[b] = td_qact_block(x + b * TD_QBLOCK, q + b * TD_QBLOCK);
+}
+
+static float dot_blocks(int fmt, int64_t nb, const uint8_t *w, const int8_t *q, const float *d)
+{
+    int bytes = td_qblock_bytes(fmt);
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++, w += bytes, q += TD_QBLOCK) {
+        int8_t wi[TD_QBLOCK];
+        td_qblock_ints(fmt, w, wi);
+        int32_t s = 0;
+        for (int i = 0; i < TD_QBLOCK; i++)
+            s += (int32_t)wi[i] * q[i];
+        acc += td_qblock_scale(w) * d[b] * (float)s;
+    }
+    return acc;
+}
+
+static float dot_q8_0(int64_t nb, const uint8_t *w, const int8_t *q, const float *d)
+{
+    return dot_blocks(0, nb, w, q, d);
+}
+
+static float dot_q4_0(int64_t nb, const uint8_t *w, const int8_t *q, const float *d)
+{
+    return dot_blocks(1, nb, w, q, d);
+}
+
+#endif
+
+const td_quant_kernels TD_ISA_FN(td_quant_kernels) = {
+    .quantize_act = quantize_act,
+    .dot = {dot_q8_0, dot_q4_0},
+};
