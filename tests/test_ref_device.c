@@ -248,6 +248,7 @@ static void tolerance_ulps(const char *dev, tide_op op, tide_dtype dt, double *u
      * largest term, which the absolute part covers where terms cancel */
     case TIDE_OP_SDPA:
     case TIDE_OP_SDPA_GRAD: *ulps = 64, *abs_ = f64 ? 1e-12 : 1e-4; break;
+    case TIDE_OP_QLINEAR: *ulps = 0, *abs_ = 2e-3; break; /* q4_0: see build_quant */
     default: *ulps = 0; break;
     }
 }
@@ -783,6 +784,43 @@ static int build_topk(int v, tcase *c)
     return 1;
 }
 
+/* Quantized weights (core/quant.h), both formats: quantize and dequantize are core/quant.h's
+ * block functions on every device (exact); qlinear differs from ref only in adding its blocks'
+ * terms in float32. Weight bytes are kept in 0..59 so every float16 scale is finite and below
+ * 0.9 (bytes 0x3b3b at most). q8_0's int8 values are then non-negative, so the |x| run gives
+ * sum|terms| (TOL_SUMMED); q4_0's nibble - 8 has either sign, so its bound is absolute: three
+ * terms of at most 0.9 * 3/127 * 32*8*127 (~700), each off by ~2 float32 roundings, in sums
+ * of three: 2e-3. */
+static int build_quant(tide_op op, int v, tcase *c)
+{
+    int fmt = digit(&v, 2);
+    if (v)
+        return -1;
+    int64_t bb = fmt == 0 ? 34 : 18;
+    if (op == TIDE_OP_QUANTIZE) {
+        c->nin = 1;
+        c->in[0] = mk(TIDE_FLOAT32, CONTIG, 2, SHAPE(5, 64));
+        set_out(c, TIDE_UINT8, 2, SHAPE(5, 2 * bb));
+    } else if (op == TIDE_OP_DEQUANTIZE) {
+        c->nin = 1;
+        c->in[0] = mk(TIDE_UINT8, CONTIG, 2, SHAPE(5, 2 * bb));
+        set_out(c, TIDE_FLOAT32, 2, SHAPE(5, 64));
+    } else {
+        c->nin = 2;
+        c->in[0] = mk(TIDE_FLOAT32, CONTIG, 2, SHAPE(3, 96));
+        c->in[1] = mk(TIDE_UINT8, CONTIG, 2, SHAPE(7, 3 * bb));
+        set_out(c, TIDE_FLOAT32, 2, SHAPE(3, 7));
+    }
+    for (int i = 0; i < c->nin; i++)
+        if (c->in[i].dt == TIDE_UINT8)
+            c->in[i].hi = 59;
+    set_ints(c, 2, SHAPE(fmt, 64));
+    c->tol = op != TIDE_OP_QLINEAR ? TOL_EXACT : fmt == 0 ? TOL_SUMMED : TOL_ULPS;
+    c->terms = 3;
+    describe(c, TIDE_FLOAT32, CONTIG, fmt == 0 ? "q8_0" : "q4_0");
+    return 1;
+}
+
 /* Attention, float32/float64: plain (L != S, Ev != E), causal, and an additive mask in every
  * layout. q, k in [-1, 1] keep the scores small. SDPA_GRAD takes any packed (outputs and
  * logsumexps): both kernels read D = dO . O and the logsumexps from it. */
@@ -1038,6 +1076,8 @@ static int build(tide_op op, int v, tcase *c)
     case TIDE_OP_TOPK: return build_topk(v, c);
     case TIDE_OP_SDPA:
     case TIDE_OP_SDPA_GRAD: return build_sdpa(op, v, c);
+    case TIDE_OP_QUANTIZE: case TIDE_OP_DEQUANTIZE: case TIDE_OP_QLINEAR:
+        return build_quant(op, v, c);
     default: return -1;
     }
 }
