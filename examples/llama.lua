@@ -22,7 +22,7 @@ local BOS = 1 -- llama2.c's and Llama's <s>
 
 local USAGE = "usage: llama.lua CHECKPOINT [--tokenizer FILE] [--prompt TEXT | --prompt-ids 1,2,3] "
   .. "[--steps N] [--temperature T] "
-  .. "[--topp P] [--seed S] [--ids] [--dtype float32|bfloat16|float16] [--eager]"
+  .. "[--topp P] [--seed S] [--ids] [--dtype float32|bfloat16|float16|q8_0|q4_0] [--eager]"
 local OPTIONS = [[
   CHECKPOINT         llama2.c's checkpoint (.bin), or a .safetensors file with Hugging Face's
                      Llama names (config.json beside it gives the heads; see --n-heads)
@@ -36,7 +36,8 @@ local OPTIONS = [[
   --topp P           top-p (nucleus) sampling, 0 < P <= 1; 1 turns it off (default 0.9)
   --seed S           RNG seed, an integer (default: from the clock)
   --ids              print only the generated ids, space-separated, on one line
-  --dtype D          the weights' dtype: float32, bfloat16 or float16 (default float32)
+  --dtype D          the weights' dtype: float32, bfloat16 or float16 (default float32), or
+                     q8_0 / q4_0: loaded in float32, then quantized (tide.quantize)
   --n-heads N        attention heads, for a .safetensors file with no config.json beside it
   --eager            run every decoding step eagerly (no tide.jit)
   --help             this text]]
@@ -84,8 +85,11 @@ end
 if args.prompt and args.prompt_ids then
   cli.fail(SCRIPT, "give --prompt or --prompt-ids, not both")
 end
-if args.dtype ~= "float32" and args.dtype ~= "bfloat16" and args.dtype ~= "float16" then
-  cli.fail(SCRIPT, ("--dtype must be float32, bfloat16 or float16, got '%s'"):format(args.dtype))
+local QUANT = { q8_0 = true, q4_0 = true }
+if args.dtype ~= "float32" and args.dtype ~= "bfloat16" and args.dtype ~= "float16"
+    and not QUANT[args.dtype] then
+  cli.fail(SCRIPT, ("--dtype must be float32, bfloat16, float16, q8_0 or q4_0, got '%s'")
+    :format(args.dtype))
 end
 
 -- "1,2,3" -> {1, 2, 3} (0-based ids), each checked against the vocabulary.
@@ -103,13 +107,14 @@ local function parse_ids(s, vocab)
 end
 
 local function load_model()
-  local opts = { dtype = args.dtype }
+  local opts = { dtype = QUANT[args.dtype] and "float32" or args.dtype }
   if checkpoint:match("%.safetensors$") then opts.n_heads = args.n_heads end
   local ok, model = pcall(llama.load, checkpoint, opts)
   if not ok then
     io.stderr:write(SCRIPT .. ": " .. tostring(model) .. "\n")
     os.exit(1)
   end
+  if QUANT[args.dtype] then tide.quantize(model, args.dtype) end
   return model
 end
 
@@ -145,7 +150,7 @@ local steps = math.min(args.steps, c.seq_len - #prompt)
 if not args.ids then
   io.stderr:write(("%s: Llama dim %d, %d layers, %d heads (%d kv), vocab %d, seq_len %d, %s "
     .. "weights\n"):format(checkpoint, c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
-    c.seq_len, c.dtype))
+    c.seq_len, model.quant_format or c.dtype))
 end
 
 -- Each generated id (0-based) as it comes: kept for --ids, else written as text through the

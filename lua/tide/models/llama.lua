@@ -78,12 +78,21 @@ function llama.check_config(cfg)
 end
 
 -- x [..., in] (float32) times a weight [out, in] of any float dtype: tide.linear when the
--- dtypes agree, else matmul, which widens the half weight to float32 inside the product.
-local function project(x, w)
+-- dtypes agree, else matmul, which widens the half weight to float32 inside the product; a
+-- quantized weight (fmt "q8_0"/"q4_0", uint8 blocks) goes to tide.qlinear.
+local function project(x, w, fmt)
+  if fmt then
+    return tide.qlinear(x, w, fmt)
+  end
   if x.dtype == w.dtype then
     return tide.linear(x, w)
   end
   return tide.matmul(x, w:t())
+end
+
+-- x times module m's weight name, quantized (tide.quantize(model, fmt)) or not.
+local function proj(m, x, name)
+  return project(x, m[name], m._qformats and m._qformats[name] and m._qformats[name].format)
 end
 
 local function rmsnorm(x, w, eps)
@@ -146,12 +155,12 @@ end
 -- x [B, T, C] -> q [B, H, T, D], k and v [B, KVH, T, D], q and k rotated.
 function Attention:_qkv(x, cos, sin)
   local B, T, D = x:size(1), x:size(2), self.head_size
-  local function heads(w, n)
-    return project(x, w):view(B, T, n, D):transpose(2, 3)
+  local function heads(name, n)
+    return proj(self, x, name):view(B, T, n, D):transpose(2, 3)
   end
-  local q = rope(heads(self.wq, self.n_heads), cos, sin)
-  local k = rope(heads(self.wk, self.n_kv_heads), cos, sin)
-  return q, k, heads(self.wv, self.n_kv_heads)
+  local q = rope(heads("wq", self.n_heads), cos, sin)
+  local k = rope(heads("wk", self.n_kv_heads), cos, sin)
+  return q, k, heads("wv", self.n_kv_heads)
 end
 
 -- Grouped-query attention without copying keys: query head h reads kv head (h-1)//g + 1 (g =
@@ -190,7 +199,7 @@ function Attention:forward(x, cos, sin, layer_cache, len)
   end
   local g = self.n_heads // self.n_kv_heads
   local y = self:_attend(q, k, v, causal_mask(g, T, len, k:size(3), x.device))
-  return project(y:transpose(2, 3):reshape(B, T, self.n_heads * self.head_size), self.wo)
+  return proj(self, y:transpose(2, 3):reshape(B, T, self.n_heads * self.head_size), "wo")
 end
 
 -- One position (x [B, 1, C]) against a full-size layer cache holding len positions: the new key
@@ -203,7 +212,7 @@ function Attention:step_at(x, cos, sin, layer_cache, seen, len)
   layer_cache.k:narrow(3, len + 1, 1):copy_(k)
   layer_cache.v:narrow(3, len + 1, 1):copy_(v)
   local y = self:_attend(q, layer_cache.k, layer_cache.v, seen)
-  return project(y:transpose(2, 3):reshape(B, 1, self.n_heads * self.head_size), self.wo)
+  return proj(self, y:transpose(2, 3):reshape(B, 1, self.n_heads * self.head_size), "wo")
 end
 
 -- ---- feed-forward and block ---------------------------------------------------------------------
@@ -222,7 +231,7 @@ end
 
 -- SwiGLU: w2(silu(w1 x) * w3 x)
 function FeedForward:forward(x)
-  return project(tide.silu(project(x, self.w1)) * project(x, self.w3), self.w2)
+  return proj(self, tide.silu(proj(self, x, "w1")) * proj(self, x, "w3"), "w2")
 end
 
 local Block = nn.Module:extend("LlamaBlock")
@@ -284,9 +293,33 @@ function Llama:__init(cfg, w)
   self._rope = { cos = cos, sin = sin }
 end
 
--- The classifier's weight [vocab, dim]: output, or the embedding when tied.
+-- The classifier's weight [vocab, dim]: output, or the embedding when tied (uint8 blocks
+-- after tide.quantize(model, fmt); self.quant_format says which).
 function Llama:classifier()
   return self.config.tied and self.tok_embeddings or self.output
+end
+
+-- tide.quantize(model, fmt) (tide/quant.lua): the projections, the MLP and the classifier
+-- (the embedding table too when tied, which the lookup then reads) as fmt blocks; a weight
+-- whose input size is not a multiple of 32 stays as it is. Returns the names quantized.
+function Llama:quantize_weights(fmt)
+  local quant = require "tide.quant"
+  local done = {}
+  local function q(m, name, path)
+    if quant.quantize_weight(m, name, fmt) then done[#done + 1] = path end
+  end
+  for i, block in ipairs(self.layers:children()) do
+    for _, n in ipairs({ "wq", "wk", "wv", "wo" }) do
+      q(block.attention, n, ("layers.%d.attention.%s"):format(i, n))
+    end
+    for _, n in ipairs({ "w1", "w2", "w3" }) do
+      q(block.feed_forward, n, ("layers.%d.feed_forward.%s"):format(i, n))
+    end
+  end
+  q(self, self.config.tied and "tok_embeddings" or "output",
+    self.config.tied and "tok_embeddings" or "output")
+  self.quant_format = fmt
+  return done
 end
 
 local function check_idx(self, idx, what, start)
@@ -302,8 +335,18 @@ local function check_idx(self, idx, what, start)
 end
 
 -- Token embeddings as float32 [B, T, C]; a bad id is an error naming the range.
+local function lookup(self, idx)
+  local f = self._qformats and self._qformats.tok_embeddings
+  if not f then
+    return tide.embedding(idx, self.tok_embeddings)
+  end
+  -- a quantized table: the ids' rows of blocks, then dequantized
+  local rows = tide.index_select(self.tok_embeddings, 1, idx:reshape(-1))
+  return tide.dequantize(rows, f.format, f.K):view(idx:size(1), idx:size(2), f.K)
+end
+
 local function embed(self, idx)
-  local ok, x = pcall(tide.embedding, idx, self.tok_embeddings)
+  local ok, x = pcall(lookup, self, idx)
   if not ok then
     error(("Llama: token ids must be in 1..%d (%s)"):format(self.config.vocab_size, x), 0)
   end
@@ -321,7 +364,8 @@ end
 
 -- The final norm and the classifier: x [B, T, C] -> float32 logits [B, T, vocab_size].
 function llama._head(self, x)
-  return project(rmsnorm(x, self.norm, self.config.norm_eps), self:classifier())
+  return proj(self, rmsnorm(x, self.norm, self.config.norm_eps),
+              self.config.tied and "tok_embeddings" or "output")
 end
 llama._embed, llama._check_idx = embed, check_idx -- for llama_decode.lua
 
