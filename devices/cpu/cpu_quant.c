@@ -2,9 +2,10 @@
  * cpu_quant.c — QUANTIZE, DEQUANTIZE and QLINEAR on the CPU (core/primitive.h; formats in
  * core/quant.h). Quantizing and dequantizing are core/quant.h's scalar block functions, rows
  * split over the pool. qlinear quantizes the activations once (per-tier kernel, the same bytes
- * on every tier), then splits the weight's rows over the pool; each weight row is read once and
- * dotted with every activation row while it is in cache, dequantized in registers (never
- * written out as floats).
+ * on every tier), then splits the weight's rows over the pool: a task's rows (64 KiB of blocks
+ * for one activation row, an eighth of that from eight on, so they stay in cache) are dotted with
+ * every activation row, four weight rows at a time, dequantized in registers (never written out
+ * as floats).
  */
 #include <stdlib.h>
 
@@ -83,11 +84,15 @@ static void qlinear_rows(void *ctx, int64_t begin, int64_t end)
 {
     const qlinear_job *j = ctx;
     float (*dot)(int64_t, const uint8_t *, const int8_t *, const float *) = j->k->dot[j->fmt];
-    for (int64_t r = begin; r < end; r++) {
-        const uint8_t *w = j->w + r * j->row_bytes;
-        for (int64_t i = 0; i < j->m; i++)
-            j->out[i * j->n + r] = dot(j->nb, w, j->xq + i * j->nb * TD_QBLOCK,
-                                       j->xd + i * j->nb);
+    for (int64_t i = 0; i < j->m; i++) {
+        const int8_t *xq = j->xq + i * j->nb * TD_QBLOCK;
+        const float *xd = j->xd + i * j->nb;
+        float *out = j->out + i * j->n;
+        int64_t r = begin;
+        for (; r + 4 <= end; r += 4)
+            j->k->dot4[j->fmt](j->nb, j->w + r * j->row_bytes, j->row_bytes, xq, xd, out + r);
+        for (; r < end; r++)
+            out[r] = dot(j->nb, j->w + r * j->row_bytes, xq, xd);
     }
 }
 

@@ -4,7 +4,7 @@
  * blocks with float32 scales, bitwise the same on every tier; a block's product is an exact
  * integer sum times (weight scale * activation scale) rounded to float32; the blocks' terms
  * are added in float32, in an order that depends on the tier (baseline: one after another;
- * avx2: eight lanes, fused multiply-adds, summed at the end).
+ * avx2: eight lanes per row, fused multiply-adds, summed at the end).
  */
 #ifndef TIDE_CPU_QUANT_H
 #define TIDE_CPU_QUANT_H
@@ -17,6 +17,9 @@ typedef struct td_quant_kernels {
     /* The dot product of one weight row (nb blocks of format q8_0 / q4_0) with quantized
      * activations (q, d as quantize_act wrote them). */
     float (*dot[2])(int64_t nb, const uint8_t *w, const int8_t *q, const float *d);
+    /* Four rows (row_bytes apart) at once into out[4]: each equal to dot's result bitwise. */
+    void (*dot4[2])(int64_t nb, const uint8_t *w, int64_t row_bytes, const int8_t *q,
+                    const float *d, float *out);
 } td_quant_kernels;
 
 extern const td_quant_kernels td_quant_kernels_baseline;

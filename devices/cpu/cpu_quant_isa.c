@@ -4,7 +4,8 @@
  * avx512 tier): 32 int8 products of a block in one maddubs (the sign trick: |w| as the unsigned
  * operand, x with w's sign as the signed one; |w| <= 128 and |x| <= 127 keep every pair sum
  * below 2^15, so nothing saturates), pairs summed by madd into eight int32 lanes, converted and
- * fused-multiply-added with the block's scale into eight float lanes, summed at the end.
+ * fused-multiply-added with the block's scale into eight float lanes (one chain per row, four
+ * rows at a time sharing the activation loads), summed at the end.
  * Activation quantization gives the same bytes on both: max|x| is exact, 1/d and x * (1/d) are
  * single IEEE operations, and cvtps rounds to nearest even as nearbyintf does.
  */
@@ -72,26 +73,6 @@ static inline __m256 block_products(__m256i w, __m256i x)
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
 
-static float dot_q8_0(int64_t nb, const uint8_t *w, const int8_t *q, const float *d)
-{
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2, w += 68, q += 64) {
-        __m256 p0 = block_products(_mm256_loadu_si256((const __m256i *)(w + 2)),
-                                   _mm256_loadu_si256((const __m256i *)q));
-        __m256 p1 = block_products(_mm256_loadu_si256((const __m256i *)(w + 36)),
-                                   _mm256_loadu_si256((const __m256i *)(q + 32)));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * d[b]), p0, acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 34) * d[b + 1]), p1, acc1);
-    }
-    for (; b < nb; b++, w += 34, q += 32) {
-        __m256 p = block_products(_mm256_loadu_si256((const __m256i *)(w + 2)),
-                                  _mm256_loadu_si256((const __m256i *)q));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * d[b]), p, acc0);
-    }
-    return hsum(_mm256_add_ps(acc0, acc1));
-}
-
 /* A q4_0 block's 32 values as int8 nibble - 8, in element order. */
 static inline __m256i q4_ints(const uint8_t *block)
 {
@@ -101,21 +82,61 @@ static inline __m256i q4_ints(const uint8_t *block)
     return _mm256_sub_epi8(both, _mm256_set1_epi8(8));
 }
 
+/* The weight row's blocks as int8 (q8_0 as stored, q4_0 unpacked) and its scales. */
+static inline __m256i w_ints(int fmt, const uint8_t *block)
+{
+    return fmt == 0 ? _mm256_loadu_si256((const __m256i *)(block + 2)) : q4_ints(block);
+}
+
+/* ROWS rows at once (the activation block loaded once for all), each row one accumulator
+ * chain over its blocks in order: a row's sum is the same whichever group it is computed in. */
+/* Bytes ahead of a block to prefetch: a batch-1 product streams its weight rows once, and
+ * four interleaved rows defeat the hardware prefetcher (q8_0 GEMV [8192, 768] on one core:
+ * 712 us without, 302 us with 512 bytes ahead; 1024 and 2048 were slower). */
+#define TD_PREFETCH 512
+static inline void dot_rows(int fmt, int rows, int64_t nb, const uint8_t *w, int64_t row_bytes,
+                            const int8_t *q, const float *d, float *out)
+{
+    int bytes = fmt == 0 ? 34 : 18;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(q + b * TD_QBLOCK));
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *blk = w + r * row_bytes + b * bytes;
+            _mm_prefetch((const char *)(blk + TD_PREFETCH), _MM_HINT_T0);
+            __m256 p = block_products(w_ints(fmt, blk), xv);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(blk) * d[b]), p, acc[r]);
+        }
+    }
+    for (int r = 0; r < rows; r++)
+        out[r] = hsum(acc[r]);
+}
+
+static float dot_q8_0(int64_t nb, const uint8_t *w, const int8_t *q, const float *d)
+{
+    float out;
+    dot_rows(0, 1, nb, w, 0, q, d, &out);
+    return out;
+}
+
 static float dot_q4_0(int64_t nb, const uint8_t *w, const int8_t *q, const float *d)
 {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2, w += 36, q += 64) {
-        __m256 p0 = block_products(q4_ints(w), _mm256_loadu_si256((const __m256i *)q));
-        __m256 p1 = block_products(q4_ints(w + 18), _mm256_loadu_si256((const __m256i *)(q + 32)));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * d[b]), p0, acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w + 18) * d[b + 1]), p1, acc1);
-    }
-    for (; b < nb; b++, w += 18, q += 32) {
-        __m256 p = block_products(q4_ints(w), _mm256_loadu_si256((const __m256i *)q));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(w) * d[b]), p, acc0);
-    }
-    return hsum(_mm256_add_ps(acc0, acc1));
+    float out;
+    dot_rows(1, 1, nb, w, 0, q, d, &out);
+    return out;
+}
+
+static void dot4_q8_0(int64_t nb, const uint8_t *w, int64_t row_bytes, const int8_t *q,
+                      const float *d, float *out)
+{
+    dot_rows(0, 4, nb, w, row_bytes, q, d, out);
+}
+
+static void dot4_q4_0(int64_t nb, const uint8_t *w, int64_t row_bytes, const int8_t *q,
+                      const float *d, float *out)
+{
+    dot_rows(1, 4, nb, w, row_bytes, q, d, out);
 }
 
 #else /* baseline: the scalar definitions */
@@ -151,9 +172,24 @@ static float dot_q4_0(int64_t nb, const uint8_t *w, const int8_t *q, const float
     return dot_blocks(1, nb, w, q, d);
 }
 
+static void dot4_q8_0(int64_t nb, const uint8_t *w, int64_t row_bytes, const int8_t *q,
+                      const float *d, float *out)
+{
+    for (int r = 0; r < 4; r++)
+        out[r] = dot_blocks(0, nb, w + r * row_bytes, q, d);
+}
+
+static void dot4_q4_0(int64_t nb, const uint8_t *w, int64_t row_bytes, const int8_t *q,
+                      const float *d, float *out)
+{
+    for (int r = 0; r < 4; r++)
+        out[r] = dot_blocks(1, nb, w + r * row_bytes, q, d);
+}
+
 #endif
 
 const td_quant_kernels TD_ISA_FN(td_quant_kernels) = {
     .quantize_act = quantize_act,
     .dot = {dot_q8_0, dot_q4_0},
+    .dot4 = {dot4_q8_0, dot4_q4_0},
 };
