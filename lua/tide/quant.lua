@@ -38,6 +38,18 @@ function QuantizedLinear:extra_repr()
     self.out_features, self.format, tostring(self.bias ~= nil))
 end
 
+-- Makes q (uint8 blocks of fmt, K values a row) module m's weight name, in place of the
+-- parameter of that name, and records m._qformats[name] = {format = fmt, K = K}.
+function quant.set_quantized(m, name, q, fmt, K)
+  for i, n in ipairs(m._param_names) do
+    if n == name then table.remove(m._param_names, i) break end
+  end
+  m[name] = nil
+  m:register_buffer(name, q)
+  m._qformats = m._qformats or {}
+  m._qformats[name] = { format = fmt, K = K }
+end
+
 -- Replaces parameter name of module m by its fmt blocks (a uint8 buffer of the same name), and
 -- records the format and K in m._qformats[name] = {format, K}. False when K % 32 ~= 0.
 function quant.quantize_weight(m, name, fmt)
@@ -46,14 +58,7 @@ function quant.quantize_weight(m, name, fmt)
   if w.dtype == "uint8" then return true end
   local K = w:size(2)
   if K % 32 ~= 0 then return false end
-  local q = tide.no_grad(function() return tide.quantize(w, fmt) end)
-  for i, n in ipairs(m._param_names) do
-    if n == name then table.remove(m._param_names, i) break end
-  end
-  m[name] = nil
-  m:register_buffer(name, q)
-  m._qformats = m._qformats or {}
-  m._qformats[name] = { format = fmt, K = K }
+  quant.set_quantized(m, name, tide.no_grad(function() return tide.quantize(w, fmt) end), fmt, K)
   return true
 end
 

@@ -134,6 +134,45 @@ H.test("Llama tied classifier: the quantized table serves the lookup and the cla
   H.raises(function() m(tide.tensor({ { 51 } }, { dtype = "int64" })) end, "1..50")
 end)
 
+H.test("llama.save / llama.load: quantized checkpoints round-trip bitwise", function()
+  local BASE = os.tmpname()
+  local TMP = BASE .. ".safetensors"
+  local IO = tide.load(DATA .. "llama_tiny_io.safetensors")
+  local p = (IO.prompt + 1):view(1, -1)
+  local m = llama.load(DATA .. "llama_tiny.bin")
+  tide.quantize(m, "q8_0")
+  llama.save(m, TMP)
+  local sd, meta = tide.load(TMP)
+  H.eq({ sd["model.layers.0.self_attn.q_proj.weight"].dtype,
+         meta["tide.quantized.model.layers.0.self_attn.q_proj.weight"],
+         meta["tide.quantized.model.layers.0.mlp.down_proj.weight"], meta["tide.llama.n_heads"] },
+       { "uint8", "q8_0,[64,64]", nil, "4" }, "layout")
+  local back = llama.load(TMP, { n_heads = 4 })
+  H.eq(back.quant_format, "q8_0", "loads quantized")
+  H.eq(max_abs(back(p) - m(p)), 0, "same logits")
+  -- tied, q4_0, no n_heads given: the metadata has it
+  tide.manual_seed(2)
+  local c = { dim = 64, hidden_dim = 96, n_layers = 1, n_heads = 4, n_kv_heads = 2,
+              vocab_size = 40, seq_len = 16, tied = true }
+  local t = llama.Llama(c)
+  tide.quantize(t, "q4_0")
+  llama.save(t, TMP)
+  local tb = llama.load_hf(TMP)
+  H.eq({ tb.config.tied, tb.config.n_kv_heads, tb.tok_embeddings.dtype }, { true, 2, "uint8" },
+       "tied config")
+  local idx = tide.tensor({ { 1, 7, 40 } }, { dtype = "int64" })
+  H.eq(max_abs(tb(idx) - t(idx)), 0, "tied q4_0 logits")
+  -- a metadata entry that does not fit the tensor is an error naming it
+  meta["tide.quantized.model.layers.0.self_attn.q_proj.weight"] = "q4_0,[64,64]"
+  tide.save(TMP, sd, meta)
+  H.raises(function() llama.load_hf(TMP) end, "q_proj", "q4_0")
+  meta["tide.quantized.model.layers.0.self_attn.q_proj.weight"] = "q3_k,[64,64]"
+  tide.save(TMP, sd, meta)
+  H.raises(function() llama.load_hf(TMP) end, "is not 'q8_0,[rows,K]'")
+  os.remove(TMP)
+  os.remove(BASE)
+end)
+
 H.test("errors", function()
   local w = tide.randn(4, 64)
   H.raises(function() tide.quantize(w, "q5_1") end, "quantize", "q8_0", "q5_1")

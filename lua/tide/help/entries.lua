@@ -378,6 +378,7 @@ return {
   { "llama.load_llama2c(path [, {dtype=}])", "a Llama from llama2.c's checkpoint format (weights as float32, float16 or bfloat16)" },
   { "llama.load_hf(path [, {dtype=, config=, n_heads=, n_kv_heads=, seq_len=}])", "a Llama from Hugging Face safetensors (config.json beside it, else shapes + n_heads)" },
   { "llama.check_config(config)", "a validated copy of a Llama config, defaults filled in" },
+  { "llama.save(llm, path)", "writes a Llama (float or q8_0/q4_0) as safetensors with HF names; llama.load reads it back" },
   { "llm:quantize_weights(fmt)", "q8_0/q4_0 projections, MLP and classifier (a tied embedding table too)" },
   { "llm:classifier()", "the classifier weight [vocab, dim]: output, or the embedding when tied" },
   { "llm:new_cache(batch)", "an empty float32 KV cache of seq_len positions per layer" },

@@ -105,16 +105,44 @@ local function count_layers(sd)
   return n
 end
 
--- The Llama config: from the HF config (hidden_size, ...), the options, else the shapes.
-local function make_config(path, sd, hf, opts)
+-- Quantized tensors (llama_save.lua's layout): {name = {format, rows, K}} from the metadata.
+local function quantized_of(path, meta)
+  local q = {}
+  for k, v in pairs(meta or {}) do
+    local name = k:match("^tide%.quantized%.(.+)$")
+    if name then
+      local fmt, rows, K = v:match("^(q[48]_0),%[(%d+),(%d+)%]$")
+      if not fmt then
+        error(("llama.load_hf: %s: metadata '%s' = '%s' is not 'q8_0,[rows,K]' or "
+          .. "'q4_0,[rows,K]'"):format(path, k, v), 0)
+      end
+      q[name] = { format = fmt, rows = tonumber(rows), K = tonumber(K) }
+    end
+  end
+  return q
+end
+
+-- The Llama config: from the HF config (hidden_size, ...), the options, else the shapes (the
+-- logical shapes of quantized tensors) and tide's own metadata (llama.save).
+local function make_config(path, sd, hf, opts, quantized, meta)
   local emb = sd["model.embed_tokens.weight"]
   if not emb or emb:dim() ~= 2 then
     error(("llama.load_hf: %s: no model.embed_tokens.weight [vocab, dim] (not a Hugging Face "
       .. "Llama checkpoint?)"):format(path), 0)
   end
+  local qe = quantized["model.embed_tokens.weight"]
   local gate = sd["model.layers.0.mlp.gate_proj.weight"]
-  local c = { vocab_size = emb:size(1), dim = emb:size(2), n_layers = count_layers(sd),
-              hidden_dim = gate and gate:size(1) or 0 }
+  local c = { vocab_size = emb:size(1), dim = qe and qe.K or emb:size(2),
+              n_layers = count_layers(sd), hidden_dim = gate and gate:size(1) or 0 }
+  local own = {}
+  for k, v in pairs(meta or {}) do
+    local f = k:match("^tide%.llama%.(.+)$")
+    if f then own[f] = math.tointeger(tonumber(v)) or tonumber(v) end
+  end
+  hf = { num_attention_heads = hf.num_attention_heads or own.n_heads,
+         num_key_value_heads = hf.num_key_value_heads or own.n_kv_heads,
+         max_position_embeddings = hf.max_position_embeddings or own.seq_len,
+         rms_norm_eps = hf.rms_norm_eps or own.norm_eps, rope_theta = hf.rope_theta or own.rope_theta }
   c.n_heads = opts.n_heads or hf.num_attention_heads
   if not c.n_heads then
     error(("llama.load_hf: %s: no config.json beside it gives num_attention_heads: pass "
@@ -127,7 +155,8 @@ local function make_config(path, sd, hf, opts)
   c.norm_eps = hf.rms_norm_eps or 1e-5
   c.rope_theta = hf.rope_theta or 10000
   c.tied = sd["lm_head.weight"] == nil
-  c.dtype = opts.dtype or emb.dtype
+  local norm = sd["model.norm.weight"]
+  c.dtype = opts.dtype or (qe and norm and norm.dtype) or emb.dtype
   if not (c.dtype == "float32" or c.dtype == "float16" or c.dtype == "bfloat16") then
     error(("llama.load_hf: %s: weights are %s; expected float32, float16 or bfloat16")
       :format(path, c.dtype), 0)
@@ -145,11 +174,28 @@ local function unpermute(w, heads)
   return w:view(heads, 2, out // heads // 2, dim):transpose(2, 3):reshape(out, dim)
 end
 
--- sd[name] checked to be [rows, cols] and converted to dtype; used marks it consumed.
-local function take(path, sd, used, name, rows, cols, dtype)
+-- A quantized tensor checked against its metadata and the shape the model wants: the U8 blocks.
+local function take_quantized(path, t, name, q, rows, cols)
+  local bytes = cols and cols % 32 == 0 and cols // 32 * (q.format == "q8_0" and 34 or 18)
+  if q.rows ~= rows or q.K ~= cols or t.dtype ~= "uint8" or t:dim() ~= 2 or t:size(1) ~= rows
+      or t:size(2) ~= bytes then
+    error(("llama.load_hf: %s: quantized tensor '%s' is %s [%s] (%s [%d, %d] in the metadata), "
+      .. "expected %s blocks of [%d, %s]"):format(path, name, t.dtype, table.concat(t:size(), ", "),
+      q.format, q.rows, q.K, q.format, rows, tostring(cols)), 0)
+  end
+  return t
+end
+
+-- sd[name] checked to be [rows, cols] and converted to dtype; used marks it consumed. A
+-- quantized one (quantized[name]) comes back as its uint8 blocks.
+local function take(path, sd, used, name, rows, cols, dtype, quantized)
   local t = sd[name]
   if t == nil then
     error(("llama.load_hf: %s: missing tensor '%s'"):format(path, name), 0)
+  end
+  if quantized and quantized[name] then
+    used[name] = true
+    return take_quantized(path, t, name, quantized[name], rows, cols)
   end
   local ok = t:dim() == (cols and 2 or 1) and t:size(1) == rows and (not cols or t:size(2) == cols)
   if not ok then
@@ -160,12 +206,12 @@ local function take(path, sd, used, name, rows, cols, dtype)
   return t.dtype == dtype and t or t:to(dtype)
 end
 
-local function layer_weights(path, sd, used, c, i)
+local function layer_weights(path, sd, used, c, i, quantized)
   local p = ("model.layers.%d."):format(i - 1)
   local D, H, hs = c.dim, c.hidden_dim, c.dim // c.n_heads
   local kv = c.n_kv_heads * hs
   local function get(name, rows, cols)
-    return take(path, sd, used, p .. name, rows, cols, c.dtype)
+    return take(path, sd, used, p .. name, rows, cols, c.dtype, quantized)
   end
   return {
     attention_norm = get("input_layernorm.weight", D),
@@ -176,6 +222,34 @@ local function layer_weights(path, sd, used, c, i)
     w1 = get("mlp.gate_proj.weight", H, D), w2 = get("mlp.down_proj.weight", D, H),
     w3 = get("mlp.up_proj.weight", H, D),
   }
+end
+
+-- llama.Llama(c, w) with quantized weights (uint8 in w) installed after construction (a float
+-- placeholder stands in for each meanwhile).
+local function quantized_model(llama, c, w, quantized)
+  if next(quantized) == nil then return llama.Llama(c, w) end
+  local quant, names = require "tide.quant", require("tide.models.llama_save")(llama)
+  local later, placeholder = {}, tide.zeros(1, { dtype = c.dtype })
+  local function hold(tbl, key, path, module_of)
+    local t = tbl[key]
+    if t and t.dtype == "uint8" then
+      later[#later + 1] = { module_of, key, t, quantized[path] }
+      tbl[key] = placeholder
+    end
+  end
+  hold(w, "tok_embeddings", "model.embed_tokens.weight", function(m) return m end)
+  hold(w, "output", "lm_head.weight", function(m) return m end)
+  for i, lw in ipairs(w.layers) do
+    for _, e in ipairs(names.layer_names(c, i)) do
+      hold(lw, e[2], e[3], function(m) return m.layers[i][e[1]] end)
+    end
+  end
+  local m = llama.Llama(c, w)
+  for _, l in ipairs(later) do
+    quant.set_quantized(l[1](m), l[2], l[3], l[4].format, l[4].K)
+    m.quant_format = l[4].format
+  end
+  return m
 end
 
 return function(llama, util)
@@ -189,9 +263,10 @@ return function(llama, util)
     opts = util.check_opts(opts, what, { dtype = true, config = true, n_heads = true,
                                          n_kv_heads = true, seq_len = true })
     util.file_size(what, path)
-    local sd = tide.load(path)
+    local sd, meta = tide.load(path)
+    local quantized = quantized_of(path, meta)
     local hf = opts.config or read_config_json(path) or {}
-    local c = make_config(path, sd, hf, opts)
+    local c = make_config(path, sd, hf, opts, quantized, meta)
     local ok, err = pcall(llama.check_config, c)
     if not ok then
       error(("%s: %s: %s"):format(what, path, err), 2)
@@ -199,19 +274,19 @@ return function(llama, util)
     local used = {}
     local w = { layers = {},
                 tok_embeddings = take(path, sd, used, "model.embed_tokens.weight", c.vocab_size,
-                                      c.dim, c.dtype),
+                                      c.dim, c.dtype, quantized),
                 norm = take(path, sd, used, "model.norm.weight", c.dim, nil, c.dtype) }
     if not c.tied then
-      w.output = take(path, sd, used, "lm_head.weight", c.vocab_size, c.dim, c.dtype)
+      w.output = take(path, sd, used, "lm_head.weight", c.vocab_size, c.dim, c.dtype, quantized)
     end
     for i = 1, c.n_layers do
-      w.layers[i] = layer_weights(path, sd, used, c, i)
+      w.layers[i] = layer_weights(path, sd, used, c, i, quantized)
     end
     for name in pairs(sd) do
       if not used[name] and not name:match("rotary_emb%.inv_freq$") then
         error(("%s: %s: unexpected tensor '%s' (not a Llama's)"):format(what, path, name), 2)
       end
     end
-    return llama.Llama(c, w)
+    return quantized_model(llama, c, w, quantized)
   end
 end

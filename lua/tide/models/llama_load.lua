@@ -4,6 +4,7 @@
 --   llama.load(path [, opts])          .safetensors -> load_hf, anything else -> load_llama2c
 --   llama.load_llama2c(path [, {dtype = "float32"}])
 --   llama.load_hf(path [, {dtype =, config =, n_heads =, n_kv_heads =, seq_len =}])
+--   llama.save(model, path)            safetensors with HF names, quantized or not (llama_save.lua)
 --
 -- Every mistake in a file is an error naming the file.
 local tide = require "tide"
@@ -129,6 +130,7 @@ return function(llama)
   end
 
   require("tide.models.llama_hf")(llama, { check_opts = check_opts, file_size = file_size })
+  require("tide.models.llama_save")(llama)
 
   -- llama.load(path [, opts]) -> load_hf for a .safetensors file, else load_llama2c.
   function llama.load(path, opts)
