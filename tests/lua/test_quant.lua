@@ -173,6 +173,25 @@ H.test("llama.save / llama.load: quantized checkpoints round-trip bitwise", func
   os.remove(BASE)
 end)
 
+H.test("on Vulkan: the CPU fallback gives the CPU's bits", function()
+  local ok, why = tide.vulkan.available()
+  if not ok then
+    print("no Vulkan: " .. tostring(why))
+    return
+  end
+  local w, x = tide.randn(40, 64), tide.randn(3, 64)
+  for _, fmt in ipairs({ "q8_0", "q4_0" }) do
+    local q = tide.quantize(w, fmt)
+    local qv = tide.quantize(w:to("vulkan"), fmt)
+    H.eq(qv.device, "vulkan", "stays on the device")
+    H.eq(max_abs((qv:to("cpu") - q):to("int32")), 0, fmt .. " blocks")
+    local y = tide.qlinear(x:to("vulkan"), qv, fmt)
+    H.eq(max_abs(y:to("cpu") - tide.qlinear(x, q, fmt)), 0, fmt .. " qlinear")
+    H.eq(max_abs(tide.dequantize(qv, fmt, 64):to("cpu") - tide.dequantize(q, fmt, 64)), 0,
+         fmt .. " dequantize")
+  end
+end)
+
 H.test("errors", function()
   local w = tide.randn(4, 64)
   H.raises(function() tide.quantize(w, "q5_1") end, "quantize", "q8_0", "q5_1")
