@@ -7,7 +7,8 @@
  *    reference's, dots within the summation bound below; tide_qlinear at the process's tier
  *    (scripts/test.sh varies TIDE_CPU_ISA), M = 1, 5, a 3-D input, many threads' rows;
  *  - qlinear against matmul(x, dequantize(q)^T) within the activation quantization's bound;
- *  - the gradient in x (g @ dequantize(q)), a jit capture equal to eager bitwise, and errors.
+ *  - the gradient in x (g @ dequantize(q)), a jit capture (static, and dynamic in x's rows)
+ *    equal to eager bitwise, and errors.
  * Tolerance of a dot against the reference (which adds the blocks' terms in double): the
  * integer block sums are exact, each term dw*dx*s has two float32 roundings (dw*dx, and the
  * multiply-add), and nb terms are added in float32: |err| <= (nb + 2) * 2^-23 * sum|terms|.
@@ -175,8 +176,13 @@ static int dots_bad(const td_quant_kernels *k, int fmt, const uint8_t *w, int64_
     }
     for (int64_t r = 0; r < rows; r++) {
         double mag, want = ref_dot(fmt, w + r * rb, x, kk, &mag);
-        float got = k->dot[fmt](nb, w + r * rb, q, d);
+        float got = k->dot[fmt](nb, w + r * rb, q, d), four[4];
         bad += fabs(got - want) > (double)(nb + 2) * 0x1p-23 * mag;
+        /* four rows at once give each row's dot bitwise (a row's sum whatever its group) */
+        if (r + 4 <= rows) {
+            k->dot4[fmt](nb, w + r * rb, rb, q, d, four);
+            bad += memcmp(&four[0], &got, sizeof got) != 0;
+        }
     }
     free(q);
     free(d);
@@ -292,6 +298,28 @@ static void test_jit(int fmt)
     tide_release(x2), tide_release(e2), tide_release(re2);
 }
 
+/* A dynamic capture: x's rows change between runs (replay.c's rule for qlinear). */
+static void test_jit_dynamic(int fmt)
+{
+    tide_tensor *w = random_matrix(40, 64, 1.0f), *x = random_matrix(2, 64, 1.0f);
+    tide_tensor *q = tide_quantize(w, fmt), *in[1] = {x}, *out = NULL;
+    uint32_t mask = 1; /* dim 0 of x */
+    tide_graph *gr = NULL;
+    if (tide_jit_begin_dynamic(in, 1, &mask) == 0) {
+        tide_tensor *y = tide_qlinear(x, q, fmt);
+        gr = tide_jit_end(&y, 1);
+        tide_release(y);
+    }
+    tide_tensor *x5 = random_matrix(5, 64, 1.0f), *in5[1] = {x5};
+    tide_tensor *want = tide_qlinear(x5, q, fmt);
+    CHECK(gr && tide_graph_run(gr, in5, 1, &out) == 0 && tide_shape(out)[0] == 5 &&
+              memcmp(tide_data_ptr(out), tide_data_ptr(want), sizeof(float) * 5 * 40) == 0,
+          "%s: a dynamic capture follows x's rows: %s", tide_qformat_name(fmt), tide_last_error());
+    tide_graph_free(gr);
+    tide_release(w), tide_release(x), tide_release(q), tide_release(out), tide_release(x5);
+    tide_release(want);
+}
+
 static void test_errors(void)
 {
     tide_tensor *w = random_matrix(4, 40, 1.0f), *w64 = random_matrix(4, 64, 1.0f);
@@ -320,6 +348,7 @@ int main(void)
         test_qlinear(fmt, 1, 1500, 768); /* rows over several threads' tasks */
         test_grad(fmt);
         test_jit(fmt);
+        test_jit_dynamic(fmt);
     }
     test_q4_0_layout();
     test_errors();
