@@ -37,7 +37,7 @@ if [ -n "$lua" ] && [ "$lua" = "$(cat "$tmp/out")" ]; then
 else
   bad "examples/llama.lua gave '$lua' $(cat "$tmp/lua_err")"
 fi
-if grep -qE '^compiled: 39 steps, latency per token median [0-9.]+ ms, p90 [0-9.]+ ms; [0-9.]+ tokens/s$' "$tmp/err" &&
+if grep -qE '^compiled: 39 steps, latency per token median [0-9.]+ ms, p90 [0-9.]+ ms \(min [0-9.]+ ms\); [0-9.]+ tokens/s$' "$tmp/err" &&
    grep -qE '^eager: 39 steps, .* tokens/s$' "$tmp/err"; then
   ok "latency per token of both on stderr"
 else
