@@ -43,6 +43,12 @@ if grep -qE '^compiled: 39 steps, latency per token median [0-9.]+ ms, p90 [0-9.
 else
   bad "latency lines: $(cat "$tmp/err")"
 fi
+# one compile (the capture), then each of the 39 steps a run of the same graph: no recompile
+if grep -qE '^jit: 1 compile\(s\) in [0-9.]+ ms, 39 runs of compiled plans$' "$tmp/err"; then
+  ok "one compile serves every position"
+else
+  bad "jit line: $(grep jit "$tmp/err")"
+fi
 
 # A shared classifier, from BOS (no --prompt-ids), with the default thread count.
 cat > "$tmp/make.lua" <<'LUA'

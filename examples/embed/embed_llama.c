@@ -281,7 +281,11 @@ static int generate_both(const llama_model *m, const int64_t *prompt,
         goto done;
     fprintf(stderr, "capture and compile of the step: %.1f ms\n", 1e3 * capture_s);
     double mc = report("compiled", &compiled), me = report("eager", &eager);
-    fprintf(stderr, "compiled is %.2fx faster than eager (median)\n", mc > 0 ? me / mc : 0);
+    fprintf(stderr, "eager / compiled median latency: %.2fx\n", mc > 0 ? me / mc : 0);
+    tide_jit_stats st; /* the capture compiled once; each run of the graph is a hit */
+    tide_jit_global_stats(&st);
+    fprintf(stderr, "jit: %lld compile(s) in %.1f ms, %lld runs of compiled plans\n",
+            (long long)st.compiles, st.compile_ms, (long long)st.hits);
     status = 0;
     for (int64_t i = 0; i < steps; i++)
         if (compiled.tokens[i] != eager.tokens[i]) {
