@@ -38,6 +38,8 @@ static tide_tensor *hold(held *h, tide_tensor *t)
     else if (t) { /* a bug here, not the caller's: more intermediates than the scope allows */
         tide_release(t);
         t = NULL;
+        if (!h->why[0])
+            snprintf(h->why, sizeof h->why, "more than %d intermediates in one scope", MAX_HELD);
     }
     return t;
 }
