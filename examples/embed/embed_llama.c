@@ -161,13 +161,11 @@ static tide_graph *capture_step(const llama_model *m, llama_cache *cache, step_i
         fprintf(stderr, "embed_llama: capturing the decoding step: %s\n", why);
     else if (!g)
         fprintf(stderr, "embed_llama: compiling the decoding step: %s\n", tide_last_error());
-    tide_release(next);
-    if (next && !g)
-        return NULL;
-    if (!next) {
+    if (!next) { /* the capture is over either way; a graph with no output is of no use */
         tide_graph_free(g);
-        return NULL;
+        g = NULL;
     }
+    tide_release(next);
     return g;
 }
 
