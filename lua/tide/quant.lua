@@ -55,7 +55,14 @@ end
 function quant.quantize_weight(m, name, fmt)
   check_format(fmt, "quantize")
   local w = m[name]
-  if w.dtype == "uint8" then return true end
+  local f = m._qformats and m._qformats[name]
+  if f then -- quantized already: only to the same format
+    if f.format ~= fmt then
+      error(("quantize: %s is %s already; quantize the float model to %s instead"):format(name,
+        f.format, fmt), 3)
+    end
+    return true
+  end
   local K = w:size(2)
   if K % 32 ~= 0 then return false end
   quant.set_quantized(m, name, tide.no_grad(function() return tide.quantize(w, fmt) end), fmt, K)

@@ -201,6 +201,11 @@ H.test("errors", function()
   H.raises(function() tide.qlinear(tide.randn(2, 64), q, "q4_0") end, "qlinear", "rows of 68")
   H.raises(function() tide.dequantize(w, "q8_0", 64) end, "dequantize", "uint8")
   H.raises(function() tide.quantize(nn.Linear(64, 4), "int8") end, "quantize", "int8")
+  local m = llama.Llama({ dim = 32, hidden_dim = 64, n_layers = 1, n_heads = 2, n_kv_heads = 2,
+                          vocab_size = 10, seq_len = 8 })
+  tide.quantize(m, "q8_0")
+  H.eq(tide.quantize(m, "q8_0"), m, "quantizing again to the same format is a no-op")
+  H.raises(function() tide.quantize(m, "q4_0") end, "wq is q8_0 already")
 end)
 
 H.done()
