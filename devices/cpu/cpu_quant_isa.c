@@ -3,7 +3,8 @@
  * baseline: core/quant.h's scalar code, blocks' terms added in order. avx2 (also serving the
  * avx512 tier): 32 int8 products of a block in one maddubs (the sign trick: |w| as the unsigned
  * operand, x with w's sign as the signed one; |w| <= 128 and |x| <= 127 keep every pair sum
- * below 2^15, so nothing saturates), pairs summed by madd into eight int32 lanes, converted and
+ * below 2^15, so nothing saturates; q4_0 takes its unsigned nibbles as they are and subtracts
+ * 8 * x's sum), pairs summed by madd into eight int32 lanes, converted and
  * fused-multiply-added with the block's scale into eight float lanes (one chain per row, four
  * rows at a time sharing the activation loads), summed at the end.
  * Activation quantization gives the same bytes on both: max|x| is exact, 1/d and x * (1/d) are
@@ -73,23 +74,24 @@ static inline __m256 block_products(__m256i w, __m256i x)
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
 
-/* A q4_0 block's 32 values as int8 nibble - 8, in element order. */
-static inline __m256i q4_ints(const uint8_t *block)
+/* A q4_0 block's 32 nibbles (0..15, unsigned) in element order. */
+static inline __m256i q4_nibbles(const uint8_t *block)
 {
     __m128i raw = _mm_loadu_si128((const __m128i *)(block + 2));
     __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-    both = _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
-    return _mm256_sub_epi8(both, _mm256_set1_epi8(8));
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
-/* The weight row's blocks as int8 (q8_0 as stored, q4_0 unpacked) and its scales. */
-static inline __m256i w_ints(int fmt, const uint8_t *block)
+/* q4_0: sum (nibble - 8) * x as sum nibble * x - sum 8 * x, the nibbles as maddubs' unsigned
+ * operand (15 * 127 * 2 < 2^15: no saturation) and 8 * x's lanes (corr) computed once per
+ * activation block for all rows: exact integers, so the same sums as the sign trick. */
+static inline __m256 q4_products(const uint8_t *block, __m256i x, __m256i corr)
 {
-    return fmt == 0 ? _mm256_loadu_si256((const __m256i *)(block + 2)) : q4_ints(block);
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_nibbles(block), x),
+                                  _mm256_set1_epi16(1));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(p, corr));
 }
 
-/* ROWS rows at once (the activation block loaded once for all), each row one accumulator
- * chain over its blocks in order: a row's sum is the same whichever group it is computed in. */
 /* A batch-1 product streams its weight from memory once; four interleaved rows defeat the
  * hardware prefetcher, so each block prefetches the same block of the next four rows (about
  * 3 KiB ahead for dim 768: one group's time, more than a memory latency). The products of a
@@ -103,10 +105,15 @@ static inline void dot_rows(int fmt, int rows, int64_t nb, const uint8_t *w, int
                      _mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
         __m256i xv = _mm256_loadu_si256((const __m256i *)(q + b * TD_QBLOCK));
+        __m256i corr = _mm256_setzero_si256();
+        if (fmt == 1)
+            corr = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), xv),
+                                     _mm256_set1_epi16(1));
         for (int r = 0; r < rows; r++) {
             const uint8_t *blk = w + r * row_bytes + b * bytes;
             _mm_prefetch((const char *)(blk + 4 * row_bytes), _MM_HINT_T0);
-            __m256 p = block_products(w_ints(fmt, blk), xv);
+            __m256 p = fmt == 0 ? block_products(_mm256_loadu_si256((const __m256i *)(blk + 2)), xv)
+                                : q4_products(blk, xv, corr);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(blk) * d[b]), p, acc[r]);
         }
     }
