@@ -17,11 +17,12 @@
 #include "cpu_kernels.h"
 #include "cpu_linear_half.h"
 
-/* From this many rows of x the panel path (widen + sgemm) is faster than the register kernel
- * (bench/bench_linear_half.c: at M = 4 the kernel is still ahead, at 8 sgemm is). */
-#define PANEL_MIN_M 8
-/* Panel: about 128 KiB of float32 weight rows, a multiple of 16 rows (sgemm's blocking). */
-#define PANEL_BYTES (128 * 1024)
+/* From this many rows of x the panel path (widen + sgemm) is used: bench_linear_half rows put
+ * the register kernel ahead up to M = 8-12, level at 16, behind from 32 (a [2048, 768] weight).
+ * Panels of 512 KiB of float32 weight rows (a multiple of 16 rows, sgemm's blocking); 128 KiB
+ * ones lost 20-40% to the cast-then-sgemm path at M = 256 (x packed again per panel). */
+#define PANEL_MIN_M 16
+#define PANEL_BYTES (512 * 1024)
 /* Multiply-adds per task in the register kernel, so a small product runs on one thread. */
 #define GEMV_TASK_MACS 65536
 

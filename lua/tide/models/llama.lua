@@ -77,13 +77,10 @@ function llama.check_config(cfg)
   return c
 end
 
--- x [..., in] (float32) times a weight [out, in] of any float dtype: tide.linear when the
--- dtypes agree, else matmul, which widens the half weight to float32 inside the product.
+-- x [..., in] (float32) times a weight [out, in] of any float dtype: tide.linear reads a
+-- float16/bfloat16 weight as it is, widening it in registers (ops/linear_half.c).
 local function project(x, w)
-  if x.dtype == w.dtype then
-    return tide.linear(x, w)
-  end
-  return tide.matmul(x, w:t())
+  return tide.linear(x, w)
 end
 
 local function rmsnorm(x, w, eps)
