@@ -9,6 +9,7 @@
  * jit treats it as an opaque op as it does matmul.
  */
 #include "linear_half.h"
+#include "../core/log.h"
 
 bool td_is_half_weight_product(const tide_tensor *a, const tide_tensor *b)
 {
@@ -16,8 +17,24 @@ bool td_is_half_weight_product(const tide_tensor *a, const tide_tensor *b)
            b->ndim == 2;
 }
 
+/* TIDE_LOG=blas: this path, once per half dtype (the shapes are the first call's). */
+static void log_path(const tide_tensor *a, const tide_tensor *b)
+{
+    static unsigned seen;
+    if (!td_log_enabled("blas") ||
+        (__atomic_fetch_or(&seen, 1u << b->dtype, __ATOMIC_RELAXED) & (1u << b->dtype)))
+        return;
+    char sa[96], sb[96];
+    td_log("blas", "matmul %s x %s (float32, %s) on %s: linear_half, the weight read as %s and "
+           "widened in registers (no float32 copy)",
+           td_shape_str(sa, sizeof sa, a->ndim, a->shape),
+           td_shape_str(sb, sizeof sb, b->ndim, b->shape), tide_dtype_name((tide_dtype)b->dtype),
+           a->device->name, tide_dtype_name((tide_dtype)b->dtype));
+}
+
 tide_tensor *td_matmul_half_weight(const tide_tensor *a, const tide_tensor *b)
 {
+    log_path(a, b);
     tide_tensor *x = a->ndim == 1 ? tide_unsqueeze(a, 0) : tide_retain((tide_tensor *)a);
     tide_tensor *w = x ? tide_transpose(b, 0, 1) : NULL; /* [N, K]: a weight's own layout */
     tide_tensor *out = NULL;

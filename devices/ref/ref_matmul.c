@@ -2,7 +2,8 @@
  * ref_matmul.c — matmul as its definition: out[b..., i, j] = sum over k of a[b..., i, k] *
  * b[b..., k, j], batch dims broadcast (a size-1 batch dim of an operand repeats). Float
  * products and sums in double, rounded once; integers wrap in 64 bits and are truncated to the
- * dtype (the same bits as wrapping in the dtype's width).
+ * dtype (the same bits as wrapping in the dtype's width). LINEAR_HALF likewise, from the
+ * exactly widened half weight.
  */
 #include "ref_internal.h"
 
