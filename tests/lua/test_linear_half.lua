@@ -103,6 +103,17 @@ if tide.vulkan.available() then
   end)
 end
 
+H.test("a half embedding table's rows are selected as they are (no widened copy)", function()
+  tide.manual_seed(11)
+  for _, dt in ipairs(HALVES) do
+    local tbl = uniform({ 50, 12 }, dt)
+    local rows = tide.embedding(tide.tensor({ { 3, 1, 50 } }, { dtype = "int64" }), tbl)
+    H.eq(rows.dtype, dt, dt .. " rows keep the dtype")
+    H.ok(tide.equal(rows[1][1], tbl[3]) and tide.equal(rows[1][2], tbl[1]) and
+      tide.equal(rows[1][3], tbl[50]), dt .. " rows exact (Lua ids count from 1)")
+  end
+end)
+
 H.test("errors name the op, shapes and dtypes", function()
   local x, w = uniform({ 2, 5 }), uniform({ 3, 4 }, "bfloat16")
   H.raises(function() return tide.linear(x, w) end, "linear", "[2, 5]", "[3, 4]")
