@@ -121,7 +121,7 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
     /* Bilinear ops: each input's gradient reads only the other input. */
     unsigned cross = ((needed & 1u) ? 2u : 0u) | ((needed & 2u) ? 1u : 0u);
     switch (op) {
-    case TIDE_OP_MUL: case TIDE_OP_MATMUL: case TIDE_OP_CONV2D:
+    case TIDE_OP_MUL: case TIDE_OP_MATMUL: case TIDE_OP_CONV2D: case TIDE_OP_LINEAR_HALF:
     case TIDE_OP_CONV2D_GRAD_INPUT: case TIDE_OP_CONV2D_GRAD_WEIGHT:
         return cross;
     case TIDE_OP_DIV: /* a / b: both gradients read b; b's reads a */
@@ -524,6 +524,13 @@ static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor 
                                 ? K(tide_transpose(K(tide_matmul(K(tide_transpose(g, -1, -2)), x0)),
                                                    -1, -2))
                                 : K(tide_matmul(K(tide_transpose(x0, -1, -2)), g)));
+        return 0;
+    case TIDE_OP_LINEAR_HALF: /* x [M, K] float32 @ widen(w [N, K])^T */
+        if (n0) /* g @ w, the weight widened (backward of half weights is rare: a plain cast) */
+            gi[0] = give(S, K(tide_matmul(g, K(tide_cast(x1, TIDE_FLOAT32)))));
+        if (n1) /* g^T @ x in float32, rounded once to the weight's dtype */
+            gi[1] = give(S, K(tide_cast(K(tide_matmul(K(tide_transpose(g, 0, 1)), x0)),
+                                        (tide_dtype)i1->dtype)));
         return 0;
     case TIDE_OP_CONV2D: { /* (x, w) */
         if (n0) {

@@ -48,7 +48,8 @@
     X(MAX_POOL2D_INDICES, max_pool2d_indices) X(AVG_POOL2D, avg_pool2d)                           \
     X(AVG_POOL2D_GRAD, avg_pool2d_grad) X(RANDOM, random) X(TO, to)                               \
     X(CUMSUM, cumsum) X(TOPK, topk) X(SDPA, sdpa) X(SDPA_GRAD, sdpa_grad)                         \
-    X(QUANTIZE, quantize) X(DEQUANTIZE, dequantize) X(QLINEAR, qlinear)
+    X(QUANTIZE, quantize) X(DEQUANTIZE, dequantize) X(QLINEAR, qlinear)                           \
+    X(LINEAR_HALF, linear_half)
 
 #define TIDE_ALL_OPS(X)                                                                            \
     TIDE_UNARY_OPS(X) TIDE_BINARY_OPS(X) TIDE_REDUCE_OPS(X) TIDE_ARGREDUCE_OPS(X)                 \
@@ -88,6 +89,9 @@ static inline bool tide_op_is_binary(tide_op op)
  *  ints[0] = dim; out = x with src added at the indexed places. Kernels check every index.
  *  MATMUL: in = (a [..., M, K], b [..., K, N]) with equal ndim >= 2 whose batch dims broadcast
  *  (expanded views with stride 0 are fine); out [batch..., M, N].
+ *  LINEAR_HALF: in = (x [M, K] float32, w [N, K] float16 or bfloat16), any strides; out [M, N]
+ *  float32 = x @ float32(w)^T: each weight widened exactly, only the summation order differs
+ *  from matmul on a widened copy (ops/linear_half.c; the CPU never makes that copy).
  *  CONV2D: in = (x [N,C,H,W], w [O,C/g,kH,kW]); CONV2D_GRAD_INPUT: in = (grad_out, w), out has
  *  the input's shape; CONV2D_GRAD_WEIGHT: in = (x, grad_out), out has w's shape. For all three
  *  ints = (stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups).

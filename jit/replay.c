@@ -133,6 +133,12 @@ static int op_shape(const char *who, jit_node *nodes, const jit_node *cap, int i
             (nd->nin > 1 && nodes[nd->in[1]].shape[0] != cap[nd->in[1]].shape[0]))
             return refuse(who, nodes, i, "only its rows (dim 0) may change");
         nd->shape[0] = a->shape[0];
+    } else if (op == TIDE_OP_LINEAR_HALF) { /* x [M, K] @ w [N, K]^T */
+        const jit_node *w = &nodes[nd->in[1]];
+        if (a->shape[1] != w->shape[1])
+            return refuse(who, nodes, i, "its operands' inner sizes no longer match");
+        nd->shape[0] = a->shape[0];
+        nd->shape[1] = w->shape[0];
     } else if (op == TIDE_OP_CAT) {
         int dim = (int)nd->attrs.ints[0];
         memcpy(nd->shape, a->shape, sizeof(int64_t) * a->ndim);

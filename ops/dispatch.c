@@ -70,11 +70,16 @@ int td_record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin
     return record_grad(op, out, in, nin, attrs);
 }
 
-/* Whether op touches float16 or bfloat16 in a way no kernel does: every op but CAST and TO (and
- * the in-place COPY and FILL, which do not come here) computes them in float32. */
+/* Whether op touches float16 or bfloat16 in a way no kernel does: every op but CAST, TO,
+ * INDEX_SELECT and LINEAR_HALF (and the in-place COPY and FILL, which do not come here)
+ * computes them in float32. INDEX_SELECT only moves elements (every device copies any element
+ * size, or falls back to the CPU): widening would cast the whole source, e.g. a half
+ * embedding table on every decoded token, for the same values. LINEAR_HALF widens its half
+ * weight inside the product (linear_half.c). */
 static inline bool needs_widening(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin)
 {
-    if (op == TIDE_OP_CAST || op == TIDE_OP_TO)
+    if (op == TIDE_OP_CAST || op == TIDE_OP_TO || op == TIDE_OP_LINEAR_HALF ||
+        op == TIDE_OP_INDEX_SELECT)
         return false;
     bool half = td_dtype_is_half(meta->dtype);
     for (int i = 0; i < nin && !half; i++)

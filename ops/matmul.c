@@ -5,12 +5,14 @@
  * the result loses again (squeeze), and batch dims broadcast through expand (stride 0, no
  * copy). A batch against a matrix whose rows merge is one product of [batch * M, K] (views
  * again), so the matrix's gradient is one product too. Operands of different dtypes meet at
- * PyTorch's promoted dtype through cast.
+ * PyTorch's promoted dtype through cast, except a float32 matrix times a float16/bfloat16
+ * matrix: the LINEAR_HALF primitive widens the half operand inside the product (linear_half.c).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "autocast.h"
+#include "linear_half.h"
 
 /* "[2, 3] float32" into buf. */
 static const char *describe(char *buf, size_t size, const tide_tensor *t)
@@ -111,6 +113,8 @@ static tide_tensor *matmul_body(const tide_tensor *a, const tide_tensor *b)
         return NULL;
     if (a->ndim > 2 && b->ndim == 2 && rows_merge(a))
         return matmul_folded(a, b);
+    if (td_is_half_weight_product(a, b)) /* no float32 copy of the half weight */
+        return td_matmul_half_weight(a, b);
     char s1[160], s2[160];
     int na = a->ndim, nb = b->ndim;
     int64_t ka = a->shape[na - 1];

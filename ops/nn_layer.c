@@ -1,5 +1,6 @@
 /*
- * nn_layer.c — linear (x @ weight^T + bias, any leading dims: matmul broadcasts them) and dropout
+ * nn_layer.c — linear (x @ weight^T + bias, any leading dims: matmul broadcasts them; a float32
+ * input may meet a float16/bfloat16 weight, which matmul widens inside the product) and dropout
  * (a Bernoulli keep-mask scaled by 1/(1-p), so the expected value is unchanged, as PyTorch).
  */
 #include <math.h>
@@ -22,7 +23,16 @@ static tide_tensor *linear_body(const tide_tensor *x, const tide_tensor *weight,
                  op, nn_describe(dx, sizeof dx, x), nn_describe(dw, sizeof dw, weight));
         return NULL;
     }
-    if (nn_check_same_dtype(op, "weight", weight, x) < 0 ||
+    /* The one mixed pair: a float32 input with a float16/bfloat16 weight (and a bias of either
+     * dtype) gives float32, the weight widened inside the product (linear_half.c). */
+    bool half_weight = x->dtype == TIDE_FLOAT32 && td_dtype_is_half(weight->dtype);
+    if (!half_weight && weight->dtype != x->dtype) {
+        td_error("%s: the weight %s and the input %s must have the same dtype (or a float32 "
+                 "input with a float16 or bfloat16 weight)",
+                 op, nn_describe(dw, sizeof dw, weight), nn_describe(dx, sizeof dx, x));
+        return NULL;
+    }
+    if (!(half_weight && bias && bias->dtype == weight->dtype) &&
         nn_check_same_dtype(op, "bias", bias, x) < 0)
         return NULL;
     if (bias && (tide_ndim(bias) != 1 || tide_shape(bias)[0] != tide_shape(weight)[0])) {

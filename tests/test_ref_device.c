@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "tensor.h"
 #include "tide.h"
 #include "test_util.h"
@@ -128,7 +129,8 @@ static double gen_value(const operand *o)
 {
     if (o->dt == TIDE_BOOL)
         return next_uniform() < 0.5;
-    if (o->dt == TIDE_FLOAT32 || o->dt == TIDE_FLOAT64) {
+    if (o->dt == TIDE_FLOAT32 || o->dt == TIDE_FLOAT64 || o->dt == TIDE_FLOAT16 ||
+        o->dt == TIDE_BFLOAT16) {
         if (o->special && next_uniform() < 0.3)
             return special_value();
         double v = o->lo + (o->hi - o->lo) * next_uniform();
@@ -144,6 +146,8 @@ static void store_value(void *buf, tide_dtype dt, int64_t i, double v)
     case TIDE_FLOAT64: ((double *)buf)[i] = v; break;
     case TIDE_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
     case TIDE_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case TIDE_FLOAT16: ((uint16_t *)buf)[i] = td_f32_to_f16((float)v); break;
+    case TIDE_BFLOAT16: ((uint16_t *)buf)[i] = td_f32_to_bf16((float)v); break;
     default: ((uint8_t *)buf)[i] = (uint8_t)v; break;
     }
 }
@@ -951,6 +955,30 @@ static int build_matmul(int v, tcase *c)
     return 1;
 }
 
+/* x float32 [M, K] @ w [N, K]^T, w float16 or bfloat16: one row (the register kernel, K and N
+ * with tails past 16 and 4), a few rows, K = 0, and enough rows for the widened panels + sgemm. */
+static int build_linear_half(int v, tcase *c)
+{
+    tide_dtype wdt = digit(&v, 2) ? TIDE_BFLOAT16 : TIDE_FLOAT16;
+    int layout = digit(&v, NLAYOUTS), form = digit(&v, 4);
+    if (v)
+        return -1;
+    if (form == 3 && skip_large())
+        return 0;
+    static const int64_t mnk[4][3] = {{1, 9, 37}, {3, 7, 20}, {3, 5, 0}, {67, 45, 130}};
+    const int64_t *d = mnk[form];
+    c->nin = 2;
+    c->in[0] = mk(TIDE_FLOAT32, layout, 2, SHAPE(d[0], d[2]));
+    c->in[1] = mk(wdt, layout + 1, 2, SHAPE(d[1], d[2]));
+    set_out(c, TIDE_FLOAT32, 2, SHAPE(d[0], d[1]));
+    c->tol = TOL_SUMMED;
+    c->terms = d[2];
+    static const char *const forms[] = {"[1,37] x [9,37]^T", "[3,20] x [7,20]^T", "K = 0",
+                                        "[67,130] x [45,130]^T"};
+    describe(c, wdt, layout, forms[form]);
+    return 1;
+}
+
 /* Two geometries: grouped, strided, padded and dilated; and plain. */
 typedef struct conv_geo {
     int64_t N, C, H, W, O, KH, KW, OH, OW, ints[7];
@@ -1066,6 +1094,7 @@ static int build(tide_op op, int v, tcase *c)
     case TIDE_OP_SCATTER_ADD: return build_scatter_add(v, c);
     case TIDE_OP_INDEX_SELECT: return build_index_select(v, c);
     case TIDE_OP_MATMUL: return build_matmul(v, c);
+    case TIDE_OP_LINEAR_HALF: return build_linear_half(v, c);
     case TIDE_OP_CONV2D: case TIDE_OP_CONV2D_GRAD_INPUT: case TIDE_OP_CONV2D_GRAD_WEIGHT:
         return build_conv(op, v, c);
     case TIDE_OP_MAX_POOL2D: case TIDE_OP_MAX_POOL2D_INDICES: case TIDE_OP_AVG_POOL2D:

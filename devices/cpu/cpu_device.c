@@ -84,6 +84,8 @@ static int cpu_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *
         return td_cpu_index_select(out, in[0], in[1], (int)a->ints[0]);
     case TIDE_OP_MATMUL:
         return td_cpu_matmul(out, in[0], in[1]);
+    case TIDE_OP_LINEAR_HALF:
+        return td_cpu_linear_half(out, in[0], in[1]);
     case TIDE_OP_CONV2D:
         return td_cpu_conv2d(out, in[0], in[1], a->ints);
     case TIDE_OP_CONV2D_GRAD_INPUT:

@@ -77,6 +77,11 @@ int td_cpu_matmul_rows_of(tide_tensor *out, const tide_tensor *a, const tide_ten
  * epilogues make the same calls, so they get the same bits. */
 int64_t td_cpu_matmul_call_rows(int64_t nbatch, int64_t m, int64_t n, int64_t k);
 
+/* ---- cpu_linear_half.c ---- */
+/* out [M, N] float32 = x [M, K] float32 @ w [N, K]^T, w float16 or bfloat16 widened in
+ * registers (LINEAR_HALF). Any strides. */
+int td_cpu_linear_half(tide_tensor *out, const tide_tensor *x, const tide_tensor *w);
+
 /* ---- cpu_conv.c ---- */
 /* p = (stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups); float32/float64. */
 int td_cpu_conv2d(tide_tensor *out, const tide_tensor *x, const tide_tensor *w, const int64_t *p);

@@ -47,6 +47,7 @@ static int ref_run_library(tide_op op, tide_tensor *out, tide_tensor *const *in,
 {
     switch (op) {
     case TIDE_OP_MATMUL: return ref_matmul(out, in[0], in[1]);
+    case TIDE_OP_LINEAR_HALF: return ref_linear_half(out, in[0], in[1]);
     case TIDE_OP_CONV2D: return ref_conv2d(out, in[0], in[1], a->ints);
     case TIDE_OP_CONV2D_GRAD_INPUT: return ref_conv2d_grad_input(out, in[0], in[1], a->ints);
     case TIDE_OP_CONV2D_GRAD_WEIGHT: return ref_conv2d_grad_weight(out, in[0], in[1], a->ints);

@@ -113,6 +113,7 @@ int ref_scatter_add(tide_tensor *out, const tide_tensor *x, const tide_tensor *i
 int ref_index_select(tide_tensor *out, const tide_tensor *x, const tide_tensor *index, int dim);
 
 int ref_matmul(tide_tensor *out, const tide_tensor *a, const tide_tensor *b);
+int ref_linear_half(tide_tensor *out, const tide_tensor *x, const tide_tensor *w);
 /* p = (stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups) */
 int ref_conv2d(tide_tensor *out, const tide_tensor *x, const tide_tensor *w, const int64_t *p);
 int ref_conv2d_grad_input(tide_tensor *out, const tide_tensor *g, const tide_tensor *w,

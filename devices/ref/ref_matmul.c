@@ -2,7 +2,8 @@
  * ref_matmul.c — matmul as its definition: out[b..., i, j] = sum over k of a[b..., i, k] *
  * b[b..., k, j], batch dims broadcast (a size-1 batch dim of an operand repeats). Float
  * products and sums in double, rounded once; integers wrap in 64 bits and are truncated to the
- * dtype (the same bits as wrapping in the dtype's width).
+ * dtype (the same bits as wrapping in the dtype's width). LINEAR_HALF likewise, from the
+ * exactly widened half weight.
  */
 #include "ref_internal.h"
 
@@ -38,5 +39,24 @@ int ref_matmul(tide_tensor *out, const tide_tensor *a, const tide_tensor *b)
         else
             ref_set_i(out, ref_offset(out, idx), (int64_t)si);
     }
+    return 0;
+}
+
+/* LINEAR_HALF: out[i, j] = sum over k of x[i, k] * w[j, k], x float32, w float16 or bfloat16
+ * (ref_get_f widens it exactly), in double, rounded once. */
+int ref_linear_half(tide_tensor *out, const tide_tensor *x, const tide_tensor *w)
+{
+    if (x->dtype != TIDE_FLOAT32 || out->dtype != TIDE_FLOAT32 ||
+        (w->dtype != TIDE_FLOAT16 && w->dtype != TIDE_BFLOAT16))
+        return ref_no_kernel(TIDE_OP_LINEAR_HALF, w->dtype);
+    int64_t M = out->shape[0], N = out->shape[1], K = x->shape[1];
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++)
+                s += ref_get_f(x, ref_offset(x, (int64_t[]){i, k})) *
+                     ref_get_f(w, ref_offset(w, (int64_t[]){j, k}));
+            ref_set_f(out, ref_offset(out, (int64_t[]){i, j}), s);
+        }
     return 0;
 }

@@ -1140,6 +1140,8 @@ int td_vk_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const
         rc = run_pad(s, out, in[0], attrs);
     else if (op == TIDE_OP_FLIP)
         rc = run_flip(s, out, in[0], attrs);
+    else if (op == TIDE_OP_LINEAR_HALF)
+        rc = decline("no %s shader: float32 x half weight runs on the CPU kernel", "linear_half");
     if (rc == 0)
         rc = fallback(s, op, out, in, nin, attrs);
     pthread_mutex_unlock(&s->lock);

@@ -182,7 +182,7 @@ return {
   { "tide.log_softmax(x, dim)", "log of softmax along dim, computed stably" },
   { "tide.layer_norm(x, shape [, weight, bias, eps])", "layer normalization over the last dims" },
   { "tide.batch_norm(x, mean, var [, weight, bias, training, momentum, eps])", "batch normalization over dim 2 (channels)" },
-  { "tide.linear(x, w [, b])", "x @ w^T + b" },
+  { "tide.linear(x, w [, b])", "x @ w^T + b (float32 x with a float16/bfloat16 w: float32, w widened in registers)" },
   { "tide.dropout(x, p [, training])", "zeroes elements with probability p, scales the rest by 1/(1-p)" },
   { "tide.scaled_dot_product_attention(q, k, v [, opts])", "fused attention, as F.scaled_dot_product_attention" },
   { "tide.cross_entropy(logits, target [, opts", "reduction]) | cross-entropy with 1-based class targets ({reduction=, label_smoothing=, ignore_index=})" },

@@ -77,17 +77,14 @@ function llama.check_config(cfg)
   return c
 end
 
--- x [..., in] (float32) times a weight [out, in] of any float dtype: tide.linear when the
--- dtypes agree, else matmul, which widens the half weight to float32 inside the product; a
--- quantized weight (fmt "q8_0"/"q4_0", uint8 blocks) goes to tide.qlinear.
+-- x [..., in] (float32) times a weight [out, in]: tide.linear reads a float16/bfloat16 weight
+-- as it is, widening it in registers (ops/linear_half.c); a quantized weight (fmt
+-- "q8_0"/"q4_0", uint8 blocks) goes to tide.qlinear.
 local function project(x, w, fmt)
   if fmt then
     return tide.qlinear(x, w, fmt)
   end
-  if x.dtype == w.dtype then
-    return tide.linear(x, w)
-  end
-  return tide.matmul(x, w:t())
+  return tide.linear(x, w)
 end
 
 -- x times module m's weight name, quantized (tide.quantize(model, fmt)) or not.
