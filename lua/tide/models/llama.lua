@@ -163,7 +163,7 @@ end
 -- Grouped-query attention without copying keys: query head h reads kv head (h-1)//g + 1 (g =
 -- H / KVH), so q [B, H, T, D] is viewed [B, KVH, g*T, D] (rows: the g heads' T queries) and
 -- attends to k, v [B, KVH, S, D] under allowed, bool [1, 1, g*T, S] or broadcastable (true:
--- key seen).
+-- key seen; nil: every key).
 function Attention:_attend(q, k, v, allowed)
   local B, H, T, D = q:size(1), q:size(2), q:size(3), q:size(4)
   local KVH = self.n_kv_heads
@@ -200,15 +200,17 @@ function Attention:forward(x, cos, sin, layer_cache, len)
 end
 
 -- One position (x [B, 1, C]) against a full-size layer cache holding len positions: the new key
--- and value go to len + 1 and the query attends to the whole cache under seen (bool
--- [1, 1, 1, S], true for keys 1..len+1), so no size depends on len (one jit plan serves every
--- length).
-function Attention:step_at(x, cos, sin, layer_cache, seen, len)
+-- and value go to len + 1 and the query attends to keys 1..len+1 only (a view of the cache: a
+-- token reads the used part, and needs no mask, as every key is at or before it). Under the jit
+-- the view's length and the write's offset are the sizes that vary, so one symbolic plan
+-- serves every length.
+function Attention:step_at(x, cos, sin, layer_cache, len)
   local B = x:size(1)
   local q, k, v = self:_qkv(x, cos, sin)
   layer_cache.k:narrow(3, len + 1, 1):copy_(k)
   layer_cache.v:narrow(3, len + 1, 1):copy_(v)
-  local y = self:_attend(q, layer_cache.k, layer_cache.v, seen)
+  local y = self:_attend(q, layer_cache.k:narrow(3, 1, len + 1),
+                         layer_cache.v:narrow(3, 1, len + 1))
   return proj(self, y:transpose(2, 3):reshape(B, 1, self.n_heads * self.head_size), "wo")
 end
 
@@ -253,9 +255,9 @@ function Block:forward(x, cos, sin, layer_cache, len)
   return x + self.feed_forward(rmsnorm(x, self.ffn_norm, self.eps))
 end
 
-function Block:step_at(x, cos, sin, layer_cache, seen, len)
+function Block:step_at(x, cos, sin, layer_cache, len)
   x = x + self.attention:step_at(rmsnorm(x, self.attention_norm, self.eps), cos, sin,
-                                 layer_cache, seen, len)
+                                 layer_cache, len)
   return x + self.feed_forward(rmsnorm(x, self.ffn_norm, self.eps))
 end
 

@@ -53,17 +53,15 @@ return function(llama)
     return logits:select(2, logits:size(2))
   end
 
-  -- One position through the model against the full-size cache, pos = len + 1 as an int64 [1]
-  -- tensor (the rotary rows and the mask come from it, so they are runtime values under the
+  -- One position through the model against the cache's first len positions, pos = len + 1 as
+  -- an int64 [1] tensor (the rotary rows come from it, so they are runtime values under the
   -- jit): the body of decode_step_jit.
   function Llama:_step_at(idx, cache, pos, len)
     local x = llama._embed(self, idx)
     local r = self._rope
     local cos, sin = tide.embedding(pos, r.cos), tide.embedding(pos, r.sin)
-    local S = self.config.seq_len
-    local seen = tide.arange(1, S + 1, { device = idx.device }):le(pos):view(1, 1, 1, S)
     for i, block in ipairs(self.layers:children()) do
-      x = block:step_at(x, cos, sin, cache[i], seen, len)
+      x = block:step_at(x, cos, sin, cache[i], len)
     end
     return llama._head(self, x):select(2, 1)
   end
