@@ -10,6 +10,9 @@
 --   build/lua/tide bench/bench_llama.lua [--dtype float32,bfloat16,float16,q8_0,q4_0]
 --       [--shape stories15M,stories110M] [--slices N] [--steps N] [build dir]
 --
+-- steps: tokens generated after BOS (default 255 on stories15M, its whole context as run.c's
+-- default; 128 on stories110M, to keep the run short).
+--
 -- Contenders alternate in slices (each slice: every dtype, llama2.c, the triad); figures are
 -- medians over the slices, ratios medians of the slices' ratios. Tokens/s counts as llama2.c
 -- does: from the first generated token to the last, (n - 1) / time, after a warm-up generation
@@ -23,7 +26,7 @@ local SHAPES = {
   stories15M = { dim = 288, hidden_dim = 768, n_layers = 6, n_heads = 6, n_kv_heads = 6,
                  vocab_size = 32000, seq_len = 256, steps = 255 },
   stories110M = { dim = 768, hidden_dim = 2048, n_layers = 12, n_heads = 12, n_kv_heads = 12,
-                  vocab_size = 32000, seq_len = 1024, steps = 255 },
+                  vocab_size = 32000, seq_len = 1024, steps = 128 },
 }
 local SHAPE_ORDER = { "stories15M", "stories110M" }
 local HALF = { float32 = true, bfloat16 = true, float16 = true }
@@ -192,6 +195,29 @@ local function tide_tokens_per_s(model, n)
   return (n - 1) / (last - first)
 end
 
+-- The same token's products alone: every weight matrix times a random activation (as llama.lua's
+-- project: tide.linear, or matmul widening a half weight), the classifier last; seconds per
+-- token, the mean of reps. The rest of a token's time is everything outside the products.
+local function products_seconds(model, reps)
+  local c = model.config
+  local x = tide.randn(1, 1, c.dim)
+  local h = tide.randn(1, 1, c.hidden_dim)
+  local function project(a, w)
+    if a.dtype == w.dtype then return tide.linear(a, w) end
+    return tide.matmul(a, w:t())
+  end
+  local t0 = tide.clock()
+  for _ = 1, reps do
+    for _, b in ipairs(model.layers:children()) do
+      local a, f = b.attention, b.feed_forward
+      project(x, a.wq); project(x, a.wk); project(x, a.wv); project(x, a.wo)
+      project(x, f.w1); project(x, f.w3); project(h, f.w2)
+    end
+    project(x, model:classifier()):sum():item()
+  end
+  return (tide.clock() - t0) / reps
+end
+
 -- run.c's own "achieved tok/s" for n tokens after BOS (-n counts BOS's position too).
 local function llama2c_tokens_per_s(bin, ckpt, tok, n, threads)
   local cmd = ("OMP_NUM_THREADS=%d %s %s -z %s -t 0 -n %d 2>&1 >/dev/null"):format(threads, bin,
@@ -223,6 +249,13 @@ local function report(name, c, n, res, l2c)
         :format(key, bytes / 1e6, r.bytes / 1e6, kv / 1e6))
       print(("%s_floor: %.1f tokens/s (at the triad's %.2f GB/s); tide at %.2f of it"):format(
         key, floor, median(r.gbs), r.floor_ratio))
+      if #r.prod == #r.tok then
+        local prod, step = median(r.prod), 1 / tok
+        print(("%s_products: %.2f ms of a token's %.2f ms (%.0f%%; the weights at %.2f GB/s, "
+          .. "%.2f of the triad); the rest, %.2f ms, is everything else"):format(key, prod * 1e3,
+          step * 1e3, 100 * prod / step, r.bytes / prod / 1e9, r.bytes / prod / 1e9
+          / median(r.gbs), (step - prod) * 1e3))
+      end
       if d ~= "float32" then
         local ratios = {}
         for s = 1, #r.tok do ratios[s] = r.tok[s] / f32.tok[s] end
@@ -260,7 +293,7 @@ local function bench_shape(name)
   local res, models = {}, {}
   for _, d in ipairs(opts.dtypes) do
     local m, why = load_model(ckpt, d)
-    res[d] = { missing = why, tok = {}, gbs = {} }
+    res[d] = { missing = why, tok = {}, gbs = {}, prod = {} }
     if m then
       models[d] = m
       res[d].bytes = weight_bytes(m)
@@ -270,7 +303,11 @@ local function bench_shape(name)
   local l2c = l2c_bin and {}
   for s = 1, opts.slices do
     for _, d in ipairs(opts.dtypes) do
-      if models[d] then res[d].tok[s] = tide_tokens_per_s(models[d], n) end
+      if models[d] then
+        res[d].tok[s] = tide_tokens_per_s(models[d], n)
+        local ok, t = pcall(products_seconds, models[d], 8)
+        res[d].prod[s] = ok and t or nil
+      end
     end
     if l2c then l2c[s] = llama2c_tokens_per_s(l2c_bin, ckpt, tok, n, tide.get_num_threads()) end
     local g = triad_gbs()
