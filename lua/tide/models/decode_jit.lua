@@ -1,10 +1,11 @@
 -- decode_jit.lua — the jitted one-token decoding step that gpt.lua and llama.lua share. A model
 -- provides model:_step_at(idx, cache, pos, len) (one position against a full-size cache holding
 -- len positions; pos = len + 1 also as an int64 [1] tensor) and model:decode_step for what runs
--- eagerly. Every length is the same trace but for the cache write's view offset (the position's
--- value, a tensor's, never enters the jit's key): the first length compiles a static plan, the
--- second a symbolic one that serves every later length. The cache is not an argument (tide.jit
--- takes tensors): run() sets it for the call.
+-- eagerly. Every length is the same trace but for the cache write's view offset (and, where a
+-- model attends to the used part of its cache only, as llama.lua does, that view's length; the
+-- position's value, a tensor's, never enters the jit's key): the first length compiles a static
+-- plan, the second a symbolic one that serves every later length. The cache is not an argument
+-- (tide.jit takes tensors): run() sets it for the call.
 local tide = require "tide"
 
 local decode_jit = {}
