@@ -12,6 +12,10 @@
  *                            of the register kernel alone, of tide_linear (the path cpu_linear_
  *                            half.c picks for M), and of the old path (the weight cast to
  *                            float32, then sgemm).
+ *   bench_linear_half quant  one row through tide_qlinear with q8_0 and q4_0 weights on the
+ *                            four stories110M shapes (attention [768,768] too): GB/s of weight
+ *                            blocks read (copies past 256 MB, as gemv), and the microseconds
+ *                            of quantizing the activation row alone (the tier's quantize_act).
  *
  * Medians of 15 timed runs after 3 warmups. Compare with `bench_gpt_gemms triad` (STREAM).
  */
@@ -24,8 +28,9 @@
 #include "tide.h"
 #include "tensor.h"
 #include "../devices/cpu/cpu_linear_half.h"
+#include "../devices/cpu/cpu_quant.h"
 
-enum { RUNS = 15, WARMUPS = 3, MAX_COPIES = 64 };
+enum { RUNS = 15, WARMUPS = 3, MAX_COPIES = 1024 };
 
 /* BENCH_CPU_TIME=1: the process's CPU time rather than the wall clock (with one thread, a
  * figure that time spent waiting for a core on a shared machine does not enter). */
@@ -77,7 +82,7 @@ static void run_kernel(td_lh_rows_fn rows, const tide_tensor *x, const tide_tens
     td_parallel_for((j.n + 3) / 4, 1, kjob_range, &j);
 }
 
-typedef enum how { VIA_LINEAR, VIA_KERNEL, VIA_CAST } how;
+typedef enum how { VIA_LINEAR, VIA_KERNEL, VIA_CAST, VIA_Q8_0, VIA_Q4_0 } how;
 
 /* Median seconds of y = x @ w[i]^T, i cycling over the copies. */
 static double time_product(how h, const tide_tensor *x, tide_tensor **w, int copies)
@@ -96,7 +101,9 @@ static double time_product(how h, const tide_tensor *x, tide_tensor **w, int cop
                 continue;
             }
             tide_tensor *wide = h == VIA_CAST ? tide_cast(w[i], TIDE_FLOAT32) : NULL;
-            tide_tensor *out = tide_linear(x, wide ? wide : w[i], NULL);
+            tide_tensor *out = h >= VIA_Q8_0
+                                   ? tide_qlinear(x, w[i], (tide_qformat)(h - VIA_Q8_0))
+                                   : tide_linear(x, wide ? wide : w[i], NULL);
             if (!out)
                 die("linear");
             tide_release(out);
@@ -172,12 +179,82 @@ static void rows(void)
         tide_release(w[c]);
 }
 
+/* Copies of one quantized [n, k] weight (clones: quantizing each would take longer than the
+ * products) past min_bytes. */
+static int make_quantized(tide_tensor **w, int64_t n, int64_t k, tide_qformat fmt,
+                          double min_bytes)
+{
+    int64_t shape[2] = {n, k};
+    tide_tensor *f = tide_randn(2, shape, TIDE_FLOAT32);
+    tide_tensor *q = f ? tide_quantize(f, fmt) : NULL;
+    tide_release(f);
+    if (!q)
+        die("quantize");
+    double bytes = (double)(n * tide_shape(q)[1]);
+    int copies = (int)(min_bytes / bytes) + 1;
+    copies = copies > MAX_COPIES ? MAX_COPIES : copies;
+    for (int c = 0; c < copies; c++)
+        if (!(w[c] = tide_clone(q)))
+            die("clone");
+    tide_release(q);
+    return copies;
+}
+
+/* Median microseconds of quantizing one activation row of k values (no threads). */
+static double quantize_act_us(int64_t k)
+{
+    enum { REPS = 2000 };
+    float *x = calloc((size_t)k, sizeof(float)), *d = calloc((size_t)k / 32, sizeof(float));
+    int8_t *q = calloc((size_t)k, 1);
+    for (int64_t i = 0; i < k; i++)
+        x[i] = (float)((i * 7919) % 201 - 100) / 37.0f;
+    double t[RUNS];
+    for (int r = -WARMUPS; r < RUNS; r++) {
+        double t0 = now_seconds();
+        for (int i = 0; i < REPS; i++)
+            td_quant_kernels_current()->quantize_act(k / 32, x, q, d);
+        if (r >= 0)
+            t[r] = (now_seconds() - t0) / REPS;
+    }
+    free(x);
+    free(d);
+    free(q);
+    qsort(t, RUNS, sizeof t[0], cmp_double);
+    return t[RUNS / 2] * 1e6;
+}
+
+static void quant(void)
+{
+    static const int64_t shapes[4][2] = {{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}};
+    static tide_tensor *w[MAX_COPIES];
+    printf("%-14s %-6s %9s %8s %8s\n", "weight", "format", "us", "GB/s", "act_us");
+    for (int s = 0; s < 4; s++) {
+        int64_t n = shapes[s][0], k = shapes[s][1], xs[2] = {1, k};
+        tide_tensor *x = tide_randn(2, xs, TIDE_FLOAT32);
+        double act = quantize_act_us(k);
+        for (int fmt = 0; fmt < 2; fmt++) {
+            int copies = make_quantized(w, n, k, (tide_qformat)fmt, 256e6);
+            double sec = time_product(fmt ? VIA_Q4_0 : VIA_Q8_0, x, w, copies);
+            double gbs = (double)(n * tide_shape(w[0])[1]) / sec / 1e9;
+            char name[32];
+            snprintf(name, sizeof name, "[%lld,%lld]", (long long)n, (long long)k);
+            printf("%-14s %-6s %9.1f %8.2f %8.2f\n", name, tide_qformat_name((tide_qformat)fmt),
+                   sec * 1e6, gbs, act);
+            for (int c = 0; c < copies; c++)
+                tide_release(w[c]);
+        }
+        tide_release(x);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tide_manual_seed(1);
     printf("threads %d, isa tier by TIDE_CPU_ISA (default: best)\n", tide_get_num_threads());
     if (argc > 1 && strcmp(argv[1], "rows") == 0)
         rows();
+    else if (argc > 1 && strcmp(argv[1], "quant") == 0)
+        quant();
     else
         gemv();
     return 0;

