@@ -54,33 +54,42 @@ static int batch_dims(const char *op, const tide_tensor *q, const tide_tensor *k
     return 0;
 }
 
+/* The shape error of check_qkv, or 0; the description is formatted only for an error. */
+static int qkv_shape_error(const char *op, const tide_tensor *q, const tide_tensor *k,
+                           const tide_tensor *v)
+{
+    char buf[600];
+    if (k->dtype != q->dtype || v->dtype != q->dtype)
+        return td_error("%s: query, key and value must have one dtype; got %s", op,
+                        describe_qkv(buf, sizeof buf, q, k, v));
+    if (k->device != q->device || v->device != q->device)
+        return td_error("%s: query, key and value must be on one device; got %s on %s, %s, %s",
+                        op, describe_qkv(buf, sizeof buf, q, k, v), q->device->name,
+                        k->device->name, v->device->name);
+    if (q->ndim < 2 || k->ndim < 2 || v->ndim < 2)
+        return td_error("%s: query [..., L, E], key [..., S, E] and value [..., S, Ev] need at "
+                        "least 2 dims; got %s",
+                        op, describe_qkv(buf, sizeof buf, q, k, v));
+    int64_t E = q->shape[q->ndim - 1], S = k->shape[k->ndim - 2];
+    if (k->shape[k->ndim - 1] != E)
+        return td_error("%s: key's last dim must equal query's (E = %lld); got %s", op,
+                        (long long)E, describe_qkv(buf, sizeof buf, q, k, v));
+    if (v->shape[v->ndim - 2] != S)
+        return td_error("%s: value's second-to-last dim must equal key's (S = %lld); got %s",
+                        op, (long long)S, describe_qkv(buf, sizeof buf, q, k, v));
+    return 0;
+}
+
 static int check_qkv(const char *op, const tide_tensor *q, const tide_tensor *k,
                      const tide_tensor *v, sdpa_dims *d)
 {
     if (nn_check_floating(op, "query", q) < 0 || nn_check_floating(op, "key", k) < 0 ||
-        nn_check_floating(op, "value", v) < 0)
+        nn_check_floating(op, "value", v) < 0 || qkv_shape_error(op, q, k, v) < 0)
         return -1;
-    char buf[600];
-    describe_qkv(buf, sizeof buf, q, k, v);
-    if (k->dtype != q->dtype || v->dtype != q->dtype)
-        return td_error("%s: query, key and value must have one dtype; got %s", op, buf);
-    if (k->device != q->device || v->device != q->device)
-        return td_error("%s: query, key and value must be on one device; got %s on %s, %s, %s",
-                        op, buf, q->device->name, k->device->name, v->device->name);
-    if (q->ndim < 2 || k->ndim < 2 || v->ndim < 2)
-        return td_error("%s: query [..., L, E], key [..., S, E] and value [..., S, Ev] need at "
-                        "least 2 dims; got %s",
-                        op, buf);
     d->L = q->shape[q->ndim - 2];
     d->E = q->shape[q->ndim - 1];
     d->S = k->shape[k->ndim - 2];
     d->Ev = v->shape[v->ndim - 1];
-    if (k->shape[k->ndim - 1] != d->E)
-        return td_error("%s: key's last dim must equal query's (E = %lld); got %s", op,
-                        (long long)d->E, buf);
-    if (v->shape[v->ndim - 2] != d->S)
-        return td_error("%s: value's second-to-last dim must equal key's (S = %lld); got %s",
-                        op, (long long)d->S, buf);
     return batch_dims(op, q, k, v, d);
 }
 
@@ -90,23 +99,21 @@ static int check_mask(const char *op, const tide_tensor *q, const tide_tensor *m
     if (!mask)
         return 0;
     char a[160], b[160];
-    nn_describe(a, sizeof a, mask);
-    nn_describe(b, sizeof b, q);
     if (is_causal)
         return td_error("%s: attn_mask and is_causal cannot both be set (as PyTorch); got "
                         "attn_mask %s with is_causal = true",
-                        op, a);
+                        op, nn_describe(a, sizeof a, mask));
     if (mask->dtype != TIDE_BOOL && mask->dtype != q->dtype)
         return td_error("%s: attn_mask must be bool or the query's dtype; got attn_mask %s for "
                         "query %s",
-                        op, a, b);
+                        op, nn_describe(a, sizeof a, mask), nn_describe(b, sizeof b, q));
     if (mask->device != q->device)
         return td_error("%s: attn_mask is on %s, query on %s", op, mask->device->name,
                         q->device->name);
     if (tide_requires_grad(mask))
         return td_error("%s: a gradient for attn_mask is not supported; detach() it (attn_mask "
                         "%s)",
-                        op, a);
+                        op, nn_describe(a, sizeof a, mask));
     int64_t want[TIDE_MAX_DIMS + 2];
     memcpy(want, d->batch, sizeof(int64_t) * (size_t)d->nb);
     want[d->nb] = d->L;
@@ -118,7 +125,8 @@ static int check_mask(const char *op, const tide_tensor *q, const tide_tensor *m
     if (!ok)
         return td_error("%s: attn_mask %s does not broadcast to [..., L, S] = [..., %lld, %lld] "
                         "(query %s)",
-                        op, a, (long long)d->L, (long long)d->S, b);
+                        op, nn_describe(a, sizeof a, mask), (long long)d->L, (long long)d->S,
+                        nn_describe(b, sizeof b, q));
     return 0;
 }
 

@@ -16,6 +16,7 @@
 local tide = require "tide"
 local nn = require "tide.nn"
 local sampling = require "tide.models.sampling"
+local fused = require "tide.models.llama_fused"
 
 local F = nn.functional
 local llama = {}
@@ -122,14 +123,20 @@ local function rope_tables(seq_len, head_size, theta)
   return tide.tensor(cos), tide.tensor(sin)
 end
 
--- x [B, H, T, D] with its positions' cos and sin [T, D/2]: each adjacent pair (2i, 2i+1) of a
--- head turned by its angle, (a, b) -> (a cos - b sin, a sin + b cos).
+-- The rotary rows cos, sin [T, D/2] as rope takes them, [1, T, 1, D/2] (once per forward).
+local function rope_view(cos, sin)
+  local T, half = cos:size(1), cos:size(2)
+  return cos:view(1, T, 1, half), sin:view(1, T, 1, half)
+end
+
+-- x [B, T, n, D] (heads not yet transposed) with its positions' cos and sin [1, T, 1, D/2]:
+-- each adjacent pair (2i, 2i+1) of a head turned by its angle, (a, b) -> (a cos - b sin,
+-- a sin + b cos). Queries and keys go through it together (one set of ops per layer).
 local function rope(x, cos, sin)
-  local B, H, T, D = x:size(1), x:size(2), x:size(3), x:size(4)
-  local pairs_ = x:reshape(B, H, T, D // 2, 2)
+  local B, T, n, D = x:size(1), x:size(2), x:size(3), x:size(4)
+  local pairs_ = x:reshape(B, T, n, D // 2, 2)
   local a, b = pairs_:select(5, 1), pairs_:select(5, 2)
-  local c, s = cos:view(1, 1, T, D // 2), sin:view(1, 1, T, D // 2)
-  return tide.stack({ a * c - b * s, a * s + b * c }, 5):reshape(B, H, T, D)
+  return tide.stack({ a * cos - b * sin, a * sin + b * cos }, 5):reshape(B, T, n, D)
 end
 
 -- ---- attention ----------------------------------------------------------------------------------
@@ -147,17 +154,37 @@ function Attention:__init(c, w)
   self:register_parameter("wk", weight(c.dtype, w.wk, std, kv_dim, c.dim))
   self:register_parameter("wv", weight(c.dtype, w.wv, std, kv_dim, c.dim))
   self:register_parameter("wo", weight(c.dtype, w.wo, std, c.dim, c.dim))
+  self:fuse()
 end
 
--- x [B, T, C] -> q [B, H, T, D], k and v [B, KVH, T, D], q and k rotated.
+-- Makes wq, wk and wv views of one weight (llama_fused.lua), read by one product.
+function Attention:fuse()
+  fused.fuse(self, "wqkv", { "wq", "wk", "wv" })
+end
+
+-- x [B, T, C] -> q and k [B, T, H + KVH, D] side by side, and v [B, T, KVH * D].
+function Attention:_project_qkv(x)
+  local B, T, D = x:size(1), x:size(2), self.head_size
+  local H, KVH = self.n_heads, self.n_kv_heads
+  local w, fmt = fused.get(self, "wqkv")
+  if w then
+    local qkv = project(x, w, fmt)
+    return qkv:narrow(3, 1, (H + KVH) * D):reshape(B, T, H + KVH, D),
+           qkv:narrow(3, (H + KVH) * D + 1, KVH * D)
+  end
+  local qk = tide.cat({ proj(self, x, "wq"), proj(self, x, "wk") }, 3)
+  return qk:view(B, T, H + KVH, D), proj(self, x, "wv")
+end
+
+-- x [B, T, C] with cos, sin [1, T, 1, D/2] -> q [B, H, T, D], k and v [B, KVH, T, D], q and k
+-- rotated.
 function Attention:_qkv(x, cos, sin)
   local B, T, D = x:size(1), x:size(2), self.head_size
-  local function heads(name, n)
-    return proj(self, x, name):view(B, T, n, D):transpose(2, 3)
-  end
-  local q = rope(heads("wq", self.n_heads), cos, sin)
-  local k = rope(heads("wk", self.n_kv_heads), cos, sin)
-  return q, k, heads("wv", self.n_kv_heads)
+  local H, KVH = self.n_heads, self.n_kv_heads
+  local qk, v = self:_project_qkv(x)
+  qk = rope(qk, cos, sin)
+  return qk:narrow(3, 1, H):transpose(2, 3), qk:narrow(3, H + 1, KVH):transpose(2, 3),
+         v:reshape(B, T, KVH, D):transpose(2, 3)
 end
 
 -- Grouped-query attention without copying keys: query head h reads kv head (h-1)//g + 1 (g =
@@ -226,10 +253,22 @@ function FeedForward:__init(c, w)
   self:register_parameter("w2", weight(c.dtype, w.w2, 1 / math.sqrt(c.hidden_dim), c.dim,
                                        c.hidden_dim))
   self:register_parameter("w3", weight(c.dtype, w.w3, 1 / math.sqrt(c.dim), c.hidden_dim, c.dim))
+  self:fuse()
+end
+
+-- Makes w1 and w3 views of one weight (llama_fused.lua), read by one product.
+function FeedForward:fuse()
+  fused.fuse(self, "w13", { "w1", "w3" })
 end
 
 -- SwiGLU: w2(silu(w1 x) * w3 x)
 function FeedForward:forward(x)
+  local w, fmt = fused.get(self, "w13")
+  if w then
+    local h = project(x, w, fmt)
+    local n = h:size(3) // 2
+    return proj(self, tide.silu(h:narrow(3, 1, n)) * h:narrow(3, n + 1, n), "w2")
+  end
   return proj(self, tide.silu(proj(self, x, "w1")) * proj(self, x, "w3"), "w2")
 end
 
@@ -318,7 +357,24 @@ function Llama:quantize_weights(fmt)
   q(self, self.config.tied and "tok_embeddings" or "output",
     self.config.tied and "tok_embeddings" or "output")
   self.quant_format = fmt
+  self:fuse_weights()
   return done
+end
+
+-- Fuses every block's wq, wk, wv and w1, w3 again (llama_fused.lua) after weights were
+-- replaced (quantized, converted, installed by a loader).
+function Llama:fuse_weights()
+  for _, block in ipairs(self.layers:children()) do
+    block.attention:fuse()
+    block.feed_forward:fuse()
+  end
+end
+
+-- As nn.Module:to, then the weights fused again (the conversion made new tensors).
+function Llama:to(arg)
+  nn.Module.to(self, arg)
+  self:fuse_weights()
+  return self
 end
 
 local function check_idx(self, idx, what, start)
@@ -366,12 +422,12 @@ function llama._head(self, x)
   return proj(self, rmsnorm(x, self.norm, self.config.norm_eps),
               self.config.tied and "tok_embeddings" or "output")
 end
-llama._embed, llama._check_idx = embed, check_idx -- for llama_decode.lua
+llama._embed, llama._check_idx, llama._rope_view = embed, check_idx, rope_view -- llama_decode
 
 -- idx [B, T] at positions start+1 .. start+T through the blocks (with a cache: appended to it).
 function Llama:_run(idx, cache, start)
   local x = embed(self, idx)
-  local cos, sin = self:_rope_at(start, idx:size(2), x.device)
+  local cos, sin = rope_view(self:_rope_at(start, idx:size(2), x.device))
   for i, block in ipairs(self.layers:children()) do
     x = block(x, cos, sin, cache and cache[i], start)
   end

@@ -59,7 +59,7 @@ return function(llama)
   function Llama:_step_at(idx, cache, pos, len)
     local x = llama._embed(self, idx)
     local r = self._rope
-    local cos, sin = tide.embedding(pos, r.cos), tide.embedding(pos, r.sin)
+    local cos, sin = llama._rope_view(tide.embedding(pos, r.cos), tide.embedding(pos, r.sin))
     for i, block in ipairs(self.layers:children()) do
       x = block:step_at(x, cos, sin, cache[i], len)
     end
