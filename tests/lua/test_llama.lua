@@ -128,6 +128,41 @@ H.test("decode step with the cache equals the full forward's last logits", funct
   H.eq(cache.len, 5, "cache.len after the rewind")
 end)
 
+-- llama_fused.lua: a block's wq, wk, wv (and w1, w3) are row views of one weight that a no-grad
+-- step reads with one product. The fused and the one-by-one products compute each output from
+-- the same row and input (one BLAS row dot product either way), so they agree to float32
+-- rounding of a reordered sum at most: TOL.
+H.test("fused weights: own names, in-place loads, quantized, converted, gradients", function()
+  local function fused(mod, key) -- the fused weight and format a no-grad step reads, or nil
+    local w, fmt
+    tide.no_grad(function() w, fmt = require("tide.models.llama_fused").get(mod, key) end)
+    return w, fmt
+  end
+  local m = llama.load(BIN)
+  local a, ff = m.layers[2].attention, m.layers[2].feed_forward
+  H.ok(fused(a, "wqkv") and fused(ff, "w13"), "fused after loading")
+  H.eq(table.concat(a.wk:size(), "x"), "32x64", "wk keeps its shape (2 kv heads x 16)")
+  local sd = m:state_dict()
+  H.ok(sd["layers.2.attention.wv"] and sd["layers.1.feed_forward.w3"], "state_dict names")
+  m:load_state_dict(MODEL:state_dict())
+  H.ok(fused(a, "wqkv"), "load_state_dict copies in place: still fused")
+  local x = tide.randn(1, 1, D)
+  tide.no_grad(function()
+    local want = tide.cat({ tide.linear(x, a.wq), tide.linear(x, a.wk), tide.linear(x, a.wv) }, 3)
+    close(tide.linear(x, (fused(a, "wqkv"))), want, TOL, "fused qkv product")
+  end)
+  -- gradients: with autograd recording the products read each parameter
+  H.eq(require("tide.models.llama_fused").get(a, "wqkv"), nil, "not fused under autograd")
+  m(PROMPT):sum():backward()
+  H.ok(a.wq.grad and a.wv.grad and ff.w3.grad, "gradients reach wq, wv, w3")
+  local q = llama.load(BIN)
+  tide.quantize(q, "q8_0")
+  local w, fmt = fused(q.layers[1].attention, "wqkv")
+  H.eq({ w and w.dtype, fmt }, { "uint8", "q8_0" }, "quantized blocks fused")
+  local h = llama.load(BIN):to("bfloat16")
+  H.eq(fused(h.layers[1].feed_forward, "w13").dtype, "bfloat16", "fused again after :to")
+end)
+
 H.test("bfloat16 and float16 weights", function()
   local m = llama.load(HF_BF16, { n_heads = 4 })
   H.eq({ m.config.dtype, m.layers:children()[1].attention.wq.dtype, m.output.dtype },
