@@ -154,11 +154,11 @@ function Attention:__init(c, w)
   self:register_parameter("wk", weight(c.dtype, w.wk, std, kv_dim, c.dim))
   self:register_parameter("wv", weight(c.dtype, w.wv, std, kv_dim, c.dim))
   self:register_parameter("wo", weight(c.dtype, w.wo, std, c.dim, c.dim))
-  self:fuse()
+  self:_fuse()
 end
 
 -- Makes wq, wk and wv views of one weight (llama_fused.lua), read by one product.
-function Attention:fuse()
+function Attention:_fuse()
   fused.fuse(self, "wqkv", { "wq", "wk", "wv" })
 end
 
@@ -253,11 +253,11 @@ function FeedForward:__init(c, w)
   self:register_parameter("w2", weight(c.dtype, w.w2, 1 / math.sqrt(c.hidden_dim), c.dim,
                                        c.hidden_dim))
   self:register_parameter("w3", weight(c.dtype, w.w3, 1 / math.sqrt(c.dim), c.hidden_dim, c.dim))
-  self:fuse()
+  self:_fuse()
 end
 
 -- Makes w1 and w3 views of one weight (llama_fused.lua), read by one product.
-function FeedForward:fuse()
+function FeedForward:_fuse()
   fused.fuse(self, "w13", { "w1", "w3" })
 end
 
@@ -357,23 +357,23 @@ function Llama:quantize_weights(fmt)
   q(self, self.config.tied and "tok_embeddings" or "output",
     self.config.tied and "tok_embeddings" or "output")
   self.quant_format = fmt
-  self:fuse_weights()
+  self:_fuse_weights()
   return done
 end
 
 -- Fuses every block's wq, wk, wv and w1, w3 again (llama_fused.lua) after weights were
 -- replaced (quantized, converted, installed by a loader).
-function Llama:fuse_weights()
+function Llama:_fuse_weights()
   for _, block in ipairs(self.layers:children()) do
-    block.attention:fuse()
-    block.feed_forward:fuse()
+    block.attention:_fuse()
+    block.feed_forward:_fuse()
   end
 end
 
 -- As nn.Module:to, then the weights fused again (the conversion made new tensors).
 function Llama:to(arg)
   nn.Module.to(self, arg)
-  self:fuse_weights()
+  self:_fuse_weights()
   return self
 end
 
