@@ -157,8 +157,18 @@ H.test("fused weights: own names, in-place loads, quantized, converted, gradient
   H.ok(a.wq.grad and a.wv.grad and ff.w3.grad, "gradients reach wq, wv, w3")
   local q = llama.load(BIN)
   tide.quantize(q, "q8_0")
-  local w, fmt = fused(q.layers[1].attention, "wqkv")
-  H.eq({ w and w.dtype, fmt }, { "uint8", "q8_0" }, "quantized blocks fused")
+  H.eq(fused(q.layers[1].attention, "wqkv"), nil, "quantizing leaves the blocks unfused")
+  local qa = q.layers[1].attention
+  local want
+  tide.no_grad(function()
+    want = tide.cat({ tide.qlinear(x, qa.wq, "q8_0"), tide.qlinear(x, qa.wk, "q8_0"),
+                      tide.qlinear(x, qa.wv, "q8_0") }, 3)
+  end)
+  q:_fuse_weights()
+  local w, fmt = fused(qa, "wqkv")
+  H.eq({ w and w.dtype, fmt }, { "uint8", "q8_0" }, "quantized blocks fused on demand")
+  -- each output row is its own row's blocks times x either way: the same kernel, TOL
+  tide.no_grad(function() close(tide.qlinear(x, w, fmt), want, TOL, "fused q8_0 product") end)
   local h = llama.load(BIN):to("bfloat16")
   H.eq(fused(h.layers[1].feed_forward, "w13").dtype, "bfloat16", "fused again after :to")
 end)
