@@ -157,16 +157,14 @@ H.test("fused weights: own names, in-place loads, quantized, converted, gradient
   H.ok(a.wq.grad and a.wv.grad and ff.w3.grad, "gradients reach wq, wv, w3")
   local q = llama.load(BIN)
   tide.quantize(q, "q8_0")
-  H.eq(fused(q.layers[1].attention, "wqkv"), nil, "quantizing leaves the blocks unfused")
   local qa = q.layers[1].attention
   local want
   tide.no_grad(function()
     want = tide.cat({ tide.qlinear(x, qa.wq, "q8_0"), tide.qlinear(x, qa.wk, "q8_0"),
                       tide.qlinear(x, qa.wv, "q8_0") }, 3)
   end)
-  q:_fuse_weights()
   local w, fmt = fused(qa, "wqkv")
-  H.eq({ w and w.dtype, fmt }, { "uint8", "q8_0" }, "quantized blocks fused on demand")
+  H.eq({ w and w.dtype, fmt }, { "uint8", "q8_0" }, "quantized blocks fused")
   -- each output row is its own row's blocks times x either way: the same kernel, TOL
   tide.no_grad(function() close(tide.qlinear(x, w, fmt), want, TOL, "fused q8_0 product") end)
   local h = llama.load(BIN):to("bfloat16")

@@ -357,15 +357,12 @@ function Llama:quantize_weights(fmt)
   q(self, self.config.tied and "tok_embeddings" or "output",
     self.config.tied and "tok_embeddings" or "output")
   self.quant_format = fmt
-  -- Not fused again: the quantized kernel threads a product of more than 64 KiB of blocks
-  -- (devices/cpu/cpu_quant.c), so stories15M's fused q4_0 wq|wk|wv took 150 us against 27 us
-  -- for the three inline products on the 2-core VM (bench/RESULTS.md, 2026-11-26 13:05 UTC).
-  -- self:_fuse_weights() fuses the blocks (tests/lua/test_llama.lua checks it).
+  self:_fuse_weights()
   return done
 end
 
 -- Fuses every block's wq, wk, wv and w1, w3 again (llama_fused.lua) after weights were
--- replaced (converted, installed by a loader); quantized blocks fuse too.
+-- replaced (quantized, converted, installed by a loader).
 function Llama:_fuse_weights()
   for _, block in ipairs(self.layers:children()) do
     block.attention:_fuse()

@@ -4,7 +4,7 @@
 -- state_dict, load_state_dict (which copies in place), llama.save and the loaders see the same
 -- names, values and shapes. A replaced weight (Module:to, the quantizer, the HF loader's
 -- quantized tensors) breaks the link: the model then reads the weights one by one until
--- Llama:_fuse_weights fuses them again (Llama:to does; quantizing does not, see there). Under autograd the products read the weights one by one, so
+-- Llama:_fuse_weights fuses them again (Llama:to, the quantizer and the HF loader do). Under autograd the products read the weights one by one, so
 -- gradients reach each parameter.
 local tide = require "tide"
 local nn = require "tide.nn"

@@ -249,7 +249,8 @@ local function quantized_model(llama, c, w, quantized)
     quant.set_quantized(l[1](m), l[2], l[3], l[4].format, l[4].K)
     m.quant_format = l[4].format
   end
-  return m -- quantized weights are not fused again (see Llama:quantize_weights)
+  m:_fuse_weights()
+  return m
 end
 
 return function(llama, util)
