@@ -589,9 +589,10 @@ function Module:load_state_dict(sd, opts)
   return missing, unexpected
 end
 
+-- tide's dtype names and aliases (a string naming none of them is a device)
 local DTYPE_NAMES = { float32 = true, float64 = true, int32 = true, int64 = true, uint8 = true,
                       bool = true, float = true, double = true, int = true, long = true,
-                      byte = true }
+                      byte = true, float16 = true, half = true, bfloat16 = true }
 
 -- m:to(dtype) converts floating-point parameters and buffers to a dtype; m:to(device) ("cpu",
 -- "vulkan" ...) moves every parameter and buffer there; m:to({dtype=, device=}) does both.

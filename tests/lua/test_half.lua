@@ -12,6 +12,7 @@
 package.path = (arg[0]:match("(.*/)") or "./") .. "?.lua;" .. package.path
 local H = require "harness"
 local tide = require "tide"
+local nn = require "tide.nn"
 
 local HALVES = { "float16", "bfloat16" }
 local MIN_EXP = { float16 = -14, bfloat16 = -126 }
@@ -238,7 +239,7 @@ H.test("norms, softmax and losses compute in float32 and round once", function()
     local y = tide.randint(1, 13, { 8 })
     same(F.cross_entropy(x, y), F.cross_entropy(xf, y), "cross_entropy")
     same(F.mse_loss(x, x:flip(1)), F.mse_loss(xf, xf:flip(1)), "mse_loss")
-    local nn = require "tide.nn"
+
     local bn = nn.BatchNorm1d(12):to(dt)
     local got = bn(x)
     H.eq(got.dtype, dt, dt .. " batch_norm dtype")
@@ -253,6 +254,20 @@ H.test("errors", function()
   H.raises(function() return tide.iinfo("float16") end, "iinfo", "float16", "finfo")
   H.raises(function() return tide.ones(2):half():add_(tide.ones(2)):logical_not():neg() end,
            "neg", "bool")
+end)
+
+H.test("Module:half, :bfloat16 and :to(\"half\") convert floats and keep integer buffers", function()
+  -- a dtype name must not be taken for a device (which would convert every tensor)
+  for _, conv in ipairs({ function(m) return m:half() end, function(m) return m:bfloat16() end,
+                          function(m) return m:to("half") end }) do
+    local m = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+    conv(m)
+    local bn = m:children()[2]
+    H.ok(m:children()[1].weight.dtype == "float16" or m:children()[1].weight.dtype == "bfloat16",
+      "a weight converted")
+    H.eq(bn.running_mean.dtype, m:children()[1].weight.dtype, "a float buffer converted")
+    H.eq(bn.num_batches_tracked.dtype, "int64", "an integer buffer kept")
+  end
 end)
 
 H.done()
