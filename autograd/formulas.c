@@ -129,13 +129,16 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
     case TIDE_OP_ABS: case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SQRT: case TIDE_OP_RSQRT:
     case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH: case TIDE_OP_SIGMOID:
     case TIDE_OP_RELU: case TIDE_OP_RECIPROCAL: case TIDE_OP_ERF:
+    case TIDE_OP_LOG1P: case TIDE_OP_EXPM1: case TIDE_OP_LOG2: case TIDE_OP_TAN:
+    case TIDE_OP_ASIN: case TIDE_OP_ACOS: case TIDE_OP_ATAN: case TIDE_OP_SINH: case TIDE_OP_COSH:
     case TIDE_OP_PROD: case TIDE_OP_MAX: case TIDE_OP_MIN:
     case TIDE_OP_WHERE: /* the condition */
     case TIDE_OP_MAX_POOL2D:
         return 1u;
-    case TIDE_OP_POW: case TIDE_OP_MAXIMUM: case TIDE_OP_MINIMUM:
+    case TIDE_OP_POW: case TIDE_OP_MAXIMUM: case TIDE_OP_MINIMUM: case TIDE_OP_ATAN2:
         return 3u;
     case TIDE_OP_REMAINDER: /* b's gradient reads a // b */
+    case TIDE_OP_FMOD:      /* b's gradient reads trunc(a / b) */
         return (needed & 2u) ? 3u : 0u;
     case TIDE_OP_GATHER: case TIDE_OP_INDEX_SELECT: case TIDE_OP_SCATTER_ADD:
         return 2u; /* the index */
@@ -149,6 +152,35 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
 }
 
 /* ---- formulas ---------------------------------------------------------------------------------- */
+
+/* The unary primitives of issue 24 (log1p ... cosh): g times the derivative at x. */
+static int unary_grad_24(scope *S, tide_op op, tide_tensor *x, tide_tensor *g, tide_tensor **r)
+{
+    tide_tensor *d = NULL;
+    switch (op) {
+    case TIDE_OP_LOG1P: d = K(tide_reciprocal(K(tide_add_scalar(x, 1)))); break;
+    case TIDE_OP_EXPM1: d = K(tide_exp(x)); break;
+    case TIDE_OP_LOG2: d = K(tide_reciprocal(K(tide_mul_scalar(x, 0.69314718055994531)))); break;
+    case TIDE_OP_TAN: { /* 1 + tan^2 x */
+        tide_tensor *t = K(tide_tan(x));
+        d = K(tide_add_scalar(K(tide_mul(t, t)), 1));
+        break;
+    }
+    case TIDE_OP_ASIN: case TIDE_OP_ACOS: { /* +-1 / sqrt(1 - x^2) */
+        d = K(tide_rsqrt(K(tide_add_scalar(K(tide_neg(K(tide_mul(x, x)))), 1))));
+        if (op == TIDE_OP_ACOS)
+            d = K(tide_neg(d));
+        break;
+    }
+    case TIDE_OP_ATAN: d = K(tide_reciprocal(K(tide_add_scalar(K(tide_mul(x, x)), 1)))); break;
+    case TIDE_OP_SINH: d = K(tide_cosh(x)); break;
+    case TIDE_OP_COSH: d = K(tide_sinh(x)); break;
+    default:
+        return td_error("no backward formula for %s", tide_op_name(op));
+    }
+    *r = K(tide_mul(g, d));
+    return 0; /* a failure shows as NULL through the scope, as in unary_grad */
+}
 
 static int unary_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **gi)
 {
@@ -188,10 +220,13 @@ static int unary_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **
         break;
     }
     case TIDE_OP_FLOOR: case TIDE_OP_CEIL: case TIDE_OP_ROUND: case TIDE_OP_SIGN:
+    case TIDE_OP_TRUNC:
         r = zeros_like_input(S, a, g); /* piecewise constant */
         break;
     default:
-        return td_error("no backward formula for %s", tide_op_name(n->op));
+        if (unary_grad_24(S, n->op, x, g, &r) < 0)
+            return -1;
+        break;
     }
     gi[0] = give(S, r);
     return 0;
@@ -253,6 +288,16 @@ static int binary_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor *
         ga = g;
         gb = nb ? K(tide_neg(K(tide_mul(g, K(tide_floor_divide(a, b)))))) : NULL;
         break;
+    case TIDE_OP_FMOD: /* a - trunc(a / b) * b: d/da = 1, d/db = -trunc(a / b), as PyTorch */
+        ga = g;
+        gb = nb ? K(tide_neg(K(tide_mul(g, K(tide_trunc(K(tide_div(a, b)))))))) : NULL;
+        break;
+    case TIDE_OP_ATAN2: { /* d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2) */
+        tide_tensor *r2 = K(tide_add(K(tide_mul(a, a)), K(tide_mul(b, b))));
+        ga = na ? K(tide_div(K(tide_mul(g, b)), r2)) : NULL;
+        gb = nb ? K(tide_neg(K(tide_div(K(tide_mul(g, a)), r2)))) : NULL;
+        break;
+    }
     default:
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }

@@ -16,13 +16,14 @@
     X(NEG, neg) X(ABS, abs) X(EXP, exp) X(LOG, log) X(SQRT, sqrt) X(RSQRT, rsqrt) X(SIN, sin)     \
     X(COS, cos) X(TANH, tanh) X(SIGMOID, sigmoid) X(RELU, relu) X(FLOOR, floor) X(CEIL, ceil)     \
     X(ROUND, round) X(SIGN, sign) X(RECIPROCAL, reciprocal) X(LOGICAL_NOT, logical_not)           \
-    X(ERF, erf)
+    X(ERF, erf) X(LOG1P, log1p) X(EXPM1, expm1) X(LOG2, log2) X(TAN, tan) X(ASIN, asin)          \
+    X(ACOS, acos) X(ATAN, atan) X(SINH, sinh) X(COSH, cosh) X(TRUNC, trunc)
 
 #define TIDE_BINARY_OPS(X)                                                                         \
     X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(POW, pow) X(MAXIMUM, maximum)               \
     X(MINIMUM, minimum) X(FLOOR_DIVIDE, floor_divide) X(REMAINDER, remainder) X(EQ, eq)           \
     X(NE, ne) X(LT, lt) X(LE, le) X(GT, gt) X(GE, ge)                                              \
-    X(LOGICAL_AND, logical_and) X(LOGICAL_OR, logical_or)
+    X(LOGICAL_AND, logical_and) X(LOGICAL_OR, logical_or) X(ATAN2, atan2) X(FMOD, fmod)
 
 #define TIDE_REDUCE_OPS(X) X(SUM, sum) X(PROD, prod) X(MAX, max) X(MIN, min)
 
@@ -63,9 +64,9 @@ typedef enum tide_op {
 } tide_op;
 
 #define TIDE_OP_FIRST_UNARY TIDE_OP_NEG
-#define TIDE_OP_LAST_UNARY TIDE_OP_ERF
+#define TIDE_OP_LAST_UNARY TIDE_OP_TRUNC
 #define TIDE_OP_FIRST_BINARY TIDE_OP_ADD
-#define TIDE_OP_LAST_BINARY TIDE_OP_LOGICAL_OR
+#define TIDE_OP_LAST_BINARY TIDE_OP_FMOD
 
 static inline bool tide_op_is_unary(tide_op op)
 {

@@ -219,6 +219,60 @@ TIDE_API tide_tensor *tide_where(const tide_tensor *cond, const tide_tensor *a, 
 /* A copy converted to dtype; a new reference to x itself when it already has that dtype. */
 TIDE_API tide_tensor *tide_cast(const tide_tensor *x, tide_dtype dtype);
 
+/* ---- more elementwise math (PyTorch's names and semantics) --------------------------------- */
+/* Primitives (one kernel each: accuracy needs them; within 1 ulp on the CPU, see ops/README.md).
+ * Integer inputs give float32, except trunc (a copy) and fmod (C's %, the dividend's sign). */
+TIDE_API tide_tensor *tide_log1p(const tide_tensor *x);
+TIDE_API tide_tensor *tide_expm1(const tide_tensor *x);
+TIDE_API tide_tensor *tide_log2(const tide_tensor *x);
+TIDE_API tide_tensor *tide_tan(const tide_tensor *x);
+TIDE_API tide_tensor *tide_asin(const tide_tensor *x);
+TIDE_API tide_tensor *tide_acos(const tide_tensor *x);
+TIDE_API tide_tensor *tide_atan(const tide_tensor *x);
+TIDE_API tide_tensor *tide_sinh(const tide_tensor *x);
+TIDE_API tide_tensor *tide_cosh(const tide_tensor *x);
+TIDE_API tide_tensor *tide_trunc(const tide_tensor *x);
+TIDE_API tide_tensor *tide_atan2(const tide_tensor *a, const tide_tensor *b); /* angle of (b, a) */
+TIDE_API tide_tensor *tide_fmod(const tide_tensor *a, const tide_tensor *b);
+/* Composites of the primitives (ops/math.c). */
+TIDE_API tide_tensor *tide_square(const tide_tensor *x);
+TIDE_API tide_tensor *tide_frac(const tide_tensor *x); /* x - trunc(x) */
+TIDE_API tide_tensor *tide_hypot(const tide_tensor *a, const tide_tensor *b);
+/* start + weight * (end - start) */
+TIDE_API tide_tensor *tide_lerp(const tide_tensor *start, const tide_tensor *end,
+                                const tide_tensor *weight);
+TIDE_API tide_tensor *tide_logaddexp(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_xlogy(const tide_tensor *x, const tide_tensor *y); /* 0 where x == 0 */
+/* NaN -> nan, +inf -> *posinf, -inf -> *neginf; NULL: the dtype's largest/lowest finite value. */
+TIDE_API tide_tensor *tide_nan_to_num(const tide_tensor *x, double nan, const double *posinf,
+                                      const double *neginf);
+TIDE_API tide_tensor *tide_isnan(const tide_tensor *x); /* bool results */
+TIDE_API tide_tensor *tide_isinf(const tide_tensor *x);
+TIDE_API tide_tensor *tide_isfinite(const tide_tensor *x);
+/* input + value * t1 * t2, input + value * t1 / t2 (all three broadcast) */
+TIDE_API tide_tensor *tide_addcmul(const tide_tensor *input, const tide_tensor *t1,
+                                   const tide_tensor *t2, double value);
+TIDE_API tide_tensor *tide_addcdiv(const tide_tensor *input, const tide_tensor *t1,
+                                   const tide_tensor *t2, double value);
+TIDE_API tide_tensor *tide_clamp_min(const tide_tensor *x, const tide_tensor *min);
+TIDE_API tide_tensor *tide_clamp_max(const tide_tensor *x, const tide_tensor *max);
+
+/* ---- elementwise activations (ops/nn_activation_more.c), as torch.nn.functional ------------ */
+TIDE_API tide_tensor *tide_elu(const tide_tensor *x, double alpha);
+TIDE_API tide_tensor *tide_selu(const tide_tensor *x);
+TIDE_API tide_tensor *tide_celu(const tide_tensor *x, double alpha);
+TIDE_API tide_tensor *tide_softplus(const tide_tensor *x, double beta, double threshold);
+TIDE_API tide_tensor *tide_mish(const tide_tensor *x);
+TIDE_API tide_tensor *tide_softsign(const tide_tensor *x);
+TIDE_API tide_tensor *tide_hardtanh(const tide_tensor *x, double min_val, double max_val);
+TIDE_API tide_tensor *tide_relu6(const tide_tensor *x);
+TIDE_API tide_tensor *tide_leaky_relu(const tide_tensor *x, double negative_slope);
+TIDE_API tide_tensor *tide_hardswish(const tide_tensor *x);
+TIDE_API tide_tensor *tide_hardsigmoid(const tide_tensor *x);
+TIDE_API tide_tensor *tide_logsigmoid(const tide_tensor *x);
+/* a * sigmoid(b), a and b the two halves of x along dim (0-based; its size must be even) */
+TIDE_API tide_tensor *tide_glu(const tide_tensor *x, int dim);
+
 /* ---- reductions --------------------------------------------------------------------------- */
 /* Over the ndims dims listed (ndims == 0 or dims == NULL: every dim). Integer and bool inputs
  * of sum and prod give int64, as PyTorch; mean needs a floating input. */

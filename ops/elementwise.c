@@ -44,7 +44,9 @@ static bool float_only(tide_op op)
     switch (op) {
     case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SQRT: case TIDE_OP_RSQRT:
     case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH: case TIDE_OP_SIGMOID:
-    case TIDE_OP_RECIPROCAL: case TIDE_OP_ERF:
+    case TIDE_OP_RECIPROCAL: case TIDE_OP_ERF: case TIDE_OP_LOG1P: case TIDE_OP_EXPM1:
+    case TIDE_OP_LOG2: case TIDE_OP_TAN: case TIDE_OP_ASIN: case TIDE_OP_ACOS: case TIDE_OP_ATAN:
+    case TIDE_OP_SINH: case TIDE_OP_COSH:
         return true;
     default:
         return false;
@@ -65,6 +67,7 @@ static tide_tensor *unary(tide_op op, const tide_tensor *x)
     }
     /* Rounding an integer changes nothing, and the sign of a bool is itself: a copy. */
     if (is_int && (op == TIDE_OP_FLOOR || op == TIDE_OP_CEIL || op == TIDE_OP_ROUND ||
+                   op == TIDE_OP_TRUNC ||
                    (op == TIDE_OP_SIGN && dt == TIDE_BOOL)))
         return tide_clone(x);
     tide_tensor *arg = (tide_tensor *)x;
@@ -128,14 +131,14 @@ static tide_tensor *binary(tide_op op, const tide_tensor *a, const tide_tensor *
         return NULL;
     tide_tensor *in[2] = {(tide_tensor *)a, (tide_tensor *)b};
     tide_dtype ct = td_result_type(in, 2);
-    if (ct == TIDE_BOOL && (op == TIDE_OP_SUB || op == TIDE_OP_POW ||
+    if (ct == TIDE_BOOL && (op == TIDE_OP_SUB || op == TIDE_OP_POW || op == TIDE_OP_FMOD ||
                             op == TIDE_OP_FLOOR_DIVIDE || op == TIDE_OP_REMAINDER)) {
         td_error("%s: not supported for bool tensors%s", name,
                  op == TIDE_OP_SUB ? "; use logical_xor or logical_and with logical_not" : "");
         return NULL;
     }
-    if (op == TIDE_OP_DIV && !tide_dtype_is_floating(ct))
-        ct = TIDE_FLOAT32; /* true division */
+    if ((op == TIDE_OP_DIV || op == TIDE_OP_ATAN2) && !tide_dtype_is_floating(ct))
+        ct = TIDE_FLOAT32; /* true division; atan2 of integers is a float, as PyTorch */
     td_meta meta;
     if (broadcast_all(name, in, 2, &meta) < 0)
         return NULL;

@@ -141,6 +141,20 @@ DEFINE_MAP_UNARY(erf_f32, float, map_erf_f32)
 DEFINE_MAP_UNARY(erf_f64, double, map_erf_f64)
 DEFINE_MAP_BINARY(pow_f64, double, map_pow_f64)
 
+/* The math of issue 24's primitives: SLEEF's u10 versions, each within 1.0 ulp (SLEEF's stated
+ * bound), fmod and trunc from libm (both exact). */
+#define SLEEF_UNARY_24(X) X(log1p) X(expm1) X(log2) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh)
+#define DEFINE_SLEEF_UNARY_24(fn)                                                                  \
+    DEFINE_VEC_MAP1(map_##fn##_f32, float, vec_f32, SLEEF_F32(fn))                                 \
+    DEFINE_VEC_MAP1(map_##fn##_f64, double, vec_f64, SLEEF_F64(fn))                                \
+    DEFINE_MAP_UNARY(fn##_f32, float, map_##fn##_f32)                                              \
+    DEFINE_MAP_UNARY(fn##_f64, double, map_##fn##_f64)
+SLEEF_UNARY_24(DEFINE_SLEEF_UNARY_24)
+DEFINE_VEC_MAP2(map_atan2_f32, float, vec_f32, SLEEF_F32(atan2))
+DEFINE_VEC_MAP2(map_atan2_f64, double, vec_f64, SLEEF_F64(atan2))
+DEFINE_MAP_BINARY(atan2_f32, float, map_atan2_f32)
+DEFINE_MAP_BINARY(atan2_f64, double, map_atan2_f64)
+
 /*
  * sigmoid(x) = 1/(1+e^-x) written with e = exp(-|x|), which never overflows: x >= 0 gives
  * 1/(1+e), x < 0 gives e/(1+e). So large negative inputs keep their tiny (denormal) values
@@ -410,7 +424,8 @@ DEFINE_MAP_UNARY(sigmoid_f32, float, map_sigmoid_f32)
     /* NaN and +-0 map to themselves */                                                            \
     DEFINE_UNARY(sign_##sfx, T, T, v > 0 ? (T)1 : v < 0 ? (T)-1 : v)                               \
     DEFINE_UNARY(reciprocal_##sfx, T, T, (T)1 / v)                                                 \
-    DEFINE_UNARY(not_##sfx, T, uint8_t, v == 0)
+    DEFINE_UNARY(not_##sfx, T, uint8_t, v == 0)                                                    \
+    DEFINE_UNARY(trunc_##sfx, T, T, (T)trunc((double)v)) /* exact in double, so exact in T */
 FLOAT_TYPES(FLOAT_UNARY)
 
 #define INT_UNARY(sfx, T, U)                                                                       \
@@ -473,11 +488,20 @@ DEFINE_FLOAT_FLOORDIV(f64, double, fmod, floor, copysign)
     static inline T py_mod_##sfx(T a, T b)                                                         \
     {                                                                                              \
         return b == 0 ? 0 : (T)((U)a - (U)py_floordiv_##sfx(a, b) * (U)b);                         \
+    }                                                                                              \
+    /* C's %: the dividend's sign; INT_MIN % -1 is 0 and a zero divisor gives 0, as above */      \
+    static inline T c_fmod_##sfx(T a, T b)                                                         \
+    {                                                                                              \
+        if (b == 0)                                                                                \
+            return 0;                                                                              \
+        U ua = a < 0 ? (U)0 - (U)a : (U)a, ub = b < 0 ? (U)0 - (U)b : (U)b, r = ua % ub;           \
+        return a < 0 ? (T)((U)0 - r) : (T)r;                                                       \
     }
 DEFINE_INT_FLOORDIV(i32, int32_t, uint32_t)
 DEFINE_INT_FLOORDIV(i64, int64_t, uint64_t)
 static inline uint8_t py_floordiv_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a / b) : 0; }
 static inline uint8_t py_mod_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a % b) : 0; }
+static inline uint8_t c_fmod_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a % b) : 0; }
 
 /* max/min that return NaN when either side is NaN: a NaN a is kept by the a != a test, a NaN b
  * wins because every comparison with it is false. */
@@ -491,7 +515,9 @@ static inline uint8_t py_mod_u8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a %
     DEFINE_BINARY(floor_divide_##sfx, T, T, py_floordiv_##sfx(a, b))                               \
     DEFINE_BINARY(remainder_##sfx, T, T, py_mod_##sfx(a, b))                                       \
     DEFINE_BINARY(and_##sfx, T, uint8_t, (a != 0) & (b != 0))                                      \
-    DEFINE_BINARY(or_##sfx, T, uint8_t, (a != 0) | (b != 0))
+    DEFINE_BINARY(or_##sfx, T, uint8_t, (a != 0) | (b != 0))                                       \
+    /* C's fmod (the dividend's sign) is exact; float operands are exact in double */              \
+    DEFINE_BINARY(fmod_##sfx, T, T, (T)fmod((double)a, (double)b))
 FLOAT_TYPES(FLOAT_BINARY)
 
 #define INT_BINARY(sfx, T, U)                                                                      \
@@ -503,7 +529,8 @@ FLOAT_TYPES(FLOAT_BINARY)
     DEFINE_BINARY(floor_divide_##sfx, T, T, py_floordiv_##sfx(a, b))                               \
     DEFINE_BINARY(remainder_##sfx, T, T, py_mod_##sfx(a, b))                                       \
     DEFINE_BINARY(and_##sfx, T, uint8_t, (a != 0) & (b != 0))                                      \
-    DEFINE_BINARY(or_##sfx, T, uint8_t, (a != 0) | (b != 0))
+    DEFINE_BINARY(or_##sfx, T, uint8_t, (a != 0) | (b != 0))                                       \
+    DEFINE_BINARY(fmod_##sfx, T, T, c_fmod_##sfx(a, b))
 INT_TYPES(INT_BINARY)
 
 /* Comparisons for every dtype; bool compares as its truth value, so stray bytes other than
@@ -670,6 +697,9 @@ const td_ew_kernels TD_ISA_FN(td_ew_kernels) = {
         U_FLOAT(FLOOR, floor), U_FLOAT(CEIL, ceil), U_FLOAT(ROUND, round),
         U_NUMERIC(SIGN, sign), U_FLOAT(RECIPROCAL, reciprocal), U_NUMERIC(LOGICAL_NOT, not),
         U(LOGICAL_NOT, BOOL, not_bool), U_FLOAT(ERF, erf),
+        U_FLOAT(LOG1P, log1p), U_FLOAT(EXPM1, expm1), U_FLOAT(LOG2, log2), U_FLOAT(TAN, tan),
+        U_FLOAT(ASIN, asin), U_FLOAT(ACOS, acos), U_FLOAT(ATAN, atan), U_FLOAT(SINH, sinh),
+        U_FLOAT(COSH, cosh), U_FLOAT(TRUNC, trunc),
     },
     .binary = {
         B_NUMERIC(ADD, add), B(ADD, BOOL, or_bool),
@@ -683,6 +713,7 @@ const td_ew_kernels TD_ISA_FN(td_ew_kernels) = {
         B_ALL(EQ, eq), B_ALL(NE, ne), B_ALL(LT, lt), B_ALL(LE, le), B_ALL(GT, gt), B_ALL(GE, ge),
         B_NUMERIC(LOGICAL_AND, and), B(LOGICAL_AND, BOOL, and_bool),
         B_NUMERIC(LOGICAL_OR, or), B(LOGICAL_OR, BOOL, or_bool),
+        B_FLOAT(ATAN2, atan2), B_NUMERIC(FMOD, fmod),
     },
     .where = {[0] = where_1, [2] = where_4, [3] = where_8},
     .arith2 = {

@@ -25,6 +25,16 @@ static double unary_float(tide_op op, double v)
     case TIDE_OP_COS: return cos(v);
     case TIDE_OP_TANH: return tanh(v);
     case TIDE_OP_ERF: return erf(v);
+    case TIDE_OP_LOG1P: return log1p(v);
+    case TIDE_OP_EXPM1: return expm1(v);
+    case TIDE_OP_LOG2: return log2(v);
+    case TIDE_OP_TAN: return tan(v);
+    case TIDE_OP_ASIN: return asin(v);
+    case TIDE_OP_ACOS: return acos(v);
+    case TIDE_OP_ATAN: return atan(v);
+    case TIDE_OP_SINH: return sinh(v);
+    case TIDE_OP_COSH: return cosh(v);
+    case TIDE_OP_TRUNC: return trunc(v);
     /* exp(-|v|) never overflows; v < 0 takes e/(1+e); a NaN stays NaN */
     case TIDE_OP_SIGMOID: return (v >= 0 ? 1.0 : exp(-fabs(v))) / (1.0 + exp(-fabs(v)));
     case TIDE_OP_RELU: return v < 0 ? 0.0 : v; /* NaN and -0 pass through */
@@ -148,6 +158,8 @@ static double binary_float(tide_op op, double a, double b, bool f32)
     case TIDE_OP_FLOOR_DIVIDE:
         return f32 ? floordiv_float((float)a, (float)b) : floordiv_double(a, b);
     case TIDE_OP_REMAINDER: return mod_double(a, b, f32);
+    case TIDE_OP_ATAN2: return atan2(a, b);
+    case TIDE_OP_FMOD: return fmod(a, b); /* exact */
     /* NaN on either side wins */
     case TIDE_OP_MAXIMUM: return (a > b || a != a) ? a : b;
     default: return (a < b || a != a) ? a : b; /* MINIMUM */
@@ -198,7 +210,10 @@ static bool binary_int(tide_op op, int dtype, int64_t a, int64_t b, int64_t *r)
     case TIDE_OP_REMAINDER: /* a - (a // b) * b, wrapping; 0 for a zero divisor */
         *r = b == 0 ? 0 : (int64_t)((uint64_t)a - (uint64_t)int_floordiv(a, b) * (uint64_t)b);
         return !is_bool;
-    default: return false; /* DIV */
+    case TIDE_OP_FMOD: /* C's %, the dividend's sign; 0 for a zero divisor (and for % -1) */
+        *r = (b == 0 || b == -1) ? 0 : a % b;
+        return !is_bool;
+    default: return false; /* DIV, ATAN2 */
     }
 }
 

@@ -34,6 +34,16 @@
 #define VK_OP_RECIPROCAL 15u
 #define VK_OP_NOT 16u
 #define VK_OP_ERF 17u
+#define VK_OP_LOG1P 18u
+#define VK_OP_EXPM1 19u
+#define VK_OP_LOG2 20u
+#define VK_OP_TAN 21u
+#define VK_OP_ASIN 22u
+#define VK_OP_ACOS 23u
+#define VK_OP_ATAN 24u
+#define VK_OP_SINH 25u
+#define VK_OP_COSH 26u
+#define VK_OP_TRUNC 27u
 /* binary */
 #define VK_OP_ADD 32u
 #define VK_OP_SUB 33u
@@ -52,6 +62,8 @@
 #define VK_OP_OR 46u
 #define VK_OP_FLOORDIV 47u
 #define VK_OP_REMAINDER 48u
+#define VK_OP_ATAN2 49u
+#define VK_OP_FMOD 50u
 /* others */
 #define VK_OP_WHERE 64u
 #define VK_OP_CAST 65u /* also COPY: load, convert, store */

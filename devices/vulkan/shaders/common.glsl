@@ -207,6 +207,80 @@ int floordiv_i1(int a, int b)
 
 int mod_i1(int a, int b) { return b == 0 ? 0 : a - floordiv_i1(a, b) * b; }
 
+// ---- issue 24's math. Each measured on lavapipe against the double libm function by
+// tests/test_math_ulps.c, which states the bounds; the comments say why each form.
+
+// log1p by Kahan's trick: u = 1 + x rounded, then log(u) * x / (u - 1), which cancels the
+// rounding of u to first order, so the error is log's relative error plus a few roundings.
+float log1p1(float x)
+{
+    precise float u = 1.0 + x;
+    if (u == 1.0) return x; // also -0 and denormals
+    if (isinf(u) || isnan(u)) return log(u);
+    precise float d = u - 1.0;
+    return log(u) * (x / d);
+}
+
+// expm1 by the same trick: u = e^x, then (u - 1) * x / log u (Kahan).
+float expm1_1(float x)
+{
+    precise float u = exp(x);
+    if (u == 1.0) return x;
+    precise float um1 = u - 1.0;
+    if (um1 == -1.0) return -1.0;
+    if (isinf(u)) return u;
+    return um1 * (x / log(u));
+}
+
+// sinh near 0 from expm1 (e^a - e^-a = e + e / (e + 1) with e = expm1(a), no cancellation);
+// past 20 as e^(a/2) squared over 2, so it overflows only where sinh does.
+float sinh1(float x)
+{
+    float a = abs(x), r;
+    if (a < 1.0) {
+        float e = expm1_1(a);
+        r = 0.5 * (e + e / (e + 1.0));
+    } else if (a < 20.0) {
+        float e = exp(a);
+        r = 0.5 * (e - 1.0 / e);
+    } else {
+        float h = exp(0.5 * a);
+        r = (0.5 * h) * h;
+    }
+    if (isnan(x)) return x;
+    return x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u) ? -r : r;
+}
+
+float cosh1(float x)
+{
+    float a = abs(x);
+    if (a >= 20.0) {
+        float h = exp(0.5 * a);
+        return (0.5 * h) * h;
+    }
+    float e = exp(a);
+    return 0.5 * (e + 1.0 / e);
+}
+
+// Integers: C's %, the dividend's sign, through magnitudes; a zero divisor gives 0.
+int fmod_i1(int a, int b)
+{
+    if (b == 0) return 0;
+    uint r = uint(abs(a)) % uint(abs(b));
+    return a < 0 ? -int(r) : int(r);
+}
+
+// atan2 with C's values where GLSL leaves atan(y, x) undefined: both zero (+-0 or +-pi by
+// the signs) and both infinite (+-pi/4, +-3pi/4).
+float atan2_1(float y, float x)
+{
+    bool xneg = floatBitsToUint(x) >= 0x80000000u, yneg = floatBitsToUint(y) >= 0x80000000u;
+    bool zeros = y == 0.0 && x == 0.0, infs = isinf(x) && isinf(y);
+    float s = zeros ? (xneg ? 3.14159265 : 0.0) : (xneg ? 2.35619449 : 0.785398163);
+    float r = zeros || infs ? (yneg ? -s : s) : atan(y, x);
+    return isnan(x) || isnan(y) ? x + y : r; // (one early return here crashed glslc -O)
+}
+
 // x less a multiple of 2 pi, in about [-pi, pi], with 2 pi in three parts (Cody and Waite): the
 // first two have 9 significant bits, so k times them is exact for |k| < 2^15. Vulkan bounds the
 // drivers' sin and cos only on [-pi, pi] (an absolute 2^-11); on NVIDIA their error grew with |x|
@@ -251,6 +325,16 @@ vec4 unary_f(uint op, vec4 x)
     case VK_OP_RECIPROCAL: return 1.0 / x;
     case VK_OP_NOT: return vec4(equal(x, vec4(0.0)));
     case VK_OP_ERF: return vec4(erf1(x.x), erf1(x.y), erf1(x.z), erf1(x.w));
+    case VK_OP_LOG1P: return vec4(log1p1(x.x), log1p1(x.y), log1p1(x.z), log1p1(x.w));
+    case VK_OP_EXPM1: return vec4(expm1_1(x.x), expm1_1(x.y), expm1_1(x.z), expm1_1(x.w));
+    case VK_OP_LOG2: return log2(x);
+    case VK_OP_TAN: return tan(reduce_2pi(x));
+    case VK_OP_ASIN: return asin(x);
+    case VK_OP_ACOS: return acos(x);
+    case VK_OP_ATAN: return atan(x);
+    case VK_OP_SINH: return vec4(sinh1(x.x), sinh1(x.y), sinh1(x.z), sinh1(x.w));
+    case VK_OP_COSH: return vec4(cosh1(x.x), cosh1(x.y), cosh1(x.z), cosh1(x.w));
+    case VK_OP_TRUNC: return trunc(x);
     default: return x; // VK_OP_CAST between float32 tensors: a copy
     }
 }
@@ -274,6 +358,10 @@ vec4 binary_f(uint op, vec4 a, vec4 b)
                     floordiv1(a.w, b.w));
     case VK_OP_REMAINDER:
         return vec4(mod1(a.x, b.x), mod1(a.y, b.y), mod1(a.z, b.z), mod1(a.w, b.w));
+    case VK_OP_ATAN2:
+        return vec4(atan2_1(a.x, b.x), atan2_1(a.y, b.y), atan2_1(a.z, b.z), atan2_1(a.w, b.w));
+    case VK_OP_FMOD:
+        return vec4(fmod1(a.x, b.x), fmod1(a.y, b.y), fmod1(a.z, b.z), fmod1(a.w, b.w));
     case VK_OP_EQ: return vec4(equal(a, b));
     case VK_OP_NE: return vec4(not(equal(a, b)));
     case VK_OP_LT: return vec4(lessThan(a, b));
@@ -310,6 +398,8 @@ ivec4 binary_i(uint op, ivec4 a, ivec4 b)
                      floordiv_i1(a.w, b.w));
     case VK_OP_REMAINDER:
         return ivec4(mod_i1(a.x, b.x), mod_i1(a.y, b.y), mod_i1(a.z, b.z), mod_i1(a.w, b.w));
+    case VK_OP_FMOD:
+        return ivec4(fmod_i1(a.x, b.x), fmod_i1(a.y, b.y), fmod_i1(a.z, b.z), fmod_i1(a.w, b.w));
     case VK_OP_EQ: return ivec4(equal(a, b));
     case VK_OP_NE: return ivec4(notEqual(a, b));
     case VK_OP_LT: return ivec4(lessThan(a, b));

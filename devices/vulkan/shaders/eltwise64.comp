@@ -96,6 +96,7 @@ double unary_d(uint op, double x)
     case VK_OP_RSQRT: return 1.0lf / sqrt(x);
     case VK_OP_RELU: return x < 0.0lf ? 0.0lf : x;
     case VK_OP_FLOOR: return floor(x);
+    case VK_OP_TRUNC: return trunc(x);
     case VK_OP_CEIL: return ceil(x);
     case VK_OP_ROUND: return roundEven(x);
     case VK_OP_SIGN: return x > 0.0lf ? 1.0lf : x < 0.0lf ? -1.0lf : x;
@@ -161,6 +162,7 @@ double binary_d(uint op, double a, double b)
     case VK_OP_MINIMUM: return (a < b || isnan(a)) ? a : b;
     case VK_OP_FLOORDIV: return floordiv_d(a, b);
     case VK_OP_REMAINDER: return mod_d(a, b);
+    case VK_OP_FMOD: return fmod_d(a, b);
     case VK_OP_EQ: return a == b ? 1.0lf : 0.0lf;
     case VK_OP_NE: return !(a == b) ? 1.0lf : 0.0lf;
     case VK_OP_LT: return a < b ? 1.0lf : 0.0lf;
@@ -194,6 +196,11 @@ int64_t binary_l(uint op, int64_t a, int64_t b)
     case VK_OP_MINIMUM: return a < b ? a : b;
     case VK_OP_FLOORDIV: return floordiv_l(a, b);
     case VK_OP_REMAINDER: return b == 0l ? 0l : a - floordiv_l(a, b) * b;
+    case VK_OP_FMOD: { // C's %, the dividend's sign, through magnitudes; 0 for a zero divisor
+        if (b == 0l) return 0l;
+        uint64_t r = uint64_t(a < 0l ? -a : a) % uint64_t(b < 0l ? -b : b);
+        return a < 0l ? -int64_t(r) : int64_t(r);
+    }
     case VK_OP_EQ: return a == b ? 1l : 0l;
     case VK_OP_NE: return a != b ? 1l : 0l;
     case VK_OP_LT: return a < b ? 1l : 0l;
