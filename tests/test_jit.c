@@ -260,6 +260,9 @@ static void test_all_ops(void)
         {"tanh", tide_tanh}, {"sigmoid", tide_sigmoid}, {"relu", tide_relu},
         {"floor", tide_floor}, {"ceil", tide_ceil}, {"round", tide_round}, {"sign", tide_sign},
         {"reciprocal", tide_reciprocal}, {"logical_not", tide_logical_not}, {"erf", tide_erf},
+        {"log1p", tide_log1p}, {"expm1", tide_expm1}, {"log2", tide_log2}, {"tan", tide_tan},
+        {"asin", tide_asin}, {"acos", tide_acos}, {"atan", tide_atan}, {"sinh", tide_sinh},
+        {"cosh", tide_cosh}, {"trunc", tide_trunc},
     };
     static const struct { const char *name; bin_fn f; } bin[] = {
         {"add", tide_add}, {"sub", tide_sub}, {"mul", tide_mul}, {"div", tide_div},
@@ -267,6 +270,7 @@ static void test_all_ops(void)
         {"eq", tide_eq}, {"ne", tide_ne}, {"lt", tide_lt}, {"le", tide_le}, {"gt", tide_gt},
         {"ge", tide_ge}, {"logical_and", tide_logical_and}, {"logical_or", tide_logical_or},
         {"floor_divide", tide_floor_divide}, {"remainder", tide_remainder},
+        {"atan2", tide_atan2}, {"fmod", tide_fmod},
     };
     static const tide_dtype dts[] = {TIDE_FLOAT32, TIDE_FLOAT64, TIDE_INT32, TIDE_INT64,
                                      TIDE_UINT8, TIDE_BOOL};

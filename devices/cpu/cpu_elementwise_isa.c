@@ -143,13 +143,36 @@ DEFINE_MAP_BINARY(pow_f64, double, map_pow_f64)
 
 /* The math of issue 24's primitives: SLEEF's u10 versions, each within 1.0 ulp (SLEEF's stated
  * bound), fmod and trunc from libm (both exact). */
-#define SLEEF_UNARY_24(X) X(log1p) X(expm1) X(log2) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh)
+#define SLEEF_UNARY_24(X) X(log1p) X(expm1) X(log2) X(tan) X(asin) X(acos) X(atan)
 #define DEFINE_SLEEF_UNARY_24(fn)                                                                  \
     DEFINE_VEC_MAP1(map_##fn##_f32, float, vec_f32, SLEEF_F32(fn))                                 \
     DEFINE_VEC_MAP1(map_##fn##_f64, double, vec_f64, SLEEF_F64(fn))                                \
     DEFINE_MAP_UNARY(fn##_f32, float, map_##fn##_f32)                                              \
     DEFINE_MAP_UNARY(fn##_f64, double, map_##fn##_f64)
 SLEEF_UNARY_24(DEFINE_SLEEF_UNARY_24)
+
+/* sinh and cosh: SLEEF's float32 versions give inf past |x| = 88.5, below float's limit 89.4,
+ * so those lanes are redone in double (libm, correctly rounded to float but for 2^-29). */
+#define DEFINE_SINH_COSH(fn)                                                                       \
+    DEFINE_VEC_MAP1(map_##fn##_f32, float, vec_f32, SLEEF_F32(fn))                                 \
+    DEFINE_VEC_MAP1(map_##fn##_f64, double, vec_f64, SLEEF_F64(fn))                                \
+    DEFINE_MAP_UNARY(fn##_f64, double, map_##fn##_f64)                                             \
+    static void fn##_f32(int64_t n, void *outv, const void *xv)                                    \
+    {                                                                                              \
+        float *out = outv;                                                                         \
+        const float *x = xv; /* may be out */                                                      \
+        _Alignas(64) float in[BLOCK];                                                              \
+        for (int64_t i0 = 0; i0 < n; i0 += BLOCK) {                                                \
+            int64_t m = min_i64(BLOCK, n - i0);                                                    \
+            memcpy(in, x + i0, (size_t)m * sizeof(float));                                         \
+            map_##fn##_f32(m, out + i0, in);                                                       \
+            for (int64_t j = 0; j < m; j++)                                                        \
+                if (fabsf(in[j]) > 88.0f && fabsf(in[j]) < INFINITY)                               \
+                    out[i0 + j] = (float)fn((double)in[j]);                                        \
+        }                                                                                          \
+    }
+DEFINE_SINH_COSH(sinh)
+DEFINE_SINH_COSH(cosh)
 DEFINE_VEC_MAP2(map_atan2_f32, float, vec_f32, SLEEF_F32(atan2))
 DEFINE_VEC_MAP2(map_atan2_f64, double, vec_f64, SLEEF_F64(atan2))
 DEFINE_MAP_BINARY(atan2_f32, float, map_atan2_f32)

@@ -207,29 +207,48 @@ int floordiv_i1(int a, int b)
 
 int mod_i1(int a, int b) { return b == 0 ? 0 : a - floordiv_i1(a, b) * b; }
 
-// ---- issue 24's math. Each measured on lavapipe against the double libm function by
-// tests/test_math_ulps.c, which states the bounds; the comments say why each form.
+// ---- issue 24's math, measured on lavapipe against libm's double functions by
+// tests/test_math_ulps.c: log1p 1.9 ulps, log2 2.3, tan (sin/cos after reduce_2pi, so for
+// the same moderate |x| as sin and cos) 2.4, asin 2.6, acos 2.4, atan 1.2, atan2 1.8, trunc and fmod exact; expm1 14.5 on
+// [-20, 20], sinh and cosh 9.8 on [-12, 12]: there the driver's exp sets the error (Vulkan
+// bounds it by 3 + 2|x| ulps).
 
-// log1p by Kahan's trick: u = 1 + x rounded, then log(u) * x / (u - 1), which cancels the
-// rounding of u to first order, so the error is log's relative error plus a few roundings.
+// log1p. For -0.5 < x <= 1 by the series log(1 + x) = 2 atanh(s), s = x / (2 + x), so
+// |s| <= 1/3 and 2 (s + s^3/3 + ... + s^17/17) leaves out under 2^-30 of the sum; no log near 1,
+// where Vulkan only bounds the driver's log absolutely (2^-21). Elsewhere log(1 + x), whose
+// argument is outside [0.5, 2] (1 + x is exact below -0.5).
 float log1p1(float x)
 {
-    precise float u = 1.0 + x;
-    if (u == 1.0) return x; // also -0 and denormals
-    if (isinf(u) || isnan(u)) return log(u);
-    precise float d = u - 1.0;
-    return log(u) * (x / d);
+    if (x > -0.5 && x <= 1.0) {
+        float s = x / (2.0 + x), s2 = s * s;
+        float p = 1.0 / 17.0;
+        p = p * s2 + 1.0 / 15.0; p = p * s2 + 1.0 / 13.0; p = p * s2 + 1.0 / 11.0;
+        p = p * s2 + 1.0 / 9.0;  p = p * s2 + 1.0 / 7.0;  p = p * s2 + 1.0 / 5.0;
+        p = p * s2 + 1.0 / 3.0;
+        return 2.0 * (s + s * s2 * p); // -0 stays -0
+    }
+    return log(1.0 + x);
 }
 
-// expm1 by the same trick: u = e^x, then (u - 1) * x / log u (Kahan).
+// log2: near 1, where the driver's log2 is bounded only absolutely, log1p1(x - 1) / ln 2 (x - 1
+// exact there); elsewhere the built-in, exact at powers of two.
+float log2_1(float x)
+{
+    return x > 0.5 && x < 2.0 ? log1p1(x - 1.0) * 1.44269504 : log2(x);
+}
+
+// expm1. For |x| < 0.5 the Taylor series to x^9/9! (the rest is under 2^-30 relative); else
+// exp(x) - 1, where the subtraction at most 2.5x magnifies exp's relative error.
 float expm1_1(float x)
 {
-    precise float u = exp(x);
-    if (u == 1.0) return x;
-    precise float um1 = u - 1.0;
-    if (um1 == -1.0) return -1.0;
-    if (isinf(u)) return u;
-    return um1 * (x / log(u));
+    if (abs(x) < 0.5) {
+        float p = 1.0 / 362880.0;
+        p = p * x + 1.0 / 40320.0; p = p * x + 1.0 / 5040.0; p = p * x + 1.0 / 720.0;
+        p = p * x + 1.0 / 120.0;   p = p * x + 1.0 / 24.0;   p = p * x + 1.0 / 6.0;
+        p = p * x + 0.5;
+        return x == 0.0 ? x : x + x * x * p; // -0 stays -0
+    }
+    return x > 88.8 ? uintBitsToFloat(0x7f800000u) : exp(x) - 1.0; // exp(-inf) - 1 = -1
 }
 
 // sinh near 0 from expm1 (e^a - e^-a = e + e / (e + 1) with e = expm1(a), no cancellation);
@@ -270,15 +289,59 @@ int fmod_i1(int a, int b)
     return a < 0 ? -int(r) : int(r);
 }
 
-// atan2 with C's values where GLSL leaves atan(y, x) undefined: both zero (+-0 or +-pi by
-// the signs) and both infinite (+-pi/4, +-3pi/4).
+// atan, asin, acos, atan2 of our own: lavapipe's built-ins were 300-3800 ulps off. atan1
+// reduces |x| to |t| <= tan(pi/8) (t = x, (x - 1)/(x + 1) plus pi/4, or -1/x plus pi/2), then
+// sums the Taylor series to t^19 (the rest is under 2^-27 relative); the added multiple of pi/4
+// is a float plus its remainder (hi + (lo + p)) so it is exact to 2^-50.
+float atan1(float x)
+{
+    float a = abs(x), t = a, hi = 0.0, lo = 0.0;
+    if (a > 2.41421356) {
+        t = -1.0 / a; hi = 1.57079637; lo = -4.37113900e-8;
+    } else if (a > 0.414213562) {
+        t = (a - 1.0) / (a + 1.0); hi = 0.785398185; lo = -2.18556950e-8;
+    }
+    float z = t * t, p = -1.0 / 19.0;
+    p = p * z + 1.0 / 17.0; p = p * z - 1.0 / 15.0; p = p * z + 1.0 / 13.0;
+    p = p * z - 1.0 / 11.0; p = p * z + 1.0 / 9.0;  p = p * z - 1.0 / 7.0;
+    p = p * z + 1.0 / 5.0;  p = p * z - 1.0 / 3.0;
+    float r = hi + (lo + (t + t * z * p));
+    if (isnan(x)) return x;
+    return x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u) ? -r : r; // atan(-0) = -0
+}
+
+// asin x = atan(x / sqrt((1 - x)(1 + x))): 1 - x and 1 + x are exact or nearly, and near +-1,
+// where the quotient is large, atan damps its rounding; +-1 give x/0 = +-inf, so +-pi/2.
+float asin1(float x)
+{
+    if (abs(x) > 1.0) return uintBitsToFloat(0x7fc00000u);
+    return atan1(x / sqrt((1.0 - x) * (1.0 + x)));
+}
+
+// acos x = 2 atan(sqrt((1 - x)/(1 + x))): 0 at 1 and 2 atan(inf) = pi at -1.
+float acos1(float x)
+{
+    if (abs(x) > 1.0) return uintBitsToFloat(0x7fc00000u);
+    return 2.0 * atan1(sqrt((1.0 - x) / (1.0 + x)));
+}
+
+// atan2 from atan1(y / x), plus or minus pi (as a float plus its remainder) for x < 0, with C's
+// values where the quotient says nothing: both zero (+-0 or +-pi by the signs), both infinite
+// (+-pi/4, +-3pi/4), x = +-0 (+-pi/2).
 float atan2_1(float y, float x)
 {
     bool xneg = floatBitsToUint(x) >= 0x80000000u, yneg = floatBitsToUint(y) >= 0x80000000u;
-    bool zeros = y == 0.0 && x == 0.0, infs = isinf(x) && isinf(y);
-    float s = zeros ? (xneg ? 3.14159265 : 0.0) : (xneg ? 2.35619449 : 0.785398163);
-    float r = zeros || infs ? (yneg ? -s : s) : atan(y, x);
-    return isnan(x) || isnan(y) ? x + y : r; // (one early return here crashed glslc -O)
+    float r;
+    if (y == 0.0 && x == 0.0) r = xneg ? 3.14159274 : 0.0;
+    else if (isinf(x) && isinf(y)) r = xneg ? 2.35619449 : 0.785398163;
+    else if (x == 0.0) r = 1.57079637;
+    else r = -1.0; // the quotient's case, below
+    r = yneg ? -r : r;
+    float q = atan1(y / x);
+    float pi_hi = yneg ? -3.14159274 : 3.14159274, pi_lo = yneg ? 8.74227766e-8 : -8.74227766e-8;
+    float f = xneg ? pi_hi + (pi_lo + q) : q;
+    bool quotient = abs(r) == 1.0;
+    return isnan(x) || isnan(y) ? x + y : quotient ? f : r; // (no early returns: glslc -O)
 }
 
 // x less a multiple of 2 pi, in about [-pi, pi], with 2 pi in three parts (Cody and Waite): the
@@ -327,11 +390,14 @@ vec4 unary_f(uint op, vec4 x)
     case VK_OP_ERF: return vec4(erf1(x.x), erf1(x.y), erf1(x.z), erf1(x.w));
     case VK_OP_LOG1P: return vec4(log1p1(x.x), log1p1(x.y), log1p1(x.z), log1p1(x.w));
     case VK_OP_EXPM1: return vec4(expm1_1(x.x), expm1_1(x.y), expm1_1(x.z), expm1_1(x.w));
-    case VK_OP_LOG2: return log2(x);
-    case VK_OP_TAN: return tan(reduce_2pi(x));
-    case VK_OP_ASIN: return asin(x);
-    case VK_OP_ACOS: return acos(x);
-    case VK_OP_ATAN: return atan(x);
+    case VK_OP_LOG2: return vec4(log2_1(x.x), log2_1(x.y), log2_1(x.z), log2_1(x.w));
+    case VK_OP_TAN: { // keeps -0
+        vec4 r = reduce_2pi(x);
+        return sel(sin(r) / cos(r), x, equal(x, vec4(0.0)));
+    }
+    case VK_OP_ASIN: return vec4(asin1(x.x), asin1(x.y), asin1(x.z), asin1(x.w));
+    case VK_OP_ACOS: return vec4(acos1(x.x), acos1(x.y), acos1(x.z), acos1(x.w));
+    case VK_OP_ATAN: return vec4(atan1(x.x), atan1(x.y), atan1(x.z), atan1(x.w));
     case VK_OP_SINH: return vec4(sinh1(x.x), sinh1(x.y), sinh1(x.z), sinh1(x.w));
     case VK_OP_COSH: return vec4(cosh1(x.x), cosh1(x.y), cosh1(x.z), cosh1(x.w));
     case VK_OP_TRUNC: return trunc(x);
