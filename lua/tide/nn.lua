@@ -1158,6 +1158,7 @@ end
 ModuleList.__len = function(self) return #self._module_names end
 
 -- attention layers: lua/tide/nn/attention.lua
+require("tide.nn.activation").install(nn, { check_opts = check_opts })
 require("tide.nn.attention").install(nn, { check_opts = check_opts, check_int = check_int,
                                            dtype_of = dtype_of })
 

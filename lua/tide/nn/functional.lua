@@ -106,19 +106,30 @@ function F.relu(x)
   return tide.relu(x)
 end
 
+-- The elementwise activations below are C composites (ops/nn_activation_more.c): expm1 and
+-- log1p keep small values exact. Keyword options as PyTorch's, positionally or as a table.
 function F.relu6(x)
-  return tide.clamp(x, 0, 6)
+  return tide.relu6(x)
 end
 
 function F.leaky_relu(x, negative_slope)
-  negative_slope = negative_slope or 0.01
-  return tide.where(x:gt(0), x, x * negative_slope)
+  return tide.leaky_relu(x, negative_slope)
 end
 
 function F.elu(x, alpha)
-  alpha = alpha or 1.0
-  return tide.where(x:gt(0), x, (tide.exp(tide.minimum(x, x:mul(0))) - 1) * alpha)
+  return tide.elu(x, alpha)
 end
+
+function F.selu(x) return tide.selu(x) end
+function F.celu(x, alpha) return tide.celu(x, alpha) end
+function F.mish(x) return tide.mish(x) end
+function F.softsign(x) return tide.softsign(x) end
+function F.hardtanh(x, min_val, max_val) return tide.hardtanh(x, min_val, max_val) end
+function F.hardswish(x) return tide.hardswish(x) end
+function F.hardsigmoid(x) return tide.hardsigmoid(x) end
+function F.logsigmoid(x) return tide.logsigmoid(x) end
+-- F.glu(x [, dim = -1]): the first half of dim times the sigmoid of the second (1-based dim)
+function F.glu(x, dim) return tide.glu(x, dim) end
 
 -- F.gelu(x [, {approximate = "none" | "tanh"}]) (a plain string works too)
 function F.gelu(x, opts)
@@ -142,12 +153,8 @@ function F.tanh(x)
 end
 
 function F.softplus(x, beta, threshold)
-  beta = beta or 1
-  threshold = threshold or 20
-  local bx = x * beta
-  -- log(1 + exp(bx)) / beta, linear above the threshold, as PyTorch
-  local soft = tide.log(tide.exp(tide.minimum(bx, bx:mul(0) + threshold)) + 1) / beta
-  return tide.where(bx:gt(threshold), x, soft)
+  -- log1p(exp(beta x)) / beta, x itself above the threshold, as PyTorch
+  return tide.softplus(x, beta, threshold)
 end
 
 function F.softmax(x, dim)
