@@ -104,6 +104,9 @@ local UNARY = {
   { "rsqrt", 0.01, 8 }, { "sin", -4, 4 }, { "cos", -4, 4 }, { "tanh", -4, 4 },
   { "sigmoid", -6, 6 }, { "relu", -4, 4 }, { "floor", -4, 4 }, { "ceil", -4, 4 },
   { "round", -4, 4 }, { "sign", -4, 4 }, { "reciprocal", 0.05, 4 }, { "erf", -3, 3 },
+  { "log1p", -0.9, 4 }, { "expm1", -4, 4 }, { "log2", 0.01, 8 }, { "tan", -1.4, 1.4 },
+  { "asin", -1, 1 }, { "acos", -1, 1 }, { "atan", -8, 8 }, { "sinh", -4, 4 },
+  { "cosh", -4, 4 }, { "trunc", -4, 4 }, { "frac", -4, 4 }, { "square", -4, 4 },
 }
 
 H.test("unary ops against float64 rounded once", function()
@@ -120,7 +123,7 @@ local BINARY = {
   { "add", -4, 4, -4, 4 }, { "sub", -4, 4, -4, 4 }, { "mul", -4, 4, -4, 4 },
   { "div", -4, 4, 0.25, 4 }, { "pow", 0.1, 4, -2, 2 }, { "maximum", -4, 4, -4, 4 },
   { "minimum", -4, 4, -4, 4 }, { "floor_divide", -8, 8, 0.5, 3 },
-  { "remainder", -8, 8, 0.5, 3 },
+  { "remainder", -8, 8, 0.5, 3 }, { "fmod", -8, 8, 0.5, 3 }, { "atan2", -4, 4, -4, 4 },
 }
 
 H.test("binary ops against float64 rounded once, comparisons exact", function()
