@@ -163,6 +163,12 @@ if tide.vulkan.available() then
       vk(function(a) return f(a) end, x)
     end
     vk(F.glu, tide.randn(4, 258))
+    -- a jit function of them on Vulkan (fused where the shaders can) against the CPU
+    local f = tide.jit(function(a, b)
+      return tide.atan2(a, b) + a:tanh():asin() + b:log1p() + a:expm1() + a:sinh() +
+        tide.fmod(a, b) + F.mish(a) + tide.hypot(a, b) + F.hardswish(a)
+    end)
+    H.values(f(x:to("vulkan"), p:to("vulkan")):to("cpu"), f(x, p):totable(), 1e-5, "jit on Vulkan")
   end)
 else
   print("test_math.lua: no Vulkan device, its test is skipped")
