@@ -8,9 +8,9 @@
 --   local out, h_n = gru(x, h0, {lengths = {5, 3}})   -- variable lengths
 --
 -- Everything is tide ops (linear, sigmoid, tanh, mul, add, where), so autograd and tide.jit see
--- it: a traced call records the whole time loop as one plan per sequence length. The input
--- projection of a layer is one product over all steps ([T*B, in] x [in, G]); each step then
--- does only the hidden product and the gate arithmetic.
+-- it: a traced call records the whole time loop as one plan per sequence length. Each step does
+-- its input product, its hidden product and the gate arithmetic; a layer's steps pass to the
+-- next layer as a list of [B, H] tensors, stacked once at the end.
 --
 -- Variable lengths: a `lengths` list (or an int64 tensor) of the batch's valid steps. A step past
 -- a sequence's length keeps its hidden state (so h_n is the state at its last valid step, and
@@ -119,16 +119,34 @@ local function stack_steps(list)
 end
 rnn.stack_steps = stack_steps
 
+-- The steps of x [T, B, ...] as a list of [B, ...] tensors. Autograd's backward of a select
+-- pads its gradient to the whole of x, so T selects of x cost T full-size pads in backward; a
+-- tree of halving narrows bounds that by 2 T log2(T) step-sizes (only when x needs a gradient).
+local function unstack_steps(x, out, first)
+  out, first = out or {}, first or 1
+  local T = x:size(1)
+  if T <= 4 or not x.requires_grad then
+    for t = 1, T do out[first + t - 1] = x:select(1, t) end
+    return out
+  end
+  local half = T // 2
+  unstack_steps(x:narrow(1, 1, half), out, first)
+  unstack_steps(x:narrow(1, half + 1, T - half), out, first + half)
+  return out
+end
+rnn.unstack_steps = unstack_steps
+
 -- ---- one direction ------------------------------------------------------------------------------
 
--- One direction of one layer over x [T, B, in]; returns the outputs [T, B, H], h_n, c_n.
-local function run_direction(step, x, h, c, w, masks, reverse)
-  local T = x:size(1)
-  local xw = tide.linear(x, w.ih, w.b_ih) -- every step's input projection in one product
+-- One direction of one layer over xs (a list of T inputs [B, in]); returns the list of outputs
+-- [B, H], h_n and c_n. Each step's input product is its own linear (not one product over all
+-- steps sliced per step, whose backward would pad every step's gradient to [T, B, G]).
+local function run_direction(step, xs, h, c, w, masks, reverse)
+  local T = #xs
   local outs = {}
   for k = 1, T do
     local t = reverse and T - k + 1 or k
-    local h1, c1 = step(xw:select(1, t), h, c, w.hh, w.b_hh)
+    local h1, c1 = step(tide.linear(xs[t], w.ih, w.b_ih), h, c, w.hh, w.b_hh)
     if masks then -- past the length: keep the state, output zeros
       local m = masks[t]
       h = tide.where(m, h1, h)
@@ -139,7 +157,7 @@ local function run_direction(step, x, h, c, w, masks, reverse)
       outs[t] = h1
     end
   end
-  return stack_steps(outs), h, c
+  return outs, h, c
 end
 
 rnn.run_direction = run_direction
@@ -298,24 +316,29 @@ function RNNBase:_state(hx, B, batched, x)
   return split(hx, "h_0"), nil
 end
 
--- All layers over x [T, B, in]: the last layer's output and the final states.
+-- All layers over x [T, B, in]: the last layer's output [T, B, H * directions] and the final
+-- states. Between layers the steps stay a list (the next layer reads them one by one).
 function RNNBase:_layers(x, h0, c0, masks)
   local step, dirs = step_of(self.mode), self.bidirectional and 2 or 1
   local hs, cs = {}, {}
+  local xs = unstack_steps(x)
   for l = 0, self.num_layers - 1 do
     if l > 0 and self.dropout > 0 and self.training then
-      x = F.dropout(x, self.dropout, true)
+      for t = 1, #xs do xs[t] = F.dropout(xs[t], self.dropout, true) end
     end
     local outs = {}
     for d = 1, dirs do
       local k = l * dirs + d
-      local c_init = c0 and c0[k]
-      outs[d], hs[k], cs[k] = run_direction(step, x, h0[k], c_init, self:_weights(l, d), masks,
-                                            d == 2)
+      outs[d], hs[k], cs[k] = run_direction(step, xs, h0[k], c0 and c0[k], self:_weights(l, d),
+                                            masks, d == 2)
     end
-    x = dirs == 2 and tide.cat(outs, 3) or outs[1]
+    xs = outs[1]
+    if dirs == 2 then
+      xs = {}
+      for t = 1, #outs[1] do xs[t] = tide.cat({ outs[1][t], outs[2][t] }, 2) end
+    end
   end
-  return x, hs, cs
+  return stack_steps(xs), hs, cs
 end
 
 function RNNBase:extra_repr()
