@@ -25,24 +25,33 @@ local rnn = {}
 local GATES = { RNN_TANH = 1, RNN_RELU = 1, LSTM = 4, GRU = 3 }
 
 -- ---- one step of each cell --------------------------------------------------------------------
--- xw: the input's projection for this step with bias_ih ([B, G]); h (and c): the state [B, H].
+-- x: the step's input [B, in]; h (and c): the state [B, H]; w: the weights as prepare() made
+-- them. RNN and LSTM do one product per step, [x, h] times [W_ih, W_hh]^T with b_ih + b_hh
+-- (half the product calls and gradient accumulations of two products); the GRU needs the
+-- hidden product apart (r scales its n part), so it keeps two.
+
+local function prepare(mode, w)
+  if mode == "GRU" then return w end
+  return { w = tide.cat({ w.ih, w.hh }, 2), b = w.b_ih and w.b_ih + w.b_hh }
+end
 
 local function rnn_step(act)
-  return function(xw, h, _, w_hh, b_hh)
-    local pre = xw + tide.linear(h, w_hh, b_hh)
+  return function(x, h, _, w)
+    local pre = tide.linear(tide.cat({ x, h }, 2), w.w, w.b)
     return act == "relu" and tide.relu(pre) or tide.tanh(pre)
   end
 end
 
-local function lstm_step(xw, h, c, w_hh, b_hh)
-  local gates = xw + tide.linear(h, w_hh, b_hh)
+local function lstm_step(x, h, c, w)
+  local gates = tide.linear(tide.cat({ x, h }, 2), w.w, w.b)
   local i, f, g, o = table.unpack(gates:chunk(4, 2))
   local c1 = tide.sigmoid(f) * c + tide.sigmoid(i) * tide.tanh(g)
   return tide.sigmoid(o) * tide.tanh(c1), c1
 end
 
-local function gru_step(xw, h, _, w_hh, b_hh)
-  local gh = tide.linear(h, w_hh, b_hh)
+local function gru_step(x, h, _, w)
+  local xw = tide.linear(x, w.ih, w.b_ih)
+  local gh = tide.linear(h, w.hh, w.b_hh)
   local xr, xz, xn = table.unpack(xw:chunk(3, 2))
   local hr, hz, hn = table.unpack(gh:chunk(3, 2))
   local r = tide.sigmoid(xr + hr)
@@ -139,14 +148,15 @@ rnn.unstack_steps = unstack_steps
 -- ---- one direction ------------------------------------------------------------------------------
 
 -- One direction of one layer over xs (a list of T inputs [B, in]); returns the list of outputs
--- [B, H], h_n and c_n. Each step's input product is its own linear (not one product over all
--- steps sliced per step, whose backward would pad every step's gradient to [T, B, G]).
-local function run_direction(step, xs, h, c, w, masks, reverse)
-  local T = #xs
+-- [B, H], h_n and c_n. Each step does its input product itself (not one product over all steps
+-- sliced per step, whose backward would pad every step's gradient to [T, B, G]).
+local function run_direction(mode, xs, h, c, w, masks, reverse)
+  local T, step = #xs, step_of(mode)
+  w = prepare(mode, w)
   local outs = {}
   for k = 1, T do
     local t = reverse and T - k + 1 or k
-    local h1, c1 = step(tide.linear(xs[t], w.ih, w.b_ih), h, c, w.hh, w.b_hh)
+    local h1, c1 = step(xs[t], h, c, w)
     if masks then -- past the length: keep the state, output zeros
       local m = masks[t]
       h = tide.where(m, h1, h)
@@ -319,7 +329,7 @@ end
 -- All layers over x [T, B, in]: the last layer's output [T, B, H * directions] and the final
 -- states. Between layers the steps stay a list (the next layer reads them one by one).
 function RNNBase:_layers(x, h0, c0, masks)
-  local step, dirs = step_of(self.mode), self.bidirectional and 2 or 1
+  local dirs = self.bidirectional and 2 or 1
   local hs, cs = {}, {}
   local xs = unstack_steps(x)
   for l = 0, self.num_layers - 1 do
@@ -329,8 +339,8 @@ function RNNBase:_layers(x, h0, c0, masks)
     local outs = {}
     for d = 1, dirs do
       local k = l * dirs + d
-      outs[d], hs[k], cs[k] = run_direction(step, xs, h0[k], c0 and c0[k], self:_weights(l, d),
-                                            masks, d == 2)
+      outs[d], hs[k], cs[k] = run_direction(self.mode, xs, h0[k], c0 and c0[k],
+                                            self:_weights(l, d), masks, d == 2)
     end
     xs = outs[1]
     if dirs == 2 then
@@ -437,8 +447,9 @@ function CellBase:forward(input, hx)
   else
     h = state(hx, "hx")
   end
-  local xw = tide.linear(x, self.weight_ih, self.bias_ih)
-  local h1, c1 = step_of(self.mode)(xw, h, c, self.weight_hh, self.bias_hh)
+  local w = prepare(self.mode, { ih = self.weight_ih, hh = self.weight_hh, b_ih = self.bias_ih,
+                                 b_hh = self.bias_hh })
+  local h1, c1 = step_of(self.mode)(x, h, c, w)
   if not batched then
     h1, c1 = h1:squeeze(1), c1 and c1:squeeze(1)
   end
