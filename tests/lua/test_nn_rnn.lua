@@ -258,6 +258,32 @@ H.test("batch_first, unbatched input, RNN relu, cells without a state", function
   H.eq(c1:size(), { 5, 3 })
 end)
 
+-- float32 on both devices: the products sum <= 7 terms per output in another order and the
+-- device's sigmoid/tanh differ by a few ulps; over 5 steps on values ~1, 1e-4 bounds it.
+H.test("vulkan: LSTM and GRU with lengths, values and gradients as the CPU's", function()
+  if not tide.vulkan.available() then
+    print("test_nn_rnn.lua: no Vulkan device, skipped")
+    return
+  end
+  for _, mode in ipairs({ "LSTM", "GRU" }) do
+    local m = nn[mode](3, 4, { bidirectional = true })
+    local x = det({ 5, 2, 3 }, 4):float()
+    local function run(dev)
+      m:to(dev)
+      m:zero_grad()
+      local out = m(x:to(dev), nil, { lengths = { 5, 3 } })
+      local loss = (out * out):sum()
+      loss:backward()
+      return out:to("cpu"), m.weight_hh_l0_reverse.grad:to("cpu")
+    end
+    local want, gwant = run("cpu")
+    local got, ggot = run("vulkan")
+    H.ok(max_diff(got, want:view(-1):totable()) < 1e-4, mode .. " vulkan output")
+    H.ok(max_diff(ggot, gwant:reshape(-1):totable()) < 1e-4, mode .. " vulkan gradient")
+    m:to("cpu")
+  end
+end)
+
 H.test("errors name the layer, shapes and options", function()
   H.raises(function() nn.LSTM(3, 4, { proj_size = 2 }) end, "LSTM", "proj_size")
   H.raises(function() nn.RNN(3, 4, { nonlinearity = "gelu" }) end, "RNN", "nonlinearity")
