@@ -121,6 +121,35 @@ H.test("state_dict / load_state_dict resume the same trajectory", function()
   end
 end)
 
+-- LBFGS's state (flat vectors over both parameters, lists of them) in memory and through a file.
+H.test("LBFGS: state_dict / load_state_dict resume the same trajectory", function()
+  local opts = { max_iter = 3, history_size = 4 }
+  local W5, b5 = run("LBFGS", opts, 4)
+  for _, via_file in ipairs({ false, true }) do
+    local W, b, opt = run("LBFGS", opts, 2)
+    local sd, meta = opt:state_dict(), nil
+    if via_file then
+      local path = os.tmpname()
+      tide.save(path, sd)
+      sd, meta = tide.load(path)
+      os.remove(path)
+    end
+    local opt2 = optim.LBFGS({ W, b }, opts)
+    opt2:load_state_dict(sd, meta)
+    for _ = 1, 2 do
+      opt2:step(function()
+        opt2:zero_grad()
+        local l = loss_of(W, b)
+        l:backward()
+        return l
+      end)
+    end
+    local what = via_file and " (through a file)" or ""
+    H.ok(max_diff(W, W5:reshape(-1):totable()) < 1e-15, "W after resuming" .. what)
+    H.ok(max_diff(b, b5:reshape(-1):totable()) < 1e-15, "b after resuming" .. what)
+  end
+end)
+
 H.test("LBFGS reaches the minimum of a quadratic; state in memory carries over", function()
   local A = tide.tensor({ { 3, 1 }, { 1, 2 } }, { dtype = "float64" })
   local c = tide.tensor({ 1, -1 }, { dtype = "float64" })

@@ -168,6 +168,38 @@ local function eval_loss(closure)
   return tide.is_tensor(loss) and loss:item() or loss
 end
 
+-- As Optimizer's, but the flat vectors (d, prev_flat_grad, the history lists) span all the
+-- parameters: they are kept as they are, not shaped like the first parameter.
+function LBFGS:load_state_dict(sd, metadata)
+  if type(sd) == "table" and sd.param_groups == nil then
+    local nested = optim.unflatten(sd)
+    if metadata then optim.unflatten(metadata, nested) end
+    sd = nested
+  end
+  if type(sd) ~= "table" then
+    error("LBFGS: load_state_dict expects a table, got " .. type(sd), 2)
+  end
+  local plain, flat = { param_groups = sd.param_groups, state = {} }, {}
+  for i, st in pairs(sd.state or {}) do
+    plain.state[i], flat[i] = {}, {}
+    for k, v in pairs(st) do
+      local vector = type(v) == "table" or (tide.is_tensor(v) and v:dim() > 0)
+      if vector then flat[i][k] = v else plain.state[i][k] = v end
+    end
+  end
+  optim.Optimizer.load_state_dict(self, plain)
+  local p = self.param_groups[1].params[1]
+  for k, v in pairs(flat[1] or {}) do
+    if tide.is_tensor(v) then v = v:clone() end
+    if type(v) == "table" then -- a history list: tensors, or numbers (ro)
+      local copy = {}
+      for j, e in pairs(v) do copy[j] = tide.is_tensor(e) and e:clone() or e end
+      v = copy
+    end
+    self.state[p][k] = v
+  end
+end
+
 -- The two-loop recursion: the quasi-Newton direction -H g from the stored history.
 local function direction(st, flat_grad, history_size)
   local y = flat_grad - st.prev_flat_grad
