@@ -121,6 +121,30 @@ H.test("state_dict / load_state_dict resume the same trajectory", function()
   end
 end)
 
+-- A traced training step (tide.jit) against eager: the step-dependent factors (bias
+-- corrections, NAdam's mu, RAdam's rectification and its branch) are Lua numbers that a plan
+-- takes at run time, so the same float64 arithmetic: equal.
+H.test("tide.jit: traced steps follow eager's trajectory", function()
+  for _, name in ipairs({ "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam" }) do
+    local res = {}
+    for _, traced in ipairs({ false, true }) do
+      local W, b = fresh()
+      local opt = optim[name]({ W, b }, { lr = 0.05, lr_decay = name == "Adagrad" and 0.1 or nil })
+      local function step()
+        opt:zero_grad()
+        local l = loss_of(W, b)
+        l:backward()
+        opt:step()
+        return l
+      end
+      local f = traced and tide.jit(step) or step
+      for _ = 1, 8 do f() end -- RAdam switches to the rectified update at step 6
+      res[#res + 1] = W:detach():clone()
+    end
+    H.eq((res[1] - res[2]):abs():max():item(), 0, name .. ": traced vs eager")
+  end
+end)
+
 -- LBFGS's state (flat vectors over both parameters, lists of them) in memory and through a file.
 H.test("LBFGS: state_dict / load_state_dict resume the same trajectory", function()
   local opts = { max_iter = 3, history_size = 4 }
