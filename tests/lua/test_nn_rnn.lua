@@ -156,6 +156,8 @@ H.test("lengths: each sequence as if run alone; padded steps output zeros", func
   local x = det({ 6, 3, 3 }, 5)
   local lengths = { 2, 6, 4 }
   local out, hn = m(x, nil, { lengths = lengths })
+  local out2 = m(x, nil, { lengths = tide.tensor(lengths, { dtype = "int64" }) })
+  H.ok(max_diff(out2, out:contiguous():view(-1):totable()) == 0, "lengths as a tensor")
   for b, n in ipairs(lengths) do
     local xb = x:narrow(2, b, 1):narrow(1, 1, n)
     local ob, hb = m(xb)
@@ -297,6 +299,10 @@ H.test("errors name the layer, shapes and options", function()
   H.raises(function() m(tide.zeros(5, 2, 3), tide.zeros(1, 2, 4)) end, "pair {h_0, c_0}")
   H.raises(function() m(tide.zeros(5, 2, 3), nil, { lengths = { 5, 6 } }) end,
            "length 2 is 6", "[1, 5]")
+  H.raises(function() m(tide.zeros(5, 2, 3), nil, { length = { 5, 5 } }) end,
+           "LSTM", "unknown option 'length'")
+  H.raises(function() m(tide.zeros(5, 2, 3), nil, { lengths = tide.ones(2) }) end,
+           "lengths must be a 1-D integer tensor")
   H.raises(function() m(tide.zeros(5, 2, 3), nil, { lengths = { 5 } }) end,
            "one length per sequence (2)")
   H.raises(function() m(tide.zeros(5, 2, 3, { dtype = "int64" })) end, "floating-point")

@@ -75,7 +75,7 @@ local function lengths_list(name, lengths, T, B)
       error(("%s: lengths must be a 1-D integer tensor, got a %d-D %s tensor"):format(name,
         lengths:dim(), lengths.dtype), 3)
     end
-    lengths = lengths:tolist()
+    lengths = lengths:totable()
   end
   if type(lengths) ~= "table" or #lengths ~= B then
     error(("%s: lengths must list one length per sequence (%d), got %s"):format(name, B,
@@ -243,7 +243,8 @@ end
 function RNNBase:forward(input, hx, opts)
   local name = self.__name
   local packed = type(input) == "table" and input.lengths ~= nil and not tide.is_tensor(input)
-  local lengths = opts and opts.lengths
+  opts = check_opts(opts, name, { lengths = true })
+  local lengths = opts.lengths
   if packed then
     lengths = input.lengths
     local data = input.data
