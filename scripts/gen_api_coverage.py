@@ -15,6 +15,8 @@ An entry is (list, name, python expression, Lua expression[, mode]). Modes:
   "value"  (default) the result's dtype, shape and values (float64 within 1e-9 relative);
   "shape"  random results: only the dtype and shape (the generators differ);
   "loose"  values within 1e-6 relative (iterative algorithms, LBFGS).
+NAdam runs PyTorch's foreach path: 1.13's default path applies one momentum factor twice
+(fixed in PyTorch 2.0), and tide follows the published formula.
 Inputs are the same float64 tensors on both sides (A, B, P, U, V, W, S, X4, ...); PyTorch's
 0-based index answers are shifted to tide's 1-based ones in the Python expression.
 """
@@ -471,7 +473,7 @@ ENTRIES = [
     (OPT, "Adagrad", "opt_run(lambda p: torch.optim.Adagrad(p, lr=0.3))", 'opt_run(function(p) return optim.Adagrad(p, {lr = 0.3}) end)'),
     (OPT, "Adadelta", "opt_run(lambda p: torch.optim.Adadelta(p, lr=1.0))", 'opt_run(function(p) return optim.Adadelta(p, {lr = 1.0}) end)'),
     (OPT, "Adamax", "opt_run(lambda p: torch.optim.Adamax(p, lr=0.1))", 'opt_run(function(p) return optim.Adamax(p, {lr = 0.1}) end)'),
-    (OPT, "NAdam", "opt_run(lambda p: torch.optim.NAdam(p, lr=0.1))", 'opt_run(function(p) return optim.NAdam(p, {lr = 0.1}) end)'),
+    (OPT, "NAdam", "opt_run(lambda p: torch.optim.NAdam(p, lr=0.1, foreach=True))", 'opt_run(function(p) return optim.NAdam(p, {lr = 0.1}) end)'),
     (OPT, "RAdam", "opt_run(lambda p: torch.optim.RAdam(p, lr=0.1), steps=8)", 'opt_run(function(p) return optim.RAdam(p, {lr = 0.1}) end, 8)'),
     (OPT, "LBFGS", "opt_run(lambda p: torch.optim.LBFGS(p, lr=0.5, max_iter=4), steps=2, closure_opt=True)",
      'opt_run(function(p) return optim.LBFGS(p, {lr = 0.5, max_iter = 4}) end, 2, true)', "loose"),
