@@ -614,6 +614,11 @@ static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor 
                                                                 i0->shape[1])))));
         return 0;
     default:
+        /* a gradient primitive (x_grad...) is reached only by differentiating a gradient */
+        if (strstr(tide_op_name(n->op), "_grad"))
+            return td_error("double backward of %s is not supported (its gradient primitive "
+                            "%s has no formula)",
+                            n->name ? n->name : tide_op_name(n->op), tide_op_name(n->op));
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }
 }
