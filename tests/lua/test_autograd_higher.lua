@@ -288,6 +288,25 @@ H.test("a gradient penalty under tide.jit equals eager", function()
   H.eq(now.breaks - stats.breaks, 0, "no graph break")
 end)
 
+-- The recorded backward runs through the dispatcher, so a second derivative on Vulkan is the
+-- same ops on that device; against the CPU in float32 (a few ulps of tanh's shader).
+local vk_ok, vk_why = tide.vulkan.available()
+if vk_ok then
+  H.test("second derivatives on vulkan equal the cpu", function()
+    local function hess_diag_ish(x)
+      local g = autograd.grad((x:tanh() * x):sum(), x, { create_graph = true })
+      return autograd.grad((g * g):sum(), x)
+    end
+    local v = { 1.0, -2.0, 0.5, 0.25 }
+    local got = hess_diag_ish(tide.tensor(v):to("vulkan"):requires_grad_())
+    local want = hess_diag_ish(tide.tensor(v):requires_grad_())
+    H.eq(got.device, "vulkan")
+    H.values(got:to("cpu"), want:totable(), 1e-5)
+  end)
+else
+  print("test_autograd_higher: vulkan skipped: " .. tostring(vk_why))
+end
+
 H.test("graphs made with create_graph are freed", function()
   local before = tide.collect().in_use
   do
