@@ -428,6 +428,23 @@ TIDE_API int tide_set_grad(tide_tensor *t, const tide_tensor *grad);
 /* Accumulates d(root)/d(leaf) into every leaf's grad. grad_root NULL means 1 (root must have
  * one element). Without retain_graph the graph's saved tensors are freed. 0 or -1. */
 TIDE_API int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph);
+/* tide_backward with create_graph: the backward pass is itself recorded, so the leaves' grads
+ * are in a graph and can be differentiated again (Hessian-vector products, gradient penalties).
+ * Grads are then accumulated out of place. A leaf's grad made so refers to the leaf through its
+ * graph (a reference cycle, as in PyTorch): set it to NULL (tide_set_grad) when done, or use
+ * tide_autograd_grad, which touches no .grad. PyTorch's default is retain_graph = create_graph. */
+TIDE_API int tide_backward_ex(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph,
+                              bool create_graph);
+/* torch.autograd.grad: grads[j] = d(sum_i <outputs[i], grad_outputs[i]>)/d(inputs[j]) (new
+ * references), without touching any .grad. grad_outputs NULL (or a NULL entry) means 1 for a
+ * one-element output. inputs may be leaves or results inside the graph; each must require grad.
+ * An input no gradient reaches is an error unless allow_unused (then its grads[j] is NULL).
+ * With create_graph the gradients are in a graph (differentiable again). 0, or -1 with the
+ * error set and every grads[j] NULL. */
+TIDE_API int tide_autograd_grad(tide_tensor *const *outputs, const tide_tensor *const *grad_outputs,
+                                int noutputs, tide_tensor *const *inputs, int ninputs,
+                                bool retain_graph, bool create_graph, bool allow_unused,
+                                tide_tensor **grads);
 /* The same values, outside the graph (shares storage). */
 TIDE_API tide_tensor *tide_detach(const tide_tensor *t);
 /* Grad mode of the calling thread; returns the previous setting. */

@@ -199,7 +199,10 @@ return {
   { "x:clamp_(min [, max])", "clamps x in place" },
   -- ---- autograd
   { "x:requires_grad_([b])", "starts (or stops) recording operations on x for gradients" },
-  { "x:backward([grad] [, {retain_graph=true}])", "computes gradients of x into the leaves' .grad" },
+  { "x:backward([grad] [, {retain_graph=true, create_graph=true}])", "computes gradients of x into the leaves' .grad (create_graph: the grads are differentiable)" },
+  { "tide.autograd.grad(outputs, inputs [, {grad_outputs=, retain_graph=, create_graph=, allow_unused=}])", "the gradients of outputs with respect to each input (one value each), no .grad touched" },
+  { "tide.autograd.gradcheck(fn, inputs [, {eps=, atol=, rtol=}])", "autograd against central finite differences (float64 inputs); true or an error" },
+  { "tide.autograd.gradgradcheck(fn, inputs [, {eps=, atol=, rtol=, grad_outputs=}])", "second derivatives (create_graph) against finite differences of the gradient" },
   { "x:detach()", "a view of x's data cut from the graph" },
   { "tide.no_grad(fn, ...)", "runs fn with gradient recording off; returns its results" },
   { "tide.enable_grad(fn, ...)", "runs fn with gradient recording on; returns its results" },
