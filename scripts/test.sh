@@ -85,6 +85,7 @@ numeric_c=(
   embed_llama
   quant
   linear_half
+  nn_resize
 )
 numeric_lua=(
   ops
@@ -113,6 +114,7 @@ numeric_lua=(
   nn_rnn
   optim_more
   api_coverage
+  nn_extra
 )
 numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?)$"
 for tier in $tiers; do
