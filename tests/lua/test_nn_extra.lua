@@ -201,6 +201,35 @@ H.test("jit: the same values as eager", function()
   end
 end)
 
+-- The losses, grid_sample, adaptive_max_pool2d, bilinear and ctc_loss in one traced function.
+local function loss_bundle(a, b, y, lp, grid, w)
+  local img = a:view(2, 3, 2, 1)
+  return F.smooth_l1_loss(a, b) + F.huber_loss(a, b, { delta = 0.5 }) +
+         F.kl_div(tide.log_softmax(a, 2), tide.softmax(b, 2), { reduction = "batchmean" }) +
+         F.margin_ranking_loss(a:select(2, 1), b:select(2, 1), y) +
+         F.hinge_embedding_loss(a:select(2, 2), y) + F.soft_margin_loss(a:select(2, 3), y) +
+         F.multi_margin_loss(a, I({ 1, 3 }):to(a.device)) + F.cosine_embedding_loss(a, b, y) +
+         F.triplet_margin_loss(a, b, b * 0.5) + F.binary_cross_entropy(tide.sigmoid(a), tide.sigmoid(b)) +
+         F.cosine_similarity(a, b):sum() + F.normalize(a):sum() + F.pairwise_distance(a, b):sum() +
+         F.grid_sample(img, grid):sum() + F.adaptive_max_pool2d(img, 1):sum() +
+         F.bilinear(a, b, w):sum() +
+         F.ctc_loss(lp, I({ { 2, 3 }, { 3, 3 } }), { 4, 4 }, { 2, 2 })
+end
+
+H.test("jit: the losses, grid_sample and ctc_loss as eager", function()
+  local f = tide.jit(loss_bundle)
+  for rep = 1, 3 do
+    local a, b = tide.randn(2, 6), tide.randn(2, 6)
+    local y = tide.tensor({ 1, -1 })
+    local lp = tide.log_softmax(tide.randn(4, 2, 3), 3)
+    local grid = tide.rand(2, 3, 3, 2) * 2 - 1
+    local w = tide.randn(3, 6, 6)
+    -- the same ops in the same order: equal up to the fusion of elementwise chains (float32)
+    H.near(f(a, b, y, lp, grid, w):item(), loss_bundle(a, b, y, lp, grid, w):item(), 1e-4, "rep " .. rep)
+  end
+  H.eq(f:stats().fallbacks, 0, "no fallback to eager")
+end)
+
 H.test("vulkan: the same values as the CPU", function()
   if not tide.vulkan.available() then
     print("test_nn_extra.lua: no Vulkan device, skipped")
@@ -219,6 +248,13 @@ H.test("vulkan: the same values as the CPU", function()
     function(t) return F.smooth_l1_loss(t, t * 0.5) end,
     function(t) return F.grid_sample(t, tide.full({ 2, 2, 3, 2 }, 0.3, { device = t.device })) end,
   }
+  local a, b = tide.randn(2, 6), tide.randn(2, 6)
+  local args = { a, b, tide.tensor({ 1, -1 }), tide.log_softmax(tide.randn(4, 2, 3), 3),
+                 tide.rand(2, 3, 3, 2) * 2 - 1, tide.randn(3, 6, 6) }
+  local vargs = {}
+  for i, t in ipairs(args) do vargs[i] = t:to("vulkan") end
+  H.near(loss_bundle(table.unpack(vargs)):to("cpu"):item(), loss_bundle(table.unpack(args)):item(),
+         1e-4, "losses, grid_sample, ctc_loss")
   for i, op in ipairs(ops) do
     -- float32 reductions on another device add in another order: ~1e-6 relative
     H.values(op(xv):to("cpu"), op(x):totable(), 1e-5, "op " .. i)
