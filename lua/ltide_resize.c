@@ -149,11 +149,15 @@ static int f_pad_mode(lua_State *L)
         pads[i] = lt_checkint(L, -1, "pad", "a pad");
         lua_pop(L, 1);
     }
-    static const char *const modes[] = {"constant", "reflect", "replicate", "circular", NULL};
-    if (lua_type(L, 3) != LUA_TSTRING)
-        return luaL_error(L, "pad: mode must be one of \"constant\", \"reflect\", \"replicate\", "
-                          "\"circular\"");
-    int mode = luaL_checkoption(L, 3, NULL, modes);
+    static const char *const modes[] = {"constant", "reflect", "replicate", "circular"};
+    const char *name = lua_type(L, 3) == LUA_TSTRING ? lua_tostring(L, 3) : "";
+    int mode = 0;
+    while (mode < 4 && strcmp(name, modes[mode]) != 0)
+        mode++;
+    if (mode == 4)
+        return luaL_error(L, "pad: mode must be \"constant\", \"reflect\", \"replicate\" or "
+                          "\"circular\", got %s", lua_type(L, 3) == LUA_TSTRING ? name
+                                                   : luaL_typename(L, 3));
     double value = luaL_optnumber(L, 4, 0);
     lua_settop(L, 4);
     lt_box *b = lt_newbox(L);

@@ -47,11 +47,12 @@ static int check_dim_pads(tide_padding_mode mode, const tide_tensor *x, int dim,
     if (ok)
         return 0;
     char d[200];
+    /* dim counted from the end (-1 the last), which reads the same from C and from Lua */
     return td_error("pad: %s padding (%lld, %lld) does not fit dim %d of size %lld of the input "
                     "%s (reflect needs pads < the size, circular <= the size, all a non-empty "
                     "dim)",
-                    mode_name(mode), (long long)before, (long long)after, dim, (long long)n,
-                    nn_describe(d, sizeof d, x));
+                    mode_name(mode), (long long)before, (long long)after, dim - x->ndim,
+                    (long long)n, nn_describe(d, sizeof d, x));
 }
 
 /* x with dim `dim` padded by (before, after), one index_select. */

@@ -255,7 +255,7 @@ static void test_errors(void)
     CHECK_ERROR(tide_interpolate(x, 2, NULL, NULL, TIDE_INTERP_NEAREST, false), "interpolate",
                 "size or the scale");
     CHECK_ERROR(tide_pad_mode(x, bad_pads, 2, TIDE_PAD_REFLECT, 0), "pad", "reflect", "(3, 0)",
-                "size 3", "[2, 4, 3, 3] float32");
+                "dim -1 of size 3", "[2, 4, 3, 3] float32");
     CHECK_ERROR(tide_pad_mode(x, bad_pads, 1, TIDE_PAD_REPLICATE, 0), "pad", "1 pad values");
     CHECK_ERROR(tide_pixel_shuffle(x, 3), "pixel_shuffle", "divisible", "[2, 4, 3, 3] float32");
     CHECK_ERROR(tide_pixel_unshuffle(x, 2), "pixel_unshuffle", "divisible");

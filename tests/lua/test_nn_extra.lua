@@ -350,11 +350,11 @@ H.test("errors name the op, the shapes and the dtypes", function()
   H.raises(function() return F.interpolate(x:long(), { size = 2 }) end, "interpolate", "int64")
   H.raises(function() return F.interpolate(tide.randn(3, 3), { size = 2 }) end, "interpolate", "3, 3")
   H.raises(function() return F.interpolate(x, { size = 2, align_corners = true }) end, "align_corners")
-  H.raises(function() return F.pad(x, { 3, 3 }, "reflect") end, "pad", "reflect", "(3, 3)", "size 3",
+  H.raises(function() return F.pad(x, { 3, 3 }, "reflect") end, "pad", "reflect", "(3, 3)", "dim -1 of size 3",
            "[2, 4, 3, 3]")
   H.raises(function() return F.pad(x, { 4, 0 }, "circular") end, "pad", "circular")
   H.raises(function() return F.pad(x, { 1 }, "replicate") end, "pad", "even")
-  H.raises(function() return F.pad(x, { 1, 1 }, "mirror") end, "pad", "mirror")
+  H.raises(function() return F.pad(x, { 1, 1 }, "mirror") end, "pad: mode", "reflect", "mirror")
   H.raises(function() return F.pixel_shuffle(x, 3) end, "pixel_shuffle", "divisible", "[2, 4, 3, 3]")
   H.raises(function() return F.pixel_unshuffle(x, 2) end, "pixel_unshuffle", "divisible")
   H.raises(function() return F.pixel_shuffle(tide.ones(4, 4), 2) end, "pixel_shuffle", "3 dims")
