@@ -426,7 +426,11 @@ TIDE_API tide_tensor *tide_group_norm(const tide_tensor *x, int64_t num_groups,
  * its spatial dims (input statistics; no running statistics). */
 TIDE_API tide_tensor *tide_instance_norm(const tide_tensor *x, const tide_tensor *weight,
                                          const tide_tensor *bias, double eps);
-typedef enum tide_interp_mode { TIDE_INTERP_NEAREST = 0, TIDE_INTERP_LINEAR } tide_interp_mode;
+typedef enum tide_interp_mode {
+    TIDE_INTERP_NEAREST = 0, /* src = floor(dst * scale), PyTorch's "nearest" */
+    TIDE_INTERP_LINEAR,
+    TIDE_INTERP_NEAREST_EXACT /* src = floor((dst + 0.5) * scale), PyTorch's "nearest-exact" */
+} tide_interp_mode;
 /* x [N, C, nsp spatial dims] (nsp 1..3) resized to size (nsp sizes) or, when size is NULL, to
  * floor(in * scales[i]); the scales, when given, set the source coordinates as PyTorch's
  * scale_factor does. LINEAR is linear/bilinear/trilinear; align_corners as PyTorch. */

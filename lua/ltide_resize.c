@@ -4,7 +4,8 @@
  * and options in a trailing table:
  *   tide.group_norm(x, num_groups [, weight [, bias [, eps]]])
  *   tide.instance_norm(x [, weight [, bias [, eps]]])
- *   tide.interpolate(x, {size= | scale_factor=, mode="nearest"|"linear"|"bilinear"|"trilinear",
+ *   tide.interpolate(x, {size= | scale_factor=, mode="nearest"|"nearest-exact"|"linear"|
+ *                        "bilinear"|"trilinear",
  *                        align_corners=false})
  *   tide.pixel_shuffle(x, r)   tide.pixel_unshuffle(x, r)
  *   tide.pad_mode(x, pads, mode [, value])   (tide.pad's constant mode is ltide_shape.c's)
@@ -82,14 +83,16 @@ static tide_interp_mode interp_mode(lua_State *L, int opts, int nsp, bool *align
     tide_interp_mode mode = TIDE_INTERP_NEAREST;
     if (strcmp(m, linear_names[nsp]) == 0)
         mode = TIDE_INTERP_LINEAR;
+    else if (strcmp(m, "nearest-exact") == 0)
+        mode = TIDE_INTERP_NEAREST_EXACT;
     else if (strcmp(m, "nearest") != 0)
         luaL_error(L, "interpolate: mode \"%s\" does not fit an input with %d spatial dims "
-                   "(\"nearest\" or \"%s\")", m, nsp, linear_names[nsp]);
+                   "(\"nearest\", \"nearest-exact\" or \"%s\")", m, nsp, linear_names[nsp]);
     lua_getfield(L, opts, "align_corners");
     if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TBOOLEAN)
         luaL_error(L, "interpolate: align_corners must be a boolean");
     *align_corners = lua_toboolean(L, -1);
-    if (*align_corners && mode == TIDE_INTERP_NEAREST)
+    if (*align_corners && mode != TIDE_INTERP_LINEAR)
         luaL_error(L, "interpolate: align_corners only goes with the linear modes");
     lua_pop(L, 2);
     return mode;

@@ -1,9 +1,10 @@
 /*
- * nn_resize.c — interpolate (F.interpolate / nn.Upsample / ONNX Resize) in nearest and linear
- * modes (linear, bilinear, trilinear: one rule per spatial dim), with PyTorch's source
- * coordinates:
+ * nn_resize.c — interpolate (F.interpolate / nn.Upsample / ONNX Resize) in nearest,
+ * nearest-exact and linear modes (linear, bilinear, trilinear: one rule per spatial dim), with
+ * PyTorch's source coordinates:
  *   nearest: src = min(floor(dst * scale), in - 1), scale = 1/scale_factor when one is given,
  *            else in/out (computed in float, as PyTorch's CPU kernel, so the same pixels win);
+ *            nearest-exact: floor((dst + 0.5) * scale) instead (pixel centres);
  *   linear:  align_corners: src = dst * (in - 1)/(out - 1); else
  *            src = max((dst + 0.5) * scale - 0.5, 0); neighbours floor(src) and the next one
  *            (clamped at the edge), weights 1 - frac and frac.
@@ -30,8 +31,9 @@ static void source_positions(tide_interp_mode mode, bool align_corners, double i
                              int64_t out, int64_t *lo, int64_t *hi, double *frac)
 {
     for (int64_t o = 0; o < out; o++) {
-        if (mode == TIDE_INTERP_NEAREST) {
-            int64_t src = (int64_t)floorf((float)o * (float)inv);
+        if (mode != TIDE_INTERP_LINEAR) {
+            float centre = mode == TIDE_INTERP_NEAREST_EXACT ? 0.5f : 0.0f;
+            int64_t src = (int64_t)floorf(((float)o + centre) * (float)inv);
             lo[o] = src < in - 1 ? src : in - 1;
             continue;
         }
@@ -89,7 +91,7 @@ static tide_tensor *resize_dim(nn_scope *s, const tide_tensor *x, int dim, int64
     if (lo && hi && frac) {
         source_positions(mode, align_corners, inv, in, out, lo, hi, frac);
         tide_tensor *a = select_positions(s, x, dim, lo, out);
-        if (mode == TIDE_INTERP_NEAREST) {
+        if (mode != TIDE_INTERP_LINEAR) {
             r = a;
         } else {
             tide_tensor *b = select_positions(s, x, dim, hi, out);
@@ -114,7 +116,7 @@ static int check_interp(const tide_tensor *x, int nsp, const int64_t *size, cons
     char d[200];
     if (nn_check_floating(op, "input", x) < 0)
         return -1;
-    if (mode != TIDE_INTERP_NEAREST && mode != TIDE_INTERP_LINEAR)
+    if ((int)mode < 0 || mode > TIDE_INTERP_NEAREST_EXACT)
         return td_error("%s: unknown mode %d", op, (int)mode);
     if (nsp < 1 || nsp > 3 || tide_ndim(x) != nsp + 2)
         return td_error("%s: the input must be [N, C, %d spatial dims] (1 to 3), got %s", op, nsp,
@@ -151,7 +153,7 @@ static tide_tensor *interpolate_body(const tide_tensor *x, int nsp, const int64_
             inv = 1.0 / scales[i]; /* linear keeps the scale in the accumulation type */
         if (mode == TIDE_INTERP_LINEAR && !align_corners && size)
             inv = (double)in / (double)o;
-        if (o == in && (mode == TIDE_INTERP_NEAREST || inv == 1 || align_corners))
+        if (o == in && (mode != TIDE_INTERP_LINEAR || inv == 1 || align_corners))
             continue; /* the identity resize */
         out = resize_dim(&s, out, 2 + i, o, inv, mode, align_corners);
     }

@@ -127,6 +127,10 @@ for ac in [False, True]:
          align_corners=a), {"x": randn(2, 2, 4)}, ["x"])
 case("interp_nearest_size", lambda x: F.interpolate(x, size=(7, 3)), {"x": xi}, ["x"])
 case("interp_nearest_scale", lambda x: F.interpolate(x, scale_factor=(1.5, 0.5)), {"x": xi}, ["x"])
+case("interp_nearest_exact", lambda x: F.interpolate(x, size=(7, 3), mode="nearest-exact"),
+     {"x": xi}, ["x"])
+case("interp_recompute", lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear",
+     recompute_scale_factor=True), {"x": xi}, ["x"])
 case("interp_trilinear", lambda x: F.interpolate(x, size=(3, 4, 2), mode="trilinear"),
      {"x": randn(1, 2, 2, 3, 4)}, ["x"])
 xp = randn(2, 3, 4, 5)

@@ -171,6 +171,14 @@ static void test_interpolate(void)
         check("interpolate 1-D", tide_interpolate(x1, 1, size1, NULL, TIDE_INTERP_LINEAR, false),
               dt, 3, out1, want);
         tide_release(x1);
+        /* nearest-exact samples pixel centres: 4 -> 6 takes 0, 1, 1, 2, 3, 3 (PyTorch's answer) */
+        const double ramp[4] = {10, 11, 12, 13}, exact[6] = {10, 11, 11, 12, 13, 13};
+        const int64_t rshape[3] = {1, 1, 4}, eshape[3] = {1, 1, 6}, esize[1] = {6};
+        tide_tensor *r = ref_from_doubles(ramp, 3, rshape, dt);
+        check("interpolate nearest-exact",
+              tide_interpolate(r, 1, esize, NULL, TIDE_INTERP_NEAREST_EXACT, false), dt, 3, eshape,
+              exact);
+        tide_release(r);
         tide_release(x);
         free(xv);
         free(want);

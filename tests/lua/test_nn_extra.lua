@@ -57,6 +57,10 @@ local CALLS = {
   end,
   interp_nearest_size = function(a) return F.interpolate(a.x, { size = { 7, 3 } }) end,
   interp_nearest_scale = function(a) return F.interpolate(a.x, { scale_factor = { 1.5, 0.5 } }) end,
+  interp_nearest_exact = function(a) return F.interpolate(a.x, { size = { 7, 3 }, mode = "nearest-exact" }) end,
+  interp_recompute = function(a)
+    return F.interpolate(a.x, { scale_factor = 1.7, mode = "bilinear", recompute_scale_factor = true })
+  end,
   interp_trilinear = function(a) return F.interpolate(a.x, { size = { 3, 4, 2 }, mode = "trilinear" }) end,
   pad_reflect = function(a) return F.pad(a.x, { 2, 3, 1, 2 }, "reflect") end,
   pad_replicate = function(a) return F.pad(a.x, { 2, 3, 1, 2 }, "replicate") end,
@@ -347,6 +351,7 @@ H.test("errors name the op, the shapes and the dtypes", function()
   H.raises(function() return F.interpolate(x, { size = { 2, 2 }, mode = "linear" }) end,
            "interpolate", "linear", "bilinear")
   H.raises(function() return F.interpolate(x, { size = 2, scale_factor = 2 }) end, "interpolate", "exactly one")
+  H.raises(function() return F.interpolate(x, { size = 2, scale = 2 }) end, "interpolate", "unknown option 'scale'")
   H.raises(function() return F.interpolate(x:long(), { size = 2 }) end, "interpolate", "int64")
   H.raises(function() return F.interpolate(tide.randn(3, 3), { size = 2 }) end, "interpolate", "3, 3")
   H.raises(function() return F.interpolate(x, { size = 2, align_corners = true }) end, "align_corners")

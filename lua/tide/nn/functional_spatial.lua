@@ -99,10 +99,14 @@ function S.instance_norm(x, rm, rv, weight, bias, use_input_stats, momentum, eps
   return y:reshape(shape)
 end
 
--- F.interpolate(x, {size= | scale_factor=, mode="nearest", align_corners=false}), or
+local interp_keys = { size = true, scale_factor = true, mode = true, align_corners = true,
+                      recompute_scale_factor = true, antialias = true }
+
+-- F.interpolate(x, {size= | scale_factor=, mode="nearest", align_corners=false,
+-- recompute_scale_factor=false}), or
 -- F.interpolate(x, size [, scale_factor [, mode [, align_corners]]]) positionally. mode
--- "nearest", "linear" (3-D), "bilinear" (4-D), "trilinear" (5-D), or "area" (4-D:
--- adaptive_avg_pool2d, as PyTorch).
+-- "nearest", "nearest-exact", "linear" (3-D), "bilinear" (4-D), "trilinear" (5-D), or "area"
+-- (4-D: adaptive_avg_pool2d, as PyTorch).
 function S.interpolate(x, size, scale_factor, mode, align_corners)
   check_tensor(x, "interpolate", "input")
   local o
@@ -112,6 +116,18 @@ function S.interpolate(x, size, scale_factor, mode, align_corners)
   else
     o = { size = size, scale_factor = scale_factor, mode = mode, align_corners = align_corners }
   end
+  for k in pairs(o) do
+    if not interp_keys[k] then error(("interpolate: unknown option '%s'"):format(tostring(k)), 2) end
+  end
+  if o.antialias then error("interpolate: antialias is not supported", 2) end
+  if o.recompute_scale_factor and o.scale_factor ~= nil then -- the size from the scale, then as a size
+    local s, sf = {}, o.scale_factor
+    for d = 3, x:dim() do
+      s[d - 2] = math.floor(x:size(d) * (type(sf) == "table" and sf[d - 2] or sf))
+    end
+    o = { size = s, mode = o.mode, align_corners = o.align_corners }
+  end
+  o = { size = o.size, scale_factor = o.scale_factor, mode = o.mode, align_corners = o.align_corners }
   if o.mode == "area" then
     if x:dim() ~= 4 or o.size == nil then
       error("interpolate: mode \"area\" needs a 4-D input and a size", 2)
