@@ -416,6 +416,39 @@ TIDE_API tide_tensor *tide_binary_cross_entropy_with_logits(const tide_tensor *l
 /* approximate_tanh: the tanh approximation (PyTorch's approximate="tanh"); else erf-exact. */
 TIDE_API tide_tensor *tide_gelu(const tide_tensor *x, bool approximate_tanh);
 TIDE_API tide_tensor *tide_silu(const tide_tensor *x);
+/* Normalizations, resizing and padding (ops/nn_group_norm.c, nn_resize.c, nn_pad.c). */
+/* x [N, C, ...]: each of num_groups groups of C/num_groups channels normalized per sample
+ * (biased variance, eps inside the root); weight and bias [C] or NULL. */
+TIDE_API tide_tensor *tide_group_norm(const tide_tensor *x, int64_t num_groups,
+                                      const tide_tensor *weight, const tide_tensor *bias,
+                                      double eps);
+/* x [N, C, spatial...] (at least one spatial dim): each channel of each sample normalized over
+ * its spatial dims (input statistics; no running statistics). */
+TIDE_API tide_tensor *tide_instance_norm(const tide_tensor *x, const tide_tensor *weight,
+                                         const tide_tensor *bias, double eps);
+typedef enum tide_interp_mode {
+    TIDE_INTERP_NEAREST = 0, /* src = floor(dst * scale), PyTorch's "nearest" */
+    TIDE_INTERP_LINEAR,
+    TIDE_INTERP_NEAREST_EXACT /* src = floor((dst + 0.5) * scale), PyTorch's "nearest-exact" */
+} tide_interp_mode;
+/* x [N, C, nsp spatial dims] (nsp 1..3) resized to size (nsp sizes) or, when size is NULL, to
+ * floor(in * scales[i]); the scales, when given, set the source coordinates as PyTorch's
+ * scale_factor does. LINEAR is linear/bilinear/trilinear; align_corners as PyTorch. */
+TIDE_API tide_tensor *tide_interpolate(const tide_tensor *x, int nsp, const int64_t *size,
+                                       const double *scales, tide_interp_mode mode,
+                                       bool align_corners);
+typedef enum tide_padding_mode {
+    TIDE_PAD_CONSTANT = 0,
+    TIDE_PAD_REFLECT,
+    TIDE_PAD_REPLICATE,
+    TIDE_PAD_CIRCULAR
+} tide_padding_mode;
+/* tide_pad with F.pad's modes (pads as tide_pad; value is used by CONSTANT only). */
+TIDE_API tide_tensor *tide_pad_mode(const tide_tensor *x, const int64_t *pads, int npads,
+                                    tide_padding_mode mode, double value);
+/* [..., C*r*r, H, W] -> [..., C, H*r, W*r], and back. */
+TIDE_API tide_tensor *tide_pixel_shuffle(const tide_tensor *x, int64_t upscale_factor);
+TIDE_API tide_tensor *tide_pixel_unshuffle(const tide_tensor *x, int64_t downscale_factor);
 
 /* ---- autograd ------------------------------------------------------------------------------ */
 /* Marks a floating-point leaf as needing gradients (or not). 0 or -1. */

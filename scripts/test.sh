@@ -86,6 +86,7 @@ numeric_c=(
   quant
   linear_half
   autograd_higher
+  nn_resize
 )
 numeric_lua=(
   ops
@@ -115,6 +116,7 @@ numeric_lua=(
   optim_more
   api_coverage
   autograd_higher
+  nn_extra
 )
 numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?)$"
 for tier in $tiers; do
