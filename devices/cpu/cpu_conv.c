@@ -37,6 +37,9 @@
 #define DIRECT_MIN_L 256
 /* Partial weight gradients summed at the end when blocks run in parallel. */
 #define MAX_PIECES 16
+/* Column bytes per block for a weight gradient spread over the threads: a whole image up to
+ * this, so each single-threaded GEMM sums over more positions. */
+#define WEIGHT_COL_BYTES (4 << 20)
 
 typedef struct conv_plan {
     td_conv_dims d;
@@ -562,6 +565,11 @@ int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide
      * Measured (2 threads, conv1d 128 -> 128 channels, k 3, length 1024, batch 8): 0.41 -> 0.74; the ResNet layer of bench_conv 0.65 -> 0.80
      * of one raw sgemm of the same M, N, K. */
     bool spread = pl->parallel || (td_num_threads() > 1 && d->N >= 2 * td_num_threads());
+    if (spread && !pl->parallel && !pl->direct && pl->imgs == 1 &&
+        d->K * d->g.L * (int64_t)d->es <= WEIGHT_COL_BYTES) { /* whole images: longer sums */
+        pl->tile = pl->max_p = d->g.L;
+        pl->tiles = 1;
+    }
     j.npieces = spread ? min64(MAX_PIECES, pl->img_blocks * pl->tiles) : 1;
     size_t partial_bytes = (size_t)(j.npieces * n) * d->es;
     if (j.npieces > 1) {
