@@ -161,7 +161,34 @@ static const lt_reg conv_nd_regs[] = {
     {NULL, NULL, 0},
 };
 
+/* tide.conv1d (and the others torch also has at top level) before tide.nn is loaded: calls
+ * require("tide.nn.conv").functions[name] with the same arguments. Loading tide.nn replaces
+ * these with the Lua functions themselves. */
+static int f_forward(lua_State *L)
+{
+    int n = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "tide.nn.conv");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "functions");
+    lua_getfield(L, -1, lua_tostring(L, lua_upvalueindex(1)));
+    lua_replace(L, n + 1);
+    lua_settop(L, n + 1);
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
 void lt_open_conv_nd(lua_State *L, int mt, int methods, int module)
 {
     lt_setfuncs(L, conv_nd_regs, mt, methods, module);
+    static const char *const top_level[] = {
+        "conv1d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+        "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "adaptive_avg_pool1d",
+        "adaptive_avg_pool3d", NULL};
+    for (int i = 0; top_level[i]; i++) {
+        lua_pushstring(L, top_level[i]);
+        lua_pushcclosure(L, f_forward, 1);
+        lua_setfield(L, module, top_level[i]);
+    }
 }

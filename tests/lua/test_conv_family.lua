@@ -51,6 +51,7 @@ H.test("known answers", function()
     0, "unfold")
   H.values(F.fold(F.unfold(tide.ones(1, 1, 3, 3):double(), 2), { 3, 3 }, 2),
     { { { { 1, 2, 1 }, { 2, 4, 2 }, { 1, 2, 1 } } } }, 0, "fold counts the overlaps")
+  H.ok(tide.conv3d == F.conv3d and tide.avg_pool1d == F.avg_pool1d, "tide.X is F.X")
   -- unbatched input
   H.eq(F.conv1d(tide.ones(2, 6), tide.ones(3, 2, 3)):size(), { 3, 4 }, "unbatched conv1d")
 end)

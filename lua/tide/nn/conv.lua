@@ -173,21 +173,23 @@ local function fold(x, output_size, kernel_size, ...)
   end)
 end
 
--- The functional forms into F (and tide.X, as torch.conv1d, ...).
+-- The functional forms, by name; tide.nn installs them into F, and tide.X (as torch.conv1d)
+-- are C forwarders to them until then (lua/ltide_conv_nd.c), replaced by them here.
+conv.functions = {
+  conv1d = conv_fn(1), conv3d = conv_fn(3),
+  conv_transpose1d = conv_transpose_fn(1), conv_transpose2d = conv_transpose_fn(2),
+  conv_transpose3d = conv_transpose_fn(3),
+  max_pool1d = max_pool_fn(1), max_pool3d = max_pool_fn(3),
+  avg_pool1d = avg_pool_fn(1), avg_pool3d = avg_pool_fn(3),
+  adaptive_avg_pool1d = adaptive_fn(1), adaptive_avg_pool3d = adaptive_fn(3),
+  unfold = unfold, fold = fold,
+}
+
 local function install_functional(F)
-  local fns = {
-    conv1d = conv_fn(1), conv3d = conv_fn(3),
-    conv_transpose1d = conv_transpose_fn(1), conv_transpose2d = conv_transpose_fn(2),
-    conv_transpose3d = conv_transpose_fn(3),
-    max_pool1d = max_pool_fn(1), max_pool3d = max_pool_fn(3),
-    avg_pool1d = avg_pool_fn(1), avg_pool3d = avg_pool_fn(3),
-    adaptive_avg_pool1d = adaptive_fn(1), adaptive_avg_pool3d = adaptive_fn(3),
-  }
-  for name, fn in pairs(fns) do
+  for name, fn in pairs(conv.functions) do
     F[name] = fn
-    if tide[name] == nil then tide[name] = fn end
+    if name ~= "unfold" and name ~= "fold" then rawset(tide, name, fn) end
   end
-  F.unfold, F.fold = unfold, fold
 end
 
 conv.install_functional = install_functional
