@@ -126,8 +126,8 @@ static int check_pair(const char *op, const char *an, const tide_tensor *a, cons
     return 0;
 }
 
-/* x, weight (and bias) against each other: in_ch is the channel count the weight's dim 0 or 1
- * must match (see callers), out_ch the output's. */
+/* x, weight (and bias) against each other: a convolution's weight is [O, C/groups, k...], a
+ * transposed one's [C, O/groups, k...]; bias has one value per output channel. */
 static int check_conv(const conv_args *a, const tide_tensor *x, const tide_tensor *w,
                       const tide_tensor *bias, int groups, bool transposed)
 {
