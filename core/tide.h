@@ -305,6 +305,36 @@ TIDE_API tide_tensor *tide_avg_pool2d_grad(const tide_tensor *grad_out, const in
 /* Output [N, C, out_h, out_w]; bins as PyTorch's adaptive_avg_pool2d. */
 TIDE_API tide_tensor *tide_adaptive_avg_pool2d(const tide_tensor *x, int64_t out_h, int64_t out_w);
 
+/* The convolution family beyond 2-D (ops/conv_nd.c, pool_nd.c, fold.c): nd spatial dims (1, 2
+ * or 3) after [N, C]; each array holds nd values (NULL: PyTorch's default). Composites of the
+ * 2-D primitives, so gradients and devices come with them. conv: weight [O, C/groups, k...];
+ * conv_transpose: weight [Cin, Cout/groups, k...], output_padding < stride (depth: < stride or
+ * dilation). Pools: stride NULL means the kernel size; ceil_mode as PyTorch; indices (max_pool
+ * 1-D only, may be NULL) as tide_max_pool2d. */
+TIDE_API tide_tensor *tide_conv_nd(int nd, const tide_tensor *x, const tide_tensor *weight,
+                                   const tide_tensor *bias, const int *stride, const int *padding,
+                                   const int *dilation, int groups);
+TIDE_API tide_tensor *tide_conv_transpose_nd(int nd, const tide_tensor *x, const tide_tensor *weight,
+                                             const tide_tensor *bias, const int *stride,
+                                             const int *padding, const int *output_padding,
+                                             int groups, const int *dilation);
+TIDE_API tide_tensor *tide_max_pool_nd(int nd, const tide_tensor *x, const int *kernel,
+                                       const int *stride, const int *padding, bool ceil_mode,
+                                       tide_tensor **indices);
+TIDE_API tide_tensor *tide_avg_pool_nd(int nd, const tide_tensor *x, const int *kernel,
+                                       const int *stride, const int *padding, bool ceil_mode,
+                                       bool count_include_pad);
+TIDE_API tide_tensor *tide_adaptive_avg_pool_nd(int nd, const tide_tensor *x,
+                                                const int64_t *output_size);
+/* F.unfold: x [N, C, H, W] -> [N, C*kh*kw, L] (channel-major rows, as PyTorch); F.fold: its
+ * adjoint, [N, C*kh*kw, L] -> [N, C, output_size], overlapping entries summed. */
+TIDE_API tide_tensor *tide_unfold_patches(const tide_tensor *x, const int kernel[2],
+                                          const int dilation[2], const int padding[2],
+                                          const int stride[2]);
+TIDE_API tide_tensor *tide_fold_patches(const tide_tensor *cols, const int64_t output_size[2],
+                                        const int kernel[2], const int dilation[2],
+                                        const int padding[2], const int stride[2]);
+
 /* ---- indexing (index tensors are int64 or int32; every index is bounds-checked) ------------ */
 TIDE_API tide_tensor *tide_gather(const tide_tensor *x, int dim, const tide_tensor *index);
 /* A copy of x with src[i][j][k] added at index[i][j][k] along dim (functional). */

@@ -87,6 +87,7 @@ numeric_c=(
   linear_half
   autograd_higher
   nn_resize
+  conv_nd
 )
 numeric_lua=(
   ops
@@ -117,6 +118,7 @@ numeric_lua=(
   api_coverage
   autograd_higher
   nn_extra
+  conv_family
 )
 numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?)$"
 for tier in $tiers; do
