@@ -132,6 +132,7 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
     case TIDE_OP_PROD: case TIDE_OP_MAX: case TIDE_OP_MIN:
     case TIDE_OP_WHERE: /* the condition */
     case TIDE_OP_MAX_POOL2D:
+    case TIDE_OP_CUMSUM: /* cumprod's and logcumsumexp's gradients read x (a sum's does not) */
         return 1u;
     case TIDE_OP_POW: case TIDE_OP_MAXIMUM: case TIDE_OP_MINIMUM:
         return 3u;
@@ -502,6 +503,51 @@ static int sdpa_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **g
     return 0;
 }
 
+/* cumprod's gradient, exact with zeros in x: dx_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k.
+ * The products leaving one factor out are a cumprod of n rows, row i being x with x_i set to 1
+ * ([.., n, n] along the last dim), so this costs O(n^2) per line but divides by nothing. */
+static tide_tensor *cumprod_grad(scope *S, tide_tensor *x, tide_tensor *g, int d)
+{
+    int64_t n = x->shape[d];
+    const char *dev = tide_device_name(x);
+    tide_tensor *xt = K(tide_transpose(x, d, -1)), *gt = K(tide_transpose(g, d, -1));
+    tide_tensor *r = K(tide_arange_on(dev, 0, (double)n, 1, TIDE_INT64));
+    tide_tensor *col = K(tide_unsqueeze(r, 1)); /* i down, k (or j) across */
+    tide_tensor *eye = K(tide_eq(col, r)), *upper = K(tide_le(col, r));
+    tide_tensor *rows = K(tide_where(eye, K(tide_scalar(1, (tide_dtype)x->dtype)),
+                                     K(tide_unsqueeze(xt, -2))));
+    tide_tensor *c = K(tide_cumprod(rows, -1));
+    tide_tensor *terms = K(tide_mul(K(tide_where(upper, c, K(tide_scalar(0, (tide_dtype)x->dtype)))),
+                                    K(tide_unsqueeze(gt, -2))));
+    tide_tensor *sum = K(tide_sum(terms, (const int[]){-1}, 1, false));
+    return sum ? K(tide_transpose(sum, d, -1)) : NULL;
+}
+
+/* g's reversed cumsum along d (sum over j >= i). */
+static tide_tensor *reverse_logcumsumexp(scope *S, tide_tensor *t, int d)
+{
+    tide_tensor *f = t ? K(tide_flip(t, &d, 1)) : NULL;
+    tide_tensor *c = f ? K(tide_logcumsumexp(f, d)) : NULL;
+    return c ? K(tide_flip(c, &d, 1)) : NULL;
+}
+
+/* logcumsumexp's gradient dx_i = sum_{j >= i} g_j exp(x_i - out_j), in log space so nothing
+ * overflows: the positive and negative parts of g each as exp(x_i + revlogcumsumexp(log|g| -
+ * out)), as PyTorch does. */
+static tide_tensor *logcumsumexp_grad(scope *S, tide_tensor *x, tide_tensor *g, int d)
+{
+    tide_tensor *out = K(tide_logcumsumexp(x, d));
+    tide_tensor *zero = K(tide_scalar(0, (tide_dtype)x->dtype));
+    tide_tensor *parts[2];
+    for (int k = 0; k < 2; k++) {
+        tide_tensor *gs = k == 0 ? g : K(tide_neg(g));
+        tide_tensor *pos = K(tide_where(K(tide_gt(gs, zero)), gs, zero));
+        tide_tensor *lg = K(tide_sub(K(tide_log(pos)), out));
+        parts[k] = K(tide_exp(K(tide_add(reverse_logcumsumexp(S, lg, d), x))));
+    }
+    return K(tide_sub(parts[0], parts[1]));
+}
+
 static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **gi)
 {
     const ag_input *i0 = &n->in[0], *i1 = n->nin > 1 ? &n->in[1] : NULL;
@@ -597,6 +643,14 @@ static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor 
             return 0;
         }
         int dim = (int)v[0];
+        if (n->attrs.nints > 1 && v[1] == TIDE_SCAN_PROD) {
+            gi[0] = give(S, cumprod_grad(S, x0, g, dim));
+            return 0;
+        }
+        if (n->attrs.nints > 1 && v[1] == TIDE_SCAN_LOGSUMEXP) {
+            gi[0] = give(S, logcumsumexp_grad(S, x0, g, dim));
+            return 0;
+        }
         tide_tensor *rev = K(tide_flip(g, &dim, 1));
         tide_tensor *sums = rev ? K(tide_cumsum(rev, dim)) : NULL;
         gi[0] = give(S, sums ? K(tide_flip(sums, &dim, 1)) : NULL);

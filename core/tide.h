@@ -266,6 +266,61 @@ TIDE_API tide_tensor *tide_cumsum(const tide_tensor *x, int dim);
 TIDE_API int tide_topk(const tide_tensor *x, int64_t k, int dim, bool largest, bool sorted,
                        tide_tensor **values, tide_tensor **indices);
 
+/* ---- statistics, scans, sorting and searching (ops/stats.c, scan.c, sort.c, search.c) ------- */
+/* var/std over dims (NULL/0: all), divided by max(0, N - correction) (1: unbiased); float only.
+ * The _mean forms also give the mean (0, or -1 with the error set). */
+TIDE_API tide_tensor *tide_var(const tide_tensor *x, const int *dims, int ndims, double correction,
+                               bool keepdim);
+TIDE_API tide_tensor *tide_std(const tide_tensor *x, const int *dims, int ndims, double correction,
+                               bool keepdim);
+TIDE_API int tide_var_mean(const tide_tensor *x, const int *dims, int ndims, double correction,
+                           bool keepdim, tide_tensor **var, tide_tensor **mean);
+TIDE_API int tide_std_mean(const tide_tensor *x, const int *dims, int ndims, double correction,
+                           bool keepdim, tide_tensor **std, tide_tensor **mean);
+TIDE_API tide_tensor *tide_amax(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_amin(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_nansum(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_nanmean(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_count_nonzero(const tide_tensor *x, const int *dims, int ndims);
+/* p = 2 (also 'fro'), 1, INFINITY, -INFINITY, 0 (the count of nonzeros) or any other p. */
+TIDE_API tide_tensor *tide_norm(const tide_tensor *x, double p, const int *dims, int ndims,
+                                bool keepdim);
+/* Running products (integers give int64), log(sum(exp)) and max/min with the int64 0-based
+ * position of each (the later one on ties; NaN wins once met), as torch.cumprod etc. */
+TIDE_API tide_tensor *tide_cumprod(const tide_tensor *x, int dim);
+TIDE_API tide_tensor *tide_logcumsumexp(const tide_tensor *x, int dim);
+TIDE_API int tide_cummax(const tide_tensor *x, int dim, tide_tensor **values, tide_tensor **indices);
+TIDE_API int tide_cummin(const tide_tensor *x, int dim, tide_tensor **values, tide_tensor **indices);
+/* Sorted values and their int64 0-based positions along dim (either out may be NULL); always
+ * stable; NaN the largest (last ascending, first descending). */
+TIDE_API int tide_sort(const tide_tensor *x, int dim, bool descending, bool stable,
+                       tide_tensor **values, tide_tensor **indices);
+TIDE_API tide_tensor *tide_argsort(const tide_tensor *x, int dim, bool descending, bool stable);
+/* The lower median along dim (TIDE_ALL_DIMS: of every element, 0-dim) and its position; a line
+ * with a NaN gives its first NaN. indices may be NULL. */
+TIDE_API int tide_median(const tide_tensor *x, int dim, bool keepdim, tide_tensor **values,
+                         tide_tensor **indices);
+/* q: 0-dim or 1-D floating, values in [0, 1]; dim may be TIDE_ALL_DIMS; interpolation
+ * "linear" (NULL), "lower", "higher", "nearest" or "midpoint". A 1-D q adds a first dim. */
+TIDE_API tide_tensor *tide_quantile(const tide_tensor *x, const tide_tensor *q, int dim,
+                                    bool keepdim, const char *interpolation);
+/* int64 [count, ndim] 0-based coordinates of the nonzero elements, in row-major order. Reads
+ * the count back (a graph break under the jit). */
+TIDE_API tide_tensor *tide_nonzero(const tide_tensor *x);
+/* The sorted distinct values of x (flattened); inverse (x's shape) and counts may be NULL. */
+TIDE_API int tide_unique(const tide_tensor *x, bool sorted, tide_tensor **values,
+                         tide_tensor **inverse, tide_tensor **counts);
+/* Positions (int64, or int32) to insert values into each sorted row of sorted_sequence; right:
+ * after equal elements; sorter (int64 0-based, may be NULL) sorts sorted_sequence. */
+TIDE_API tide_tensor *tide_searchsorted(const tide_tensor *sorted_sequence,
+                                        const tide_tensor *values, bool out_int32, bool right,
+                                        const tide_tensor *sorter);
+/* Counts (or summed weights, may be NULL) of each value of a 1-D non-negative integer x. */
+TIDE_API tide_tensor *tide_bincount(const tide_tensor *x, const tide_tensor *weights,
+                                    int64_t minlength);
+/* A histogram of bins equal bins over [min, max] (min == max: x's own range). */
+TIDE_API tide_tensor *tide_histc(const tide_tensor *x, int64_t bins, double min, double max);
+
 /* ---- in place ----------------------------------------------------------------------------- */
 /* Writes src (broadcast to dst's shape, converted to dst's dtype) into dst, which may be a view. */
 TIDE_API int tide_copy_(tide_tensor *dst, const tide_tensor *src);

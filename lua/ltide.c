@@ -483,6 +483,7 @@ int luaopen_tide(lua_State *L)
     lt_open_tensor(L, mt, methods, module);
     lt_open_create(L, mt, methods, module);
     lt_open_ops(L, mt, methods, module);
+    lt_open_stats(L, mt, methods, module);
     lt_open_shape(L, mt, methods, module);
     lt_open_index(L, mt, methods, module);
     lt_open_device(L, mt, methods, module);

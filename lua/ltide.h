@@ -158,6 +158,7 @@ tide_tensor *lt_zero_based(tide_tensor *idx, int64_t limit, const char *op, cons
 void lt_open_tensor(lua_State *L, int mt, int methods, int module);
 void lt_open_create(lua_State *L, int mt, int methods, int module);
 void lt_open_ops(lua_State *L, int mt, int methods, int module);
+void lt_open_stats(lua_State *L, int mt, int methods, int module); /* ltide_stats.c */
 void lt_open_shape(lua_State *L, int mt, int methods, int module);
 void lt_open_index(lua_State *L, int mt, int methods, int module);
 void lt_open_device(lua_State *L, int mt, int methods, int module); /* ltide_device.c */
