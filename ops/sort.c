@@ -154,7 +154,7 @@ int tide_median(const tide_tensor *x, int dim, bool keepdim, tide_tensor **value
 
 static const char *const interpolations[] = {"linear", "lower", "higher", "nearest", "midpoint"};
 
-/* q as a 1-D tensor of x's dtype with every value in [0, 1] (read back to be checked, as
+/* q as a 1-D tensor of x's dtype and device with every value in [0, 1] (read back to be checked, as
  * PyTorch checks them), or NULL with the error set. */
 static tide_tensor *quantile_q(nn_scope *s, const tide_tensor *x, const tide_tensor *q)
 {
@@ -179,7 +179,8 @@ static tide_tensor *quantile_q(nn_scope *s, const tide_tensor *x, const tide_ten
         nn_check_status(s, -1);
         return NULL;
     }
-    return nn_keep(s, flat ? tide_cast(flat, (tide_dtype)x->dtype) : NULL);
+    tide_tensor *cast = nn_keep(s, flat ? tide_cast(flat, (tide_dtype)x->dtype) : NULL);
+    return nn_keep(s, cast ? tide_to(cast, tide_device_name(x)) : NULL); /* a CPU q, x elsewhere */
 }
 
 /* The sorted values of the line at each rank ([B..., Q]), interpolated as mode says. */
