@@ -7,7 +7,7 @@
  * goes on after it, so a jitted function never reuses a stale size. (Inside a graph capture,
  * tide_jit_begin, the read is an error, not a wrong answer.)
  * searchsorted compares every value with every boundary (O(values x boundaries) elements; the
- * inputs of searchsorted are usually small), with NaN the largest as torch.searchsorted; histc
+ * inputs of searchsorted are usually small), NaN after every number as torch.searchsorted; histc
  * has a fixed size (bins) and reads nothing back.
  */
 #include <math.h>
@@ -175,19 +175,14 @@ static tide_tensor *searchsorted_body(const tide_tensor *seq, const tide_tensor 
         }
         b = nn_keep(&s, tide_gather(seq, seq->ndim - 1, sorter));
     }
-    /* boundaries [.., 1, M] (or [M]) against values [.., N, 1]: count the boundaries before
-     * each value in the order where NaN is the largest */
+    /* boundaries [.., 1, M] (or [M]) against values [.., N, 1]: count those before each value */
     tide_tensor *bb = nn_keep(&s, seq->ndim == 1 ? tide_retain((tide_tensor *)b)
                                                  : tide_unsqueeze(b, -2));
     tide_tensor *vv = nn_keep(&s, tide_unsqueeze(values, -1));
-    tide_tensor *vnan = is_nan(&s, vv), *before;
-    if (right) { /* boundary <= value */
-        before = nn_keep(&s, tide_logical_or(nn_keep(&s, tide_le(bb, vv)), vnan));
-    } else { /* boundary < value */
-        tide_tensor *bnum = nn_keep(&s, tide_logical_not(is_nan(&s, bb)));
-        before = nn_keep(&s, tide_logical_or(nn_keep(&s, tide_lt(bb, vv)),
-                                             nn_keep(&s, tide_logical_and(bnum, vnan))));
-    }
+    /* boundary < value (<= right), NaN the largest boundary; a NaN value goes after every
+     * boundary (PyTorch's binary search: no comparison with NaN holds) */
+    tide_tensor *cmp = nn_keep(&s, right ? tide_le(bb, vv) : tide_lt(bb, vv));
+    tide_tensor *before = nn_keep(&s, tide_logical_or(cmp, is_nan(&s, vv)));
     tide_tensor *out = nn_keep(&s, tide_sum(before, (const int[]){-1}, 1, false));
     if (out_int32)
         out = nn_keep(&s, tide_cast(out, TIDE_INT32));

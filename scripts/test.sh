@@ -88,6 +88,7 @@ numeric_c=(
   autograd_higher
   nn_resize
   conv_nd
+  stats
 )
 numeric_lua=(
   ops
@@ -119,6 +120,7 @@ numeric_lua=(
   autograd_higher
   nn_extra
   conv_family
+  stats
 )
 numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?)$"
 for tier in $tiers; do
