@@ -304,6 +304,9 @@ TIDE_API int tide_median(const tide_tensor *x, int dim, bool keepdim, tide_tenso
  * "linear" (NULL), "lower", "higher", "nearest" or "midpoint". A 1-D q adds a first dim. */
 TIDE_API tide_tensor *tide_quantile(const tide_tensor *x, const tide_tensor *q, int dim,
                                     bool keepdim, const char *interpolation);
+/* The same for one q, checked here: nothing is read back (a tensor q's values are, to check). */
+TIDE_API tide_tensor *tide_quantile_scalar(const tide_tensor *x, double q, int dim, bool keepdim,
+                                           const char *interpolation);
 /* int64 [count, ndim] 0-based coordinates of the nonzero elements, in row-major order. Reads
  * the count back (a graph break under the jit). */
 TIDE_API tide_tensor *tide_nonzero(const tide_tensor *x);

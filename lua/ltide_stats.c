@@ -318,16 +318,8 @@ static int t_quantile(lua_State *L)
     const char *op = "quantile";
     tide_tensor *x = lt_check(L, 1, op);
     int dim = TIDE_ALL_DIMS, top = lua_gettop(L);
-    tide_tensor *q;
-    if (lua_type(L, 2) == LUA_TNUMBER) { /* boxed, so Lua owns it if an argument raises */
-        tide_dtype dt = tide_dtype_is_floating(tide_get_dtype(x)) ? tide_get_dtype(x)
-                                                                  : TIDE_FLOAT32;
-        lt_box *qb = lt_newbox(L);
-        q = tide_scalar(lua_tonumber(L, 2), dt);
-        lt_fill(L, qb, q, false);
-    } else {
-        q = lt_check(L, 2, op);
-    }
+    bool number = lua_type(L, 2) == LUA_TNUMBER;
+    tide_tensor *q = number ? NULL : lt_check(L, 2, op);
     bool keepdim = false;
     const char *interp = "linear";
     for (int i = 3; i <= top; i++) {
@@ -342,14 +334,19 @@ static int t_quantile(lua_State *L)
                 dim = lt_checkdim(L, lua_gettop(L), tide_ndim(x), 0, op);
             lua_pop(L, 1);
             keepdim = opt_flag(L, i, "keepdim", keepdim, op);
-            if (lt_getoption(L, i, "interpolation") == LUA_TSTRING)
+            int it = lt_getoption(L, i, "interpolation");
+            if (it == LUA_TSTRING)
                 interp = lua_tostring(L, -1); /* the options table keeps the string alive */
+            else if (it != LUA_TNIL)
+                return luaL_error(L, "%s: interpolation must be a string, got %s", op,
+                                  luaL_typename(L, -1));
             lua_pop(L, 1);
         } else if (t != LUA_TNIL) {
             return luaL_error(L, "%s: unexpected argument %d (%s)", op, i, luaL_typename(L, i));
         }
     }
-    tide_tensor *r = tide_quantile(x, q, dim, keepdim, interp);
+    tide_tensor *r = number ? tide_quantile_scalar(x, lua_tonumber(L, 2), dim, keepdim, interp)
+                            : tide_quantile(x, q, dim, keepdim, interp);
     return push_results(L, r ? 0 : -1, &r, 1, op);
 }
 

@@ -156,7 +156,8 @@ static const char *const interpolations[] = {"linear", "lower", "higher", "neare
 
 /* q as a 1-D tensor of x's dtype and device with every value in [0, 1] (read back to be checked, as
  * PyTorch checks them), or NULL with the error set. */
-static tide_tensor *quantile_q(nn_scope *s, const tide_tensor *x, const tide_tensor *q)
+static tide_tensor *quantile_q(nn_scope *s, const tide_tensor *x, const tide_tensor *q,
+                               bool checked)
 {
     char b1[160], b2[160];
     if (td_check_tensor("quantile", "q", q) < 0)
@@ -169,6 +170,8 @@ static tide_tensor *quantile_q(nn_scope *s, const tide_tensor *x, const tide_ten
     int64_t nq = tide_numel(q);
     tide_tensor *flat = nn_keep(s, tide_reshape(q, 1, &nq));
     tide_tensor *f64 = nn_keep(s, flat ? tide_cast(flat, TIDE_FLOAT64) : NULL);
+    if (checked) /* a number the caller checked: no read back (no graph break under the jit) */
+        return nn_keep(s, flat ? tide_cast(flat, (tide_dtype)x->dtype) : NULL);
     double *v = f64 ? td_malloc((size_t)(nq > 0 ? nq : 1) * sizeof *v) : NULL;
     int rc = v ? tide_to_buffer(f64, v, (size_t)nq * sizeof *v) : -1;
     for (int64_t k = 0; rc == 0 && k < nq; k++)
@@ -201,8 +204,8 @@ static tide_tensor *quantile_pick(nn_scope *s, tide_tensor *sorted, tide_tensor 
     return nn_keep(s, tide_add(vlo, nn_keep(s, tide_mul(w, diff))));
 }
 
-static tide_tensor *quantile_body(const tide_tensor *x, const tide_tensor *q, int dim,
-                                  bool keepdim, const char *interpolation)
+static tide_tensor *quantile_body(const tide_tensor *x, const tide_tensor *q, bool checked,
+                                  int dim, bool keepdim, const char *interpolation)
 {
     const char *op = "quantile";
     char buf[160];
@@ -221,7 +224,7 @@ static tide_tensor *quantile_body(const tide_tensor *x, const tide_tensor *q, in
         return td_error("%s: input %s must be non-empty", op, nn_describe(buf, sizeof buf, x)),
                NULL;
     nn_scope s = {0};
-    tide_tensor *qf = quantile_q(&s, x, q);
+    tide_tensor *qf = quantile_q(&s, x, q, checked);
     if (!qf)
         return nn_finish(&s, op, NULL);
     /* the reduced dim last: [B..., n] with B the other dims in order */
@@ -273,5 +276,26 @@ static tide_tensor *quantile_body(const tide_tensor *x, const tide_tensor *q, in
 tide_tensor *tide_quantile(const tide_tensor *x, const tide_tensor *q, int dim, bool keepdim,
                            const char *interpolation)
 {
-    TD_IN_OP("quantile", quantile_body(x, q, dim, keepdim, interpolation));
+    TD_IN_OP("quantile", quantile_body(x, q, false, dim, keepdim, interpolation));
+}
+
+static tide_tensor *quantile_scalar_body(const tide_tensor *x, double q, int dim, bool keepdim,
+                                         const char *interpolation)
+{
+    if (!(q >= 0 && q <= 1))
+        return td_error("quantile: q values must lie in [0, 1], got %g", q), NULL;
+    if (td_check_tensor("quantile", "input", x) < 0)
+        return NULL;
+    tide_dtype dt = tide_dtype_is_floating((tide_dtype)x->dtype) ? (tide_dtype)x->dtype
+                                                                 : TIDE_FLOAT32;
+    tide_tensor *qt = td_full_on(x->device, "quantile", 0, NULL, q, dt);
+    tide_tensor *out = qt ? quantile_body(x, qt, true, dim, keepdim, interpolation) : NULL;
+    tide_release(qt);
+    return out;
+}
+
+tide_tensor *tide_quantile_scalar(const tide_tensor *x, double q, int dim, bool keepdim,
+                                  const char *interpolation)
+{
+    TD_IN_OP("quantile", quantile_scalar_body(x, q, dim, keepdim, interpolation));
 }

@@ -83,6 +83,13 @@ H.test("sort and argsort: stable, descending, NaN as PyTorch, every dtype", func
     H.values(sv:to("int64"), dt == "bool" and { 1, 1, 0, 0 } or { 3, 1, 0, 0 }, 0, dt)
     H.values(si, { 1, 3, 2, 4 }, 0, dt)
   end
+  for _, dt in ipairs({ "float16", "bfloat16" }) do
+    local h = tide.tensor({ 3.5, nan, 1, -2, 1 }):to(dt)
+    local hv, hi = h:sort(1, true)
+    H.eq(hv.dtype, dt)
+    H.values(hv:float(), { nan, 3.5, 1, 1, -2 }, 0, dt)
+    H.values(hi, { 2, 1, 3, 5, 4 }, 0, dt)
+  end
   local big = tide.randn(3, 1000)
   local s = big:sort(2)
   H.ok(tide.equal(s, big:topk(1000, { largest = false })), "equals topk of everything")
@@ -209,6 +216,7 @@ H.test("jit: the same bits as eager; data-sized ops break and stay right", funct
     for k = 1, #b do bitwise(a[k], b[k], ("output %d call %d"):format(k, rep)) end
   end
   H.ok(f:stats().hits >= 2, "later calls hit the cache")
+  H.eq(f:stats().breaks, 0, "sort, the scans, median and a number q read nothing back")
   local function sized(x)
     local u, inv, c = tide.unique(x, { return_inverse = true, return_counts = true })
     return u * 2, inv, c, tide.nonzero(x), tide.bincount(x)
@@ -253,6 +261,7 @@ H.test("errors name the op, shapes and dtypes", function()
   H.raises(function() return tide.cumprod(tide.ones(2, 3), 3) end, "cumprod", "dim 3")
   H.raises(function() return tide.sort(tide.ones(2, 3), 3) end, "sort", "dim")
   H.raises(function() return tide.quantile(tide.ones(4), 1.5) end, "quantile", "[0, 1]", "1.5")
+  H.raises(function() return tide.quantile(tide.ones(4), tide.tensor({ 0.5, -0.5 })) end, "quantile", "[0, 1]", "-0.5")
   H.raises(function() return tide.quantile(i, 0.5) end, "quantile", "[2] int64")
   H.raises(function() return tide.quantile(tide.ones(4), 0.5, { interpolation = "cubic" }) end,
     "quantile", "interpolation", "cubic")
