@@ -50,7 +50,7 @@ int td_cpu_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int
  * float32, float64 or int64. Sequential along dim, accumulated in double (float) or wrapping
  * int64. */
 int td_cpu_cumsum(tide_tensor *out, const tide_tensor *x, int dim);
-/* The other scans of CUMSUM's kind (tide_scan_kind): running products, logsumexps, and the
+/* CUMSUM of any kind (tide_scan_kind): the sums above, running products, logsumexps, and the
  * int64 positions of the running max/min (core/primitive.h). */
 int td_cpu_scan(tide_tensor *out, const tide_tensor *x, int dim, int kind);
 /* ---- cpu_sort.c ---- */

@@ -1,5 +1,7 @@
 /*
- * cpu_scan.c — cumsum on the CPU: inclusive prefix sums along one dim, any input strides.
+ * cpu_scan.c — CUMSUM on the CPU: inclusive prefix sums along one dim, any input strides, and
+ * its other kinds (tide_scan_kind, below): running products and logsumexps (in double, in order,
+ * as the sums; ref computes each the same way) and the positions of the running max/min.
  *
  * Summation order: along the dim, strictly sequential: out[i] = round(acc_i) with
  * acc_i = acc_{i-1} + x[i] in double for float32 and float64 (PyTorch's CPU accumulator type
@@ -197,6 +199,8 @@ static void kind_lines(void *ctx, int64_t begin, int64_t end)
 
 int td_cpu_scan(tide_tensor *out, const tide_tensor *x, int dim, int kind)
 {
+    if (kind == TIDE_SCAN_SUM)
+        return td_cpu_cumsum(out, x, dim);
     if (kind < TIDE_SCAN_PROD || kind > TIDE_SCAN_ARGMIN)
         return td_error("cumsum: unknown scan kind %d", kind);
     kind_job k = {{x, out, x->ndim == 0 ? -1 : dim, x->ndim == 0 ? 1 : x->shape[dim], 1}, kind};
