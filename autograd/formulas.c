@@ -503,27 +503,37 @@ static int sdpa_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **g
     return 0;
 }
 
-/* cumprod's gradient, exact with zeros in x: dx_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k.
- * The products leaving one factor out are a cumprod of n rows, row i being x with x_i set to 1
- * ([.., n, n] along the last dim), so this costs O(n^2) per line but divides by nothing. */
-static tide_tensor *cumprod_grad(scope *S, tide_tensor *x, tide_tensor *g, int d)
+/* t's sums over j >= i along d: a reversed cumsum. */
+static tide_tensor *reverse_cumsum(scope *S, tide_tensor *t, int d)
 {
-    int64_t n = x->shape[d];
-    const char *dev = tide_device_name(x);
-    tide_tensor *xt = K(tide_transpose(x, d, -1)), *gt = K(tide_transpose(g, d, -1));
-    tide_tensor *r = K(tide_arange_on(dev, 0, (double)n, 1, TIDE_INT64));
-    tide_tensor *col = K(tide_unsqueeze(r, 1)); /* i down, k (or j) across */
-    tide_tensor *eye = K(tide_eq(col, r)), *upper = K(tide_le(col, r));
-    tide_tensor *rows = K(tide_where(eye, K(tide_scalar(1, (tide_dtype)x->dtype)),
-                                     K(tide_unsqueeze(xt, -2))));
-    tide_tensor *c = K(tide_cumprod(rows, -1));
-    tide_tensor *terms = K(tide_mul(K(tide_where(upper, c, K(tide_scalar(0, (tide_dtype)x->dtype)))),
-                                    K(tide_unsqueeze(gt, -2))));
-    tide_tensor *sum = K(tide_sum(terms, (const int[]){-1}, 1, false));
-    return sum ? K(tide_transpose(sum, d, -1)) : NULL;
+    tide_tensor *f = t ? K(tide_flip(t, &d, 1)) : NULL;
+    tide_tensor *c = f ? K(tide_cumsum(f, d)) : NULL;
+    return c ? K(tide_flip(c, &d, 1)) : NULL;
 }
 
-/* g's reversed cumsum along d (sum over j >= i). */
+/* cumprod's gradient dx_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k, exact with zeros and
+ * O(n) (PyTorch's case split, written with ops): with z the first zero of the line,
+ *  - i < z: sum_{j >= i} g_j out_j / x_i (x_i is not zero; out_j = 0 from z on);
+ *  - i = z: sum_{j >= z} g_j out'_j, out' the cumprod with x_z set to 1;
+ *  - i > z: 0 (every product keeps the factor x_z = 0). */
+static tide_tensor *cumprod_grad(scope *S, tide_tensor *x, tide_tensor *g, int d)
+{
+    tide_tensor *zero = K(tide_scalar(0, (tide_dtype)x->dtype));
+    tide_tensor *one = K(tide_scalar(1, (tide_dtype)x->dtype));
+    tide_tensor *is_zero = K(tide_eq(x, zero));
+    tide_tensor *zeros_so_far = K(tide_cumsum(is_zero, d));
+    tide_tensor *before = K(tide_eq(zeros_so_far, K(tide_integer(0))));
+    tide_tensor *first = K(tide_logical_and(is_zero, K(tide_eq(zeros_so_far, K(tide_integer(1))))));
+    tide_tensor *out = K(tide_cumprod(x, d));
+    tide_tensor *sums = reverse_cumsum(S, K(tide_mul(g, out)), d);
+    tide_tensor *g_before = K(tide_div(sums, K(tide_where(before, x, one))));
+    tide_tensor *out1 = K(tide_cumprod(K(tide_where(first, one, x)), d));
+    tide_tensor *from_z = K(tide_where(before, zero, K(tide_mul(g, out1))));
+    tide_tensor *g_first = reverse_cumsum(S, from_z, d);
+    return K(tide_where(before, g_before, K(tide_where(first, g_first, zero))));
+}
+
+/* t's log(sum(exp)) over j >= i along d. */
 static tide_tensor *reverse_logcumsumexp(scope *S, tide_tensor *t, int d)
 {
     tide_tensor *f = t ? K(tide_flip(t, &d, 1)) : NULL;
@@ -651,9 +661,7 @@ static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor 
             gi[0] = give(S, logcumsumexp_grad(S, x0, g, dim));
             return 0;
         }
-        tide_tensor *rev = K(tide_flip(g, &dim, 1));
-        tide_tensor *sums = rev ? K(tide_cumsum(rev, dim)) : NULL;
-        gi[0] = give(S, sums ? K(tide_flip(sums, &dim, 1)) : NULL);
+        gi[0] = give(S, reverse_cumsum(S, g, dim));
         return 0;
     }
     case TIDE_OP_SDPA:

@@ -193,6 +193,16 @@ H.test("gradients against central differences", function()
   gradcheck(function(t) return t:cumprod(2) end, z, "cumprod with zeros")
   gradcheck(function(t) return t:cumprod(1) end, z:t(), "cumprod with zeros along dim 1")
   gradcheck(function(t) return tide.nanmean(t, 2) end, x, "nanmean")
+  -- a long line: the gradient is O(n) (a quadratic one would need 10^10 elements here)
+  -- ones with a zero at z: dx_i = z - i before z, n - z + 1 at z, 0 after (1-based)
+  local n, z = 100000, 50000
+  local long = tide.ones(n, { dtype = "float64" })
+  long[z] = 0
+  long:requires_grad_()
+  long:cumprod(1):sum():backward()
+  local gl = long.grad
+  H.eq({ gl[1]:item(), gl[z - 1]:item(), gl[z]:item(), gl[z + 1]:item(), gl[n]:item() },
+    { z - 1, 1, n - z + 1, 0, 0 }, "long cumprod gradient")
 end)
 
 local function bitwise(a, b, what)
