@@ -93,6 +93,11 @@ static int median_body(const tide_tensor *x, int dim, bool keepdim, tide_tensor 
     char buf[160];
     if (td_check_tensor(op, "input", x) < 0)
         return -1;
+    if (dim == TIDE_ALL_DIMS && tide_numel(x) == 0 &&
+        tide_dtype_is_floating((tide_dtype)x->dtype)) { /* the median of nothing: NaN, as PyTorch */
+        *values = td_full_on(x->device, op, 0, NULL, NAN, (tide_dtype)x->dtype);
+        return *values ? 0 : -1;
+    }
     nn_scope s = {0};
     const tide_tensor *in = x;
     int d = 0;

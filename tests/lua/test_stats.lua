@@ -97,6 +97,8 @@ end)
 
 H.test("median (lower, first NaN) and quantile (every interpolation)", function()
   H.near(tide.tensor({ 4., 1, 3, 2 }):median():item(), 2, 0)
+  local none = tide.zeros(0):median():item()
+  H.ok(none ~= none, "the median of nothing is NaN")
   local v, i = tide.median(tide.tensor({ { 1., 5, 3 }, { 4, nan, 6 } }), 2)
   H.values(v, { 3, nan }, 0)
   H.values(i, { 3, 2 }, 0)
