@@ -15,7 +15,7 @@
 #include "nn_common.h"
 
 /* The positions sorting x along dim (normalized); bool sorts as uint8 (false before true). */
-static tide_tensor *sort_positions(const char *op, const tide_tensor *x, int d, bool descending)
+static tide_tensor *sort_positions(const tide_tensor *x, int d, bool descending)
 {
     tide_tensor *in = tide_cast(x, x->dtype == TIDE_BOOL ? TIDE_UINT8 : (tide_dtype)x->dtype);
     if (!in)
@@ -25,7 +25,6 @@ static tide_tensor *sort_positions(const char *op, const tide_tensor *x, int d, 
     tide_attrs attrs = {.nints = 2, .ints = {d, descending}};
     tide_tensor *idx = td_dispatch(TIDE_OP_SORT, &meta, &in, 1, &attrs);
     tide_release(in);
-    (void)op;
     return idx;
 }
 
@@ -43,7 +42,7 @@ static int sort_body(const tide_tensor *x, int dim, bool descending, tide_tensor
     int d = sort_dim("sort", x, dim);
     if (d < 0)
         return -1;
-    tide_tensor *idx = sort_positions("sort", x, d, descending);
+    tide_tensor *idx = sort_positions(x, d, descending);
     tide_tensor *val = idx && values ? tide_gather(x, d, idx) : NULL;
     if (!idx || (values && !val)) {
         tide_release(idx);
@@ -79,7 +78,7 @@ tide_tensor *tide_argsort(const tide_tensor *x, int dim, bool descending, bool s
     const char *previous = td_op_enter("argsort");
     int d = sort_dim("argsort", x, dim);
     if (d >= 0)
-        idx = sort_positions("argsort", x, d, descending);
+        idx = sort_positions(x, d, descending);
     td_op_leave(previous);
     return idx;
 }
@@ -116,7 +115,7 @@ static int median_body(const tide_tensor *x, int dim, bool keepdim, tide_tensor 
                         nn_describe(buf, sizeof buf, x), d);
     }
     /* sorted ascending, NaNs last in their order: the first NaN sits at n - (NaN count) */
-    tide_tensor *pos = nn_keep(&s, in ? sort_positions(op, in, d, false) : NULL);
+    tide_tensor *pos = nn_keep(&s, in ? sort_positions(in, d, false) : NULL);
     tide_tensor *nan = nn_keep(&s, in ? tide_ne(in, in) : NULL);
     tide_tensor *nnan = nn_keep(&s, tide_sum(nan, &d, 1, true));
     tide_tensor *first_nan = nn_keep(&s, tide_sub(nn_keep(&s, tide_integer(n)), nnan));
