@@ -4,6 +4,7 @@
  * backward like any other code. g is the gradient of the node's output: it has the output's
  * shape and dtype; each formula returns gradients of its inputs' shapes and dtypes.
  */
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -542,17 +543,20 @@ static tide_tensor *reverse_logcumsumexp(scope *S, tide_tensor *t, int d)
 }
 
 /* logcumsumexp's gradient dx_i = sum_{j >= i} g_j exp(x_i - out_j), in log space so nothing
- * overflows: the positive and negative parts of g each as exp(x_i + revlogcumsumexp(log|g| -
- * out)), as PyTorch does. */
+ * overflows: exp(x + reversed logcumsumexp(log|g| - out)) over the positive g, minus the same
+ * over the negative g, as PyTorch. The other sign's places get the lowest finite number, not
+ * -inf, so differentiating this again meets no inf - inf. */
 static tide_tensor *logcumsumexp_grad(scope *S, tide_tensor *x, tide_tensor *g, int d)
 {
+    tide_dtype dt = (tide_dtype)x->dtype;
     tide_tensor *out = K(tide_logcumsumexp(x, d));
-    tide_tensor *zero = K(tide_scalar(0, (tide_dtype)x->dtype));
+    tide_tensor *zero = K(tide_scalar(0, dt));
+    tide_tensor *lowest = K(tide_scalar(dt == TIDE_FLOAT32 ? -FLT_MAX : -DBL_MAX, dt));
+    tide_tensor *log_abs = K(tide_log(K(tide_abs(g))));
     tide_tensor *parts[2];
     for (int k = 0; k < 2; k++) {
-        tide_tensor *gs = k == 0 ? g : K(tide_neg(g));
-        tide_tensor *pos = K(tide_where(K(tide_gt(gs, zero)), gs, zero));
-        tide_tensor *lg = K(tide_sub(K(tide_log(pos)), out));
+        tide_tensor *sign = K(k == 0 ? tide_gt(g, zero) : tide_lt(g, zero));
+        tide_tensor *lg = K(tide_sub(K(tide_where(sign, log_abs, lowest)), out));
         parts[k] = K(tide_exp(K(tide_add(reverse_logcumsumexp(S, lg, d), x))));
     }
     return K(tide_sub(parts[0], parts[1]));

@@ -307,6 +307,9 @@ static void test_elementwise(void)
 FN(f_sum_all, T(tide_sum(x[0], NULL, 0, false)))
 /* times x, so the second derivative runs cumsum's formula on a gradient inside the graph */
 FN(f_cumsum, T(tide_mul(T(tide_cumsum(x[0], 1)), x[0])))
+/* CUMSUM's other kinds: cumprod's and logcumsumexp's formulas differentiated again */
+FN(f_cumprod, T(tide_cumprod(x[0], 1)))
+FN(f_logcumsumexp, T(tide_logcumsumexp(x[0], 0)))
 FN(f_sum_1, T(tide_sum(x[0], (int[]){1}, 1, false)))
 FN(f_sum_02k, T(tide_sum(x[0], (int[]){0, 2}, 2, true)))
 FN(f_mean_neg, T(tide_mean(x[0], (int[]){-1}, 1, false)))
@@ -322,6 +325,8 @@ static void test_reductions(void)
 {
     GC(f_cumsum, R(3, 4));
     GC(f_cumsum, RT(2, 3));
+    GC(f_cumprod, R(3, 4));
+    GC(f_logcumsumexp, RT(3, 4));
     case_fn fs[] = {f_sum_all, f_sum_1, f_mean_neg, f_prod_1, f_prod_all, f_max_1, f_max_all,
                     f_min_0};
     for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) {
@@ -938,6 +943,7 @@ static void test_gradgrad_coverage(void)
         {TIDE_OP_LOGICAL_AND, "bool"}, {TIDE_OP_LOGICAL_OR, "bool"},
         {TIDE_OP_ARGMAX, "int64"}, {TIDE_OP_ARGMIN, "int64"}, {TIDE_OP_FILL, "a constant"},
         {TIDE_OP_IOTA, "no input"}, {TIDE_OP_RANDOM, "no input"}, {TIDE_OP_TOPK, "int64"},
+        {TIDE_OP_SORT, "int64 (sort's values are a gather)"},
         {TIDE_OP_MAX_POOL2D_INDICES, "int64"}, {TIDE_OP_QUANTIZE, "integer codes"},
         {TIDE_OP_DEQUANTIZE, "its input is integer codes"},
         /* float32/half only (a float64 check does not apply); their backward is a matmul */
