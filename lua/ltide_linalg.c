@@ -52,6 +52,9 @@ static int t_addmm_like(lua_State *L)
     int which = (int)lua_tointeger(L, lua_upvalueindex(2));
     const char *op = names[which];
     tide_tensor *in = lt_check(L, 1, op), *a = lt_check(L, 2, op), *b = lt_check(L, 3, op);
+    if (!lua_isnoneornil(L, 4) && lua_type(L, 4) != LUA_TTABLE)
+        return luaL_error(L, "%s: options must be a table {beta=, alpha=}, got %s", op,
+                          luaL_typename(L, 4));
     if (!lua_isnoneornil(L, 4))
         lt_checkkeys(L, 4, op, (const char *const[]){"beta", "alpha", NULL});
     double beta = number_option(L, 4, "beta", 1, op), alpha = number_option(L, 4, "alpha", 1, op);

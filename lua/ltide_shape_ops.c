@@ -410,6 +410,8 @@ static int t_index_op(lua_State *L)
     else if (!src)
         return luaL_error(L, "%s: source must be a tensor, got %s", op, luaL_typename(L, 4));
     if (!lua_isnoneornil(L, 5)) {
+        if (lua_type(L, 5) != LUA_TTABLE)
+            return luaL_error(L, "%s: options must be a table, got %s", op, luaL_typename(L, 5));
         lt_checkkeys(L, 5, op, (const char *const[]){"reduce", "alpha", NULL});
         if (lt_getoption(L, 5, "reduce") != LUA_TNIL) {
             reduce = luaL_checkstring(L, -1);
