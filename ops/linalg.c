@@ -163,7 +163,9 @@ static tide_tensor *kron_body(const tide_tensor *a, const tide_tensor *b)
         int64_t x = ka < 0 ? 1 : a->shape[ka], y = kb < 0 ? 1 : b->shape[kb];
         sa[2 * d] = x, sa[2 * d + 1] = 1;
         sb[2 * d] = 1, sb[2 * d + 1] = y;
-        so[d] = x * y;
+        if (__builtin_mul_overflow(x, y, &so[d]))
+            return td_error("kron: the result's dim %d (%lld x %lld) is too large", d,
+                            (long long)x, (long long)y), NULL;
     }
     nn_scope s = {0};
     tide_tensor *va = nn_keep(&s, tide_reshape(a, 2 * nd, sa));

@@ -25,7 +25,11 @@ static tide_tensor *repeat_dim(nn_scope *s, const tide_tensor *x, int d, int64_t
     for (int i = 0; i < nd; i++)
         shape[i] = i == at ? r : u->shape[i];
     for (int i = 0; i < x->ndim; i++)
-        merged[i] = i == d ? x->shape[d] * r : x->shape[i];
+        merged[i] = x->shape[i];
+    if (__builtin_mul_overflow(x->shape[d], r, &merged[d]))
+        return nn_keep(s, (td_error("%lld repetitions of a dim of size %lld are more elements "
+                                    "than an int64 counts", (long long)r,
+                                    (long long)x->shape[d]), NULL));
     tide_tensor *e = nn_keep(s, tide_expand(u, nd, shape));
     return nn_keep(s, tide_reshape(e, x->ndim, merged));
 }

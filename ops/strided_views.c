@@ -11,11 +11,12 @@
 #include "nn_common.h"
 #include "strided_views.h"
 
+/* Written so that no offset, however large, overflows. */
 static int64_t diagonal_length(int64_t n, int64_t m, int64_t offset)
 {
-    int64_t len = offset >= 0 ? (m - offset < n ? m - offset : n)
-                              : (n + offset < m ? n + offset : m);
-    return len > 0 ? len : 0;
+    if (offset >= 0)
+        return offset >= m ? 0 : (m - offset < n ? m - offset : n);
+    return offset <= -n ? 0 : (n + offset < m ? n + offset : m);
 }
 
 tide_tensor *tide_diagonal(const tide_tensor *x, int64_t offset, int dim1, int dim2)
@@ -171,6 +172,8 @@ static tide_tensor *diag_embed_body(const tide_tensor *x, int64_t offset, int di
         td_error("%s: dim1 and dim2 are both dim %d; they must differ", op, d1);
         return NULL;
     }
+    if (offset > ((int64_t)1 << 40) || offset < -((int64_t)1 << 40))
+        return td_error("%s: offset %lld is too large", op, (long long)offset), NULL;
     int64_t n = x->shape[x->ndim - 1] + (offset < 0 ? -offset : offset);
     int64_t shape[TIDE_MAX_DIMS];
     for (int d = 0, k = 0; d < nd; d++)
