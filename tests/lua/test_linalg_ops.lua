@@ -312,6 +312,11 @@ H.test("masked_select: gradient, and a graph break under the jit", function()
     H.near(s1:item(), want, 1e-5, "call " .. rep)
     H.ok(tide.equal(d1, t * 2), "call " .. rep .. " second output")
   end
+  H.ok(f:stats().breaks > 0, "the count read back is a graph break")
+  H.eq(f:stats().fallbacks, 0, "no fallback to eager")
+  local e = tide.jit(function(a, b) return tide.einsum("ij,jk->ik", a, b):relu() end)
+  for _ = 1, 2 do e(tide.randn(3, 4), tide.randn(4, 5)) end
+  H.eq(e:stats().breaks, 0, "einsum stays in the plan")
   local g = tide.jit(function(t) return t:masked_select(t:gt(0)) end)
   for _, n in ipairs({ 4, 4, 9 }) do
     local t = tide.randn(n)
