@@ -1161,6 +1161,10 @@ ModuleList.__len = function(self) return #self._module_names end
 require("tide.nn.attention").install(nn, { check_opts = check_opts, check_int = check_int,
                                            dtype_of = dtype_of })
 
+-- recurrent layers: lua/tide/nn/rnn.lua
+require("tide.nn.rnn").install(nn, { check_opts = check_opts, check_int = check_int,
+                                     dtype_of = dtype_of })
+
 -- nn.QuantizedLinear lives in tide/quant.lua (which requires this module: registered first)
 package.loaded["tide.nn"] = nn
 require "tide.quant"
