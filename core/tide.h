@@ -695,7 +695,7 @@ TIDE_API tide_tensor *tide_cartesian_prod(tide_tensor *const *xs, int n);
 /* The elements of x where mask (broadcast together) is true, 1-D; reads the count back. */
 TIDE_API tide_tensor *tide_masked_select(const tide_tensor *x, const tide_tensor *mask);
 TIDE_API tide_tensor *tide_take(const tide_tensor *x, const tide_tensor *index);
-/* reduce NULL: src replaces (a repeated index takes the mean of its sources), "add",
+/* reduce NULL: src replaces (of a repeated index the last source along dim wins), "add",
  * "multiply". */
 TIDE_API tide_tensor *tide_scatter(const tide_tensor *x, int dim, const tide_tensor *index,
                                    const tide_tensor *src, const char *reduce);

@@ -3,11 +3,10 @@
  * "multiply"; a tensor or a value), index_add, index_copy, index_fill, and normal with tensor
  * mean/std. All are built on gather/scatter_add/index_select, where and views.
  *
- * scatter without reduce replaces: it adds the sources and their count with scatter_add, then
- * takes sum / count where something landed (PyTorch leaves the winner of a repeated index
- * unspecified; here it is the mean, so the result and the gradient agree with each other).
- * "multiply" compares index with every position of dim (one-hot, index's numel x size(dim)
- * booleans) and takes the product of where(hit, src, 1) over the index's dim: no kernel needed.
+ * scatter without reduce and "multiply" compare index with every position of dim (a one-hot of
+ * index's numel x size(dim) booleans): replace keeps, of the sources landing on one place, the
+ * last along dim (PyTorch's CPU result), "multiply" takes the product of where(hit, src, 1).
+ * "add" is scatter_add. No kernel is needed, and the gradients follow from where, prod and sum.
  * masked_select reads the number of true elements back to the host (its result's size), so
  * under the jit it is a graph break; the positions are topk of the 0/1 mask (ties go to the
  * lower position, so they come out in order).
@@ -87,54 +86,87 @@ tide_tensor *tide_take(const tide_tensor *x, const tide_tensor *index)
     TD_IN_OP("take", take_body(x, index));
 }
 
-/* src replaces: sum / count where count > 0, else x. */
-static tide_tensor *scatter_replace(nn_scope *s, const tide_tensor *x, int d,
-                                    const tide_tensor *index, const tide_tensor *src)
-{
-    tide_dtype dt = (tide_dtype)x->dtype;
-    tide_tensor *zeros = nn_keep(s, td_full_on(x->device, "scatter", x->ndim, x->shape, 0, dt));
-    tide_tensor *ones = nn_keep(s, td_full_on(x->device, "scatter", index->ndim, index->shape,
-                                              1, dt));
-    tide_tensor *count = nn_keep(s, tide_scatter_add(zeros, d, index, ones));
-    tide_tensor *sums = nn_keep(s, tide_scatter_add(zeros, d, index, src));
-    tide_tensor *zero = nn_keep(s, tide_scalar(0, dt)), *one = nn_keep(s, tide_scalar(1, dt));
-    tide_tensor *hit = nn_keep(s, tide_gt(count, zero));
-    tide_tensor *den = nn_keep(s, tide_where(hit, count, one));
-    tide_tensor *mean = nn_keep(s, tide_div(sums, den));
-    mean = nn_keep(s, tide_cast(mean, dt));
-    return nn_keep(s, tide_where(hit, mean, x));
-}
-
-/* x times the product of the sources landing on each place (one-hot over dim). */
-static tide_tensor *scatter_multiply(nn_scope *s, const tide_tensor *x, int d,
-                                     const tide_tensor *index, const tide_tensor *src)
+/* The one-hot comparison of index with every position of dim d: [index..., size(d)] bool. */
+static tide_tensor *one_hot_over_dim(nn_scope *s, const tide_tensor *x, int d,
+                                     const tide_tensor *index)
 {
     int nd = x->ndim;
-    if (nd + 1 > TIDE_MAX_DIMS)
-        return nn_keep(s, (td_error("scatter: reduce \"multiply\" takes up to %d dims",
-                                    TIDE_MAX_DIMS - 1), NULL));
-    tide_tensor *srcs = nn_keep(s, tide_retain((tide_tensor *)src));
-    for (int k = 0; k < nd && srcs; k++)
-        if (srcs->shape[k] != index->shape[k])
-            srcs = nn_keep(s, tide_slice(srcs, k, 0, index->shape[k], 1));
     int64_t pshape[TIDE_MAX_DIMS];
     for (int k = 0; k <= nd; k++)
         pshape[k] = k == nd ? x->shape[d] : 1;
     tide_tensor *pos = nn_keep(s, td_arange_on(x->device, 0, (double)x->shape[d], 1, TIDE_INT64));
     pos = nn_keep(s, tide_reshape(pos, nd + 1, pshape));
     tide_tensor *ie = nn_keep(s, tide_cast(nn_keep(s, tide_unsqueeze(index, -1)), TIDE_INT64));
-    tide_tensor *onehot = nn_keep(s, tide_eq(ie, pos)); /* [index..., size(dim)] */
-    tide_tensor *one = nn_keep(s, tide_scalar(1, (tide_dtype)x->dtype));
-    tide_tensor *f = nn_keep(s, tide_where(onehot, nn_keep(s, tide_unsqueeze(srcs, -1)), one));
-    tide_tensor *p = nn_keep(s, tide_prod(f, &d, 1, false)); /* [index w/o d..., size(dim)] */
+    return nn_keep(s, tide_eq(ie, pos));
+}
+
+/* src cut to index's extent (scatter reads no more of it) with a trailing dim of 1. */
+static tide_tensor *src_over_index(nn_scope *s, const tide_tensor *src, const tide_tensor *index)
+{
+    tide_tensor *t = nn_keep(s, tide_retain((tide_tensor *)src));
+    for (int k = 0; k < src->ndim && t; k++)
+        if (t->shape[k] != index->shape[k])
+            t = nn_keep(s, tide_slice(t, k, 0, index->shape[k], 1));
+    return nn_keep(s, tide_unsqueeze(t, -1));
+}
+
+/* p [index without d..., size(d)] moved back to x's layout and padded to x's shape with fill
+ * (index may be smaller than x outside d). */
+static tide_tensor *back_to_input(nn_scope *s, tide_tensor *p, const tide_tensor *x, int d,
+                                  const tide_tensor *index, double fill)
+{
+    int nd = x->ndim;
     p = nn_keep(s, tide_movedim(p, 1, (const int[]){nd - 1}, &d));
     int64_t pads[2 * TIDE_MAX_DIMS];
     for (int k = 0; k < nd; k++) {
         pads[2 * k] = 0;
         pads[2 * k + 1] = k == nd - 1 - d ? 0 : x->shape[nd - 1 - k] - index->shape[nd - 1 - k];
     }
-    p = nn_keep(s, tide_pad(p, pads, 2 * nd, 1));
-    return nn_keep(s, tide_mul(x, p));
+    return nn_keep(s, tide_pad(p, pads, 2 * nd, fill));
+}
+
+/* src replaces; of the sources landing on one place the last along dim wins, as PyTorch's CPU
+ * loop leaves it: key = position + 1 where the one-hot is set, the winner the key's maximum. */
+static tide_tensor *scatter_replace(nn_scope *s, const tide_tensor *x, int d,
+                                    const tide_tensor *index, const tide_tensor *src)
+{
+    int nd = x->ndim;
+    if (nd + 1 > TIDE_MAX_DIMS)
+        return nn_keep(s, (td_error("scatter: up to %d dims", TIDE_MAX_DIMS - 1), NULL));
+    tide_tensor *hot = one_hot_over_dim(s, x, d, index);
+    int64_t jshape[TIDE_MAX_DIMS];
+    for (int k = 0; k <= nd; k++)
+        jshape[k] = k == d ? index->shape[d] : 1;
+    tide_tensor *j = nn_keep(s, td_arange_on(x->device, 1, (double)index->shape[d] + 1, 1,
+                                             TIDE_INT64));
+    j = nn_keep(s, tide_reshape(j, nd + 1, jshape));
+    tide_tensor *zero = nn_keep(s, tide_scalar(0, TIDE_INT64));
+    tide_tensor *key = nn_keep(s, tide_where(hot, j, zero));
+    tide_tensor *best = nn_keep(s, tide_max(key, &d, 1, true));
+    tide_tensor *win = nn_keep(s, tide_logical_and(hot, nn_keep(s, tide_eq(key, best))));
+    tide_tensor *vzero = nn_keep(s, tide_scalar(0, (tide_dtype)x->dtype));
+    tide_tensor *val = nn_keep(s, tide_where(win, src_over_index(s, src, index), vzero));
+    val = nn_keep(s, tide_sum(val, &d, 1, false));
+    val = nn_keep(s, tide_cast(val, (tide_dtype)x->dtype)); /* sum widens integers */
+    tide_tensor *landed = nn_keep(s, tide_squeeze(best, d));
+    val = back_to_input(s, val, x, d, index, 0);
+    landed = back_to_input(s, landed, x, d, index, 0);
+    return nn_keep(s, tide_where(nn_keep(s, tide_gt(landed, zero)), val, x));
+}
+
+/* x times the product of the sources landing on each place. */
+static tide_tensor *scatter_multiply(nn_scope *s, const tide_tensor *x, int d,
+                                     const tide_tensor *index, const tide_tensor *src)
+{
+    if (x->ndim + 1 > TIDE_MAX_DIMS)
+        return nn_keep(s, (td_error("scatter: reduce \"multiply\" takes up to %d dims",
+                                    TIDE_MAX_DIMS - 1), NULL));
+    tide_tensor *hot = one_hot_over_dim(s, x, d, index);
+    tide_tensor *one = nn_keep(s, tide_scalar(1, (tide_dtype)x->dtype));
+    tide_tensor *f = nn_keep(s, tide_where(hot, src_over_index(s, src, index), one));
+    tide_tensor *p = nn_keep(s, tide_prod(f, &d, 1, false)); /* [index w/o d..., size(dim)] */
+    p = nn_keep(s, tide_cast(p, (tide_dtype)x->dtype));
+    return nn_keep(s, tide_mul(x, back_to_input(s, p, x, d, index, 1)));
 }
 
 static tide_tensor *scatter_body(const tide_tensor *x, int dim, const tide_tensor *index,

@@ -131,7 +131,7 @@ H.test("indexing ops: known answers (1-based index values)", function()
   H.values(m:take(tide.tensor({ { 1, 9 }, { 5, 2 } })), { { 1, 9 }, { 5, 2 } }, 0)
   local z = tide.zeros(2, 3):double()
   H.values(z:scatter(2, tide.tensor({ { 3, 1 }, { 2, 2 } }), T({ { 7, 8 }, { 9, 10 } })),
-    { { 8, 0, 7 }, { 0, 9.5, 0 } }, 0, "replace; a repeated index takes the mean")
+    { { 8, 0, 7 }, { 0, 10, 0 } }, 0, "replace; of a repeated index the last source wins")
   H.values(z:scatter(1, tide.tensor({ { 2, 1, 2 } }), 5), { { 0, 5, 0 }, { 5, 0, 5 } }, 0, "value")
   H.values(tide.ones(2, 3):double():scatter(2, tide.tensor({ { 1, 1 }, { 3, 2 } }),
     T({ { 2, 3 }, { 4, 5 } }), { reduce = "add" }), { { 6, 1, 1 }, { 1, 6, 5 } }, 0)

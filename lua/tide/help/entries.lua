@@ -166,7 +166,7 @@ return {
   { "tide.index_select(x, dim, index)", "the slices at the 1-based indices along dim" },
   { "tide.scatter_add(x, dim, index, src)", "a copy of x with src added at index along dim" },
   { "x:scatter_add_(dim, index, src)", "adds src into x at index along dim, in place" },
-  { "tide.scatter(x, dim, index, src | value [, {reduce=}])", "a copy of x with src (or value) written at index along dim; reduce \"add\" or \"multiply\" (a repeated index without reduce: the mean)" },
+  { "tide.scatter(x, dim, index, src | value [, {reduce=}])", "a copy of x with src (or value) written at index along dim; reduce \"add\" or \"multiply\" (a repeated index without reduce: the last source, as PyTorch on the CPU)" },
   { "x:scatter_(dim, index, src | value [, {reduce=}])", "scatter, in place" },
   { "tide.index_add(x, dim, index, src [, {alpha=}])", "a copy of x with alpha * src's slices added at the 1-based index along dim" },
   { "x:index_add_(dim, index, src [, {alpha=}])", "index_add, in place" },
