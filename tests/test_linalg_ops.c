@@ -2,8 +2,9 @@
  * test_linalg_ops.c — issue 24's C composites against plain reference loops in double:
  * addmm/baddbmm/addbmm, cross, kron, tensordot, cdist, the diagonal and unfold views (strides
  * and values, on a transposed input), einsum (batched product, diagonal, trace, three operands,
- * ellipsis), masked_select, scatter with "multiply", index_add, roll and repeat_interleave;
- * then the errors, which name the op and the shapes.
+ * ellipsis), masked_select, scatter (replace: the last source wins; "multiply"), index_add,
+ * roll, repeat_interleave, meshgrid and cartesian_prod; then the errors, which name the op and
+ * the shapes.
  *
  * Tolerance: 1e-12 relative for float64 sums of at most a few dozen O(1) products (rounding
  * error near 1e-15 per term); 0 where an op only moves or selects elements.
@@ -199,6 +200,11 @@ static void test_indexing(void)
     want[3] *= 4;
     want[4] *= 5;
     expect(tide_scatter(x, 1, ti, src, "multiply"), want, 6, 1e-15, "scatter multiply");
+    memcpy(want, v, sizeof want); /* replace: of the two sources on (0, 2) the last wins */
+    want[2] = 3;
+    want[3] = 4;
+    want[4] = 5;
+    expect(tide_scatter(x, 1, ti, src, NULL), want, 6, 0, "scatter replace");
     int64_t rows[2] = {1, 1};
     tide_tensor *tr = tide_from_data(rows, 1, (int64_t[]){2}, TIDE_INT64);
     tide_tensor *src2 = tide_full(2, (int64_t[]){2, 3}, 1, TIDE_FLOAT64);
@@ -213,6 +219,21 @@ static void test_indexing(void)
     tide_release(mask);
     tide_release(zero);
     tide_release(x);
+}
+
+static void test_grids(void)
+{
+    double a[2] = {1, 2}, b[3] = {3, 4, 5};
+    tide_tensor *ta = tide_from_data(a, 1, (int64_t[]){2}, TIDE_FLOAT64);
+    tide_tensor *tb = tide_from_data(b, 1, (int64_t[]){3}, TIDE_FLOAT64);
+    tide_tensor *xs[2] = {ta, tb}, *grid[2] = {NULL, NULL};
+    CHECK(tide_meshgrid(xs, 2, true, grid) == 0, "meshgrid xy: %s", tide_last_error());
+    expect(grid[0], (double[]){1, 2, 1, 2, 1, 2}, 6, 0, "meshgrid xy, first"); /* [3, 2] */
+    expect(grid[1], (double[]){3, 3, 4, 4, 5, 5}, 6, 0, "meshgrid xy, second");
+    expect(tide_cartesian_prod(xs, 2), (double[]){1, 3, 1, 4, 1, 5, 2, 3, 2, 4, 2, 5}, 12, 0,
+           "cartesian_prod");
+    tide_release(ta);
+    tide_release(tb);
 }
 
 static void test_errors(void)
@@ -248,6 +269,7 @@ int main(void)
     test_views();
     test_einsum();
     test_indexing();
+    test_grids();
     test_errors();
     tide_shutdown();
     return test_summary("test_linalg_ops");
