@@ -611,12 +611,21 @@ static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor 
     }
     case TIDE_OP_SDPA:
         return sdpa_grad(S, n, g, gi);
+    case TIDE_OP_SDPA_GRAD: /* reached only through create_graph: refused, never approximated */
+        return td_error("double backward of scaled_dot_product_attention is not supported "
+                        "(its gradient, sdpa_grad, has no formula); differentiate attention "
+                        "once, or write it with matmul and softmax for higher orders");
     case TIDE_OP_QLINEAR: /* x [M, K] @ dequantize(q)^T: dx = g @ dequantize(q) */
         if (n0)
             gi[0] = give(S, K(tide_matmul(g, K(tide_dequantize(x1, (tide_qformat)v[0],
                                                                 i0->shape[1])))));
         return 0;
     default:
+        /* a gradient primitive (x_grad...) is reached only by differentiating a gradient */
+        if (strstr(tide_op_name(n->op), "_grad"))
+            return td_error("double backward of %s is not supported (its gradient primitive "
+                            "%s has no formula)",
+                            n->name ? n->name : tide_op_name(n->op), tide_op_name(n->op));
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }
 }

@@ -305,6 +305,36 @@ TIDE_API tide_tensor *tide_avg_pool2d_grad(const tide_tensor *grad_out, const in
 /* Output [N, C, out_h, out_w]; bins as PyTorch's adaptive_avg_pool2d. */
 TIDE_API tide_tensor *tide_adaptive_avg_pool2d(const tide_tensor *x, int64_t out_h, int64_t out_w);
 
+/* The convolution family beyond 2-D (ops/conv_nd.c, pool_nd.c, fold.c): nd spatial dims (1, 2
+ * or 3) after [N, C]; each array holds nd values (NULL: PyTorch's default). Composites of the
+ * 2-D primitives, so gradients and devices come with them. conv: weight [O, C/groups, k...];
+ * conv_transpose: weight [Cin, Cout/groups, k...], output_padding < stride (depth: < stride or
+ * dilation). Pools: stride NULL means the kernel size; ceil_mode as PyTorch; indices (max_pool
+ * 1-D only, may be NULL) as tide_max_pool2d. */
+TIDE_API tide_tensor *tide_conv_nd(int nd, const tide_tensor *x, const tide_tensor *weight,
+                                   const tide_tensor *bias, const int *stride, const int *padding,
+                                   const int *dilation, int groups);
+TIDE_API tide_tensor *tide_conv_transpose_nd(int nd, const tide_tensor *x, const tide_tensor *weight,
+                                             const tide_tensor *bias, const int *stride,
+                                             const int *padding, const int *output_padding,
+                                             int groups, const int *dilation);
+TIDE_API tide_tensor *tide_max_pool_nd(int nd, const tide_tensor *x, const int *kernel,
+                                       const int *stride, const int *padding, bool ceil_mode,
+                                       tide_tensor **indices);
+TIDE_API tide_tensor *tide_avg_pool_nd(int nd, const tide_tensor *x, const int *kernel,
+                                       const int *stride, const int *padding, bool ceil_mode,
+                                       bool count_include_pad);
+TIDE_API tide_tensor *tide_adaptive_avg_pool_nd(int nd, const tide_tensor *x,
+                                                const int64_t *output_size);
+/* F.unfold: x [N, C, H, W] -> [N, C*kh*kw, L] (channel-major rows, as PyTorch); F.fold: its
+ * adjoint, [N, C*kh*kw, L] -> [N, C, output_size], overlapping entries summed. */
+TIDE_API tide_tensor *tide_unfold_patches(const tide_tensor *x, const int kernel[2],
+                                          const int dilation[2], const int padding[2],
+                                          const int stride[2]);
+TIDE_API tide_tensor *tide_fold_patches(const tide_tensor *cols, const int64_t output_size[2],
+                                        const int kernel[2], const int dilation[2],
+                                        const int padding[2], const int stride[2]);
+
 /* ---- indexing (index tensors are int64 or int32; every index is bounds-checked) ------------ */
 TIDE_API tide_tensor *tide_gather(const tide_tensor *x, int dim, const tide_tensor *index);
 /* A copy of x with src[i][j][k] added at index[i][j][k] along dim (functional). */
@@ -416,6 +446,39 @@ TIDE_API tide_tensor *tide_binary_cross_entropy_with_logits(const tide_tensor *l
 /* approximate_tanh: the tanh approximation (PyTorch's approximate="tanh"); else erf-exact. */
 TIDE_API tide_tensor *tide_gelu(const tide_tensor *x, bool approximate_tanh);
 TIDE_API tide_tensor *tide_silu(const tide_tensor *x);
+/* Normalizations, resizing and padding (ops/nn_group_norm.c, nn_resize.c, nn_pad.c). */
+/* x [N, C, ...]: each of num_groups groups of C/num_groups channels normalized per sample
+ * (biased variance, eps inside the root); weight and bias [C] or NULL. */
+TIDE_API tide_tensor *tide_group_norm(const tide_tensor *x, int64_t num_groups,
+                                      const tide_tensor *weight, const tide_tensor *bias,
+                                      double eps);
+/* x [N, C, spatial...] (at least one spatial dim): each channel of each sample normalized over
+ * its spatial dims (input statistics; no running statistics). */
+TIDE_API tide_tensor *tide_instance_norm(const tide_tensor *x, const tide_tensor *weight,
+                                         const tide_tensor *bias, double eps);
+typedef enum tide_interp_mode {
+    TIDE_INTERP_NEAREST = 0, /* src = floor(dst * scale), PyTorch's "nearest" */
+    TIDE_INTERP_LINEAR,
+    TIDE_INTERP_NEAREST_EXACT /* src = floor((dst + 0.5) * scale), PyTorch's "nearest-exact" */
+} tide_interp_mode;
+/* x [N, C, nsp spatial dims] (nsp 1..3) resized to size (nsp sizes) or, when size is NULL, to
+ * floor(in * scales[i]); the scales, when given, set the source coordinates as PyTorch's
+ * scale_factor does. LINEAR is linear/bilinear/trilinear; align_corners as PyTorch. */
+TIDE_API tide_tensor *tide_interpolate(const tide_tensor *x, int nsp, const int64_t *size,
+                                       const double *scales, tide_interp_mode mode,
+                                       bool align_corners);
+typedef enum tide_padding_mode {
+    TIDE_PAD_CONSTANT = 0,
+    TIDE_PAD_REFLECT,
+    TIDE_PAD_REPLICATE,
+    TIDE_PAD_CIRCULAR
+} tide_padding_mode;
+/* tide_pad with F.pad's modes (pads as tide_pad; value is used by CONSTANT only). */
+TIDE_API tide_tensor *tide_pad_mode(const tide_tensor *x, const int64_t *pads, int npads,
+                                    tide_padding_mode mode, double value);
+/* [..., C*r*r, H, W] -> [..., C, H*r, W*r], and back. */
+TIDE_API tide_tensor *tide_pixel_shuffle(const tide_tensor *x, int64_t upscale_factor);
+TIDE_API tide_tensor *tide_pixel_unshuffle(const tide_tensor *x, int64_t downscale_factor);
 
 /* ---- autograd ------------------------------------------------------------------------------ */
 /* Marks a floating-point leaf as needing gradients (or not). 0 or -1. */
@@ -428,6 +491,23 @@ TIDE_API int tide_set_grad(tide_tensor *t, const tide_tensor *grad);
 /* Accumulates d(root)/d(leaf) into every leaf's grad. grad_root NULL means 1 (root must have
  * one element). Without retain_graph the graph's saved tensors are freed. 0 or -1. */
 TIDE_API int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph);
+/* tide_backward with create_graph: the backward pass is itself recorded, so the leaves' grads
+ * are in a graph and can be differentiated again (Hessian-vector products, gradient penalties).
+ * Grads are then accumulated out of place. A leaf's grad made so refers to the leaf through its
+ * graph (a reference cycle, as in PyTorch): set it to NULL (tide_set_grad) when done, or use
+ * tide_autograd_grad, which touches no .grad. PyTorch's default is retain_graph = create_graph. */
+TIDE_API int tide_backward_ex(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph,
+                              bool create_graph);
+/* torch.autograd.grad: grads[j] = d(sum_i <outputs[i], grad_outputs[i]>)/d(inputs[j]) (new
+ * references), without touching any .grad. grad_outputs NULL (or a NULL entry) means 1 for a
+ * one-element output. inputs may be leaves or results inside the graph; each must require grad.
+ * An input no gradient reaches is an error unless allow_unused (then its grads[j] is NULL).
+ * With create_graph the gradients are in a graph (differentiable again). 0, or -1 with the
+ * error set and every grads[j] NULL. */
+TIDE_API int tide_autograd_grad(tide_tensor *const *outputs, const tide_tensor *const *grad_outputs,
+                                int noutputs, tide_tensor *const *inputs, int ninputs,
+                                bool retain_graph, bool create_graph, bool allow_unused,
+                                tide_tensor **grads);
 /* The same values, outside the graph (shares storage). */
 TIDE_API tide_tensor *tide_detach(const tide_tensor *t);
 /* Grad mode of the calling thread; returns the previous setting. */

@@ -402,7 +402,7 @@ ENTRIES = [
      'F.cosine_embedding_loss(A, B, tide.tensor({1.0, -1.0, 1.0}, {dtype = "float64"}))'),
     (FN, "triplet_margin_loss", "F.triplet_margin_loss(A, B, P)", 'F.triplet_margin_loss(A, B, P)'),
     (FN, "ctc_loss", "F.ctc_loss(F.log_softmax(A3.permute(1, 0, 2), 2), torch.tensor([[1, 2], [3, 3]]), torch.tensor([3, 3]), torch.tensor([2, 2]))",
-     'F.ctc_loss(F.log_softmax(A3:permute({2, 1, 3}), 3), tide.tensor({{1, 2}, {3, 3}}), tide.tensor({3, 3}), tide.tensor({2, 2}))'),
+     'F.ctc_loss(F.log_softmax(A3:permute({2, 1, 3}), 3), tide.tensor({{2, 3}, {4, 4}}), tide.tensor({3, 3}), tide.tensor({2, 2}))'),
     (FN, "scaled_dot_product_attention", "sdpa(A3, A3, A3, causal=True)",
      'F.scaled_dot_product_attention(A3, A3, A3, {is_causal = true})'),
     # ---- torch.nn modules (parameters filled by fill(): 0.5 sin(i + k) for the k-th by name)

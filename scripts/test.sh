@@ -85,6 +85,9 @@ numeric_c=(
   embed_llama
   quant
   linear_half
+  autograd_higher
+  nn_resize
+  conv_nd
   linalg_ops
 )
 numeric_lua=(
@@ -114,6 +117,9 @@ numeric_lua=(
   nn_rnn
   optim_more
   api_coverage
+  autograd_higher
+  nn_extra
+  conv_family
   linalg_ops
 )
 numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?)$"
