@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../ops/dispatch.h"
+#include "../ops/strided_views.h"
 #include "autograd.h"
 
 /* ---- a scope for the intermediates of one formula ----------------------------------------- */
@@ -357,6 +358,12 @@ static int view_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **g
         r = pad_dim(S, K(tide_unsqueeze(g, d)), d, index, a->shape[d] - 1 - index);
         break;
     }
+    case TIDE_OP_DIAGONAL:
+        r = K(td_diagonal_grad(g, a->ndim, a->shape, v[0], (int)v[1], (int)v[2]));
+        break;
+    case TIDE_OP_UNFOLD:
+        r = K(td_unfold_grad(g, a->ndim, a->shape, (int)v[0], v[1], v[2]));
+        break;
     default:
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }
@@ -701,7 +708,8 @@ int ag_backward_formula(const ag_node *n, tide_tensor *g, tide_tensor **gi)
     else if (op == TIDE_OP_SUM || op == TIDE_OP_PROD || op == TIDE_OP_MAX || op == TIDE_OP_MIN)
         rc = reduce_grad(S, n, g, gi);
     else if (op == TIDE_OP_RESHAPE || op == TIDE_OP_PERMUTE || op == TIDE_OP_EXPAND ||
-             op == TIDE_OP_SLICE || op == TIDE_OP_SELECT)
+             op == TIDE_OP_SLICE || op == TIDE_OP_SELECT || op == TIDE_OP_DIAGONAL ||
+             op == TIDE_OP_UNFOLD)
         rc = view_grad(S, n, g, gi);
     else if (op == TIDE_OP_CAST || op == TIDE_OP_COPY || op == TIDE_OP_CAT || op == TIDE_OP_PAD || op == TIDE_OP_FLIP ||
              op == TIDE_OP_WHERE || op == TIDE_OP_TO)

@@ -30,7 +30,8 @@
 
 /* Ops that only make a new view of their input's storage. */
 #define TIDE_VIEW_OPS(X)                                                                           \
-    X(RESHAPE, reshape) X(PERMUTE, permute) X(EXPAND, expand) X(SLICE, slice) X(SELECT, select)
+    X(RESHAPE, reshape) X(PERMUTE, permute) X(EXPAND, expand) X(SLICE, slice) X(SELECT, select)   \
+    X(DIAGONAL, diagonal) X(UNFOLD, unfold)
 
 /* Ops that write a fresh output (or, for COPY and FILL, into a destination view). */
 #define TIDE_OTHER_OPS(X)                                                                          \
@@ -128,7 +129,8 @@ static inline bool tide_op_is_binary(tide_op op)
  *  dispatcher copies through the two devices' read/write; it never reaches a device's run.
  *  View ops: shape/strides/offset of the result are on the output tensor itself; ints hold the
  *  user's arguments (RESHAPE: shape; PERMUTE: perm; EXPAND: shape; SLICE: dim, start, end,
- *  step; SELECT: dim, index) so a tracer can replay them.
+ *  step; SELECT: dim, index; DIAGONAL: offset, dim1, dim2; UNFOLD: dim, size, step) so a tracer
+ *  can replay them.
  */
 typedef struct tide_attrs {
     int64_t ints[2 * TIDE_MAX_DIMS];

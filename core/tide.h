@@ -785,6 +785,71 @@ TIDE_API size_t tide_get_memory_limit(void);
  * leak checker sees nothing left). tide stays usable afterwards: the next call starts again. */
 TIDE_API void tide_shutdown(void);
 
+/* ---- linear algebra, shapes, indexing, einsum (issue 24; composites of the ops above) ------- */
+/* beta * input + alpha * (m1 @ m2); input broadcasts to the product. beta 0 ignores input. */
+TIDE_API tide_tensor *tide_addmm(const tide_tensor *input, const tide_tensor *m1,
+                                 const tide_tensor *m2, double beta, double alpha);
+TIDE_API tide_tensor *tide_addmv(const tide_tensor *input, const tide_tensor *mat,
+                                 const tide_tensor *vec, double beta, double alpha);
+TIDE_API tide_tensor *tide_baddbmm(const tide_tensor *input, const tide_tensor *b1,
+                                   const tide_tensor *b2, double beta, double alpha);
+/* beta * input + alpha * sum over the batch of b1[i] @ b2[i] (one product). */
+TIDE_API tide_tensor *tide_addbmm(const tide_tensor *input, const tide_tensor *b1,
+                                  const tide_tensor *b2, double beta, double alpha);
+TIDE_API tide_tensor *tide_outer(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_cross(const tide_tensor *a, const tide_tensor *b, int dim); /* size 3 */
+TIDE_API tide_tensor *tide_kron(const tide_tensor *a, const tide_tensor *b);
+/* Contracts dims_a[i] of a with dims_b[i] of b (n pairs). */
+TIDE_API tide_tensor *tide_tensordot(const tide_tensor *a, const tide_tensor *b, int n,
+                                     const int *dims_a, const int *dims_b);
+/* p-norm distances between the rows of x1 [B.., P, M] and x2 [B.., R, M]: [B.., P, R]. */
+TIDE_API tide_tensor *tide_cdist(const tide_tensor *x1, const tide_tensor *x2, double p);
+TIDE_API tide_tensor *tide_block_diag(tide_tensor *const *xs, int n);
+/* Views: the offset-th diagonal of dims (dim1, dim2) as the last dim; windows of size along
+ * dim every step, as a new last dim. */
+TIDE_API tide_tensor *tide_diagonal(const tide_tensor *x, int64_t offset, int dim1, int dim2);
+TIDE_API tide_tensor *tide_unfold(const tide_tensor *x, int dim, int64_t size, int64_t step);
+TIDE_API tide_tensor *tide_diag_embed(const tide_tensor *x, int64_t offset, int dim1, int dim2);
+TIDE_API tide_tensor *tide_diag(const tide_tensor *x, int64_t diagonal); /* 1-D <-> 2-D */
+TIDE_API tide_tensor *tide_trace(const tide_tensor *x);
+TIDE_API tide_tensor *tide_tile(const tide_tensor *x, int nreps, const int64_t *reps);
+/* ndims 0: x flattened, rolled by shifts[0], shaped back. */
+TIDE_API tide_tensor *tide_roll(const tide_tensor *x, int nshifts, const int64_t *shifts,
+                                const int *dims, int ndims);
+/* dim NULL: x flattened first. The tensor form reads repeats back (its size depends on them). */
+TIDE_API tide_tensor *tide_repeat_interleave(const tide_tensor *x, int64_t repeats, const int *dim);
+TIDE_API tide_tensor *tide_repeat_interleave_tensor(const tide_tensor *x, const tide_tensor *repeats,
+                                                    const int *dim);
+TIDE_API tide_tensor *tide_movedim(const tide_tensor *x, int n, const int *src, const int *dst);
+TIDE_API tide_tensor *tide_rot90(const tide_tensor *x, int64_t k, int dim0, int dim1);
+TIDE_API tide_tensor *tide_atleast(const tide_tensor *x, int ndim); /* ndim 1, 2 or 3 */
+TIDE_API tide_tensor *tide_hstack(tide_tensor *const *xs, int n);
+TIDE_API tide_tensor *tide_vstack(tide_tensor *const *xs, int n);
+TIDE_API tide_tensor *tide_dstack(tide_tensor *const *xs, int n);
+TIDE_API tide_tensor *tide_column_stack(tide_tensor *const *xs, int n);
+/* n 1-D tensors to n expanded views (indexing "ij"; xy swaps the first two dims). 0 or -1. */
+TIDE_API int tide_meshgrid(tide_tensor *const *xs, int n, bool xy, tide_tensor **out);
+TIDE_API tide_tensor *tide_cartesian_prod(tide_tensor *const *xs, int n);
+/* The elements of x where mask (broadcast together) is true, 1-D; reads the count back. */
+TIDE_API tide_tensor *tide_masked_select(const tide_tensor *x, const tide_tensor *mask);
+TIDE_API tide_tensor *tide_take(const tide_tensor *x, const tide_tensor *index);
+/* reduce NULL: src replaces (of a repeated index the last source along dim wins), "add",
+ * "multiply". */
+TIDE_API tide_tensor *tide_scatter(const tide_tensor *x, int dim, const tide_tensor *index,
+                                   const tide_tensor *src, const char *reduce);
+TIDE_API tide_tensor *tide_scatter_value(const tide_tensor *x, int dim, const tide_tensor *index,
+                                         double value, const char *reduce);
+TIDE_API tide_tensor *tide_index_add(const tide_tensor *x, int dim, const tide_tensor *index,
+                                     const tide_tensor *src, double alpha);
+TIDE_API tide_tensor *tide_index_copy(const tide_tensor *x, int dim, const tide_tensor *index,
+                                      const tide_tensor *src);
+TIDE_API tide_tensor *tide_index_fill(const tide_tensor *x, int dim, const tide_tensor *index,
+                                      double value);
+/* mean + std * randn over the broadcast shape of mean and std. */
+TIDE_API tide_tensor *tide_normal(const tide_tensor *mean, const tide_tensor *std);
+/* PyTorch's einsum: "ij,jk->ik", implicit output, "...", repeated indices (diagonals). */
+TIDE_API tide_tensor *tide_einsum(const char *equation, tide_tensor *const *xs, int n);
+
 #ifdef __cplusplus
 }
 #endif

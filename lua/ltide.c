@@ -486,6 +486,8 @@ int luaopen_tide(lua_State *L)
     lt_open_stats(L, mt, methods, module);
     lt_open_shape(L, mt, methods, module);
     lt_open_index(L, mt, methods, module);
+    lt_open_linalg(L, mt, methods, module);
+    lt_open_shape_ops(L, mt, methods, module);
     lt_open_device(L, mt, methods, module);
     lt_open_nn(L, mt, methods, module);
     lt_open_resize(L, mt, methods, module);

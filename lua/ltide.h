@@ -161,6 +161,8 @@ void lt_open_ops(lua_State *L, int mt, int methods, int module);
 void lt_open_stats(lua_State *L, int mt, int methods, int module); /* ltide_stats.c */
 void lt_open_shape(lua_State *L, int mt, int methods, int module);
 void lt_open_index(lua_State *L, int mt, int methods, int module);
+void lt_open_linalg(lua_State *L, int mt, int methods, int module);    /* ltide_linalg.c */
+void lt_open_shape_ops(lua_State *L, int mt, int methods, int module); /* ltide_shape_ops.c */
 void lt_open_device(lua_State *L, int mt, int methods, int module); /* ltide_device.c */
 void lt_open_nn(lua_State *L, int mt, int methods, int module);
 void lt_open_resize(lua_State *L, int mt, int methods, int module); /* ltide_resize.c */

@@ -89,6 +89,7 @@ numeric_c=(
   nn_resize
   conv_nd
   stats
+  linalg_ops
 )
 numeric_lua=(
   ops
@@ -121,6 +122,7 @@ numeric_lua=(
   nn_extra
   conv_family
   stats
+  linalg_ops
 )
 numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?)$"
 for tier in $tiers; do

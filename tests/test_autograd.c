@@ -414,6 +414,12 @@ static tide_tensor *f_cat_mixed(tide_tensor *const *x)
 FN(f_pad, T(tide_pad(x[0], (int64_t[]){1, 2, 0, 1}, 4, 0.5)))
 FN(f_pad_crop, T(tide_pad(x[0], (int64_t[]){-1, 2, 1, -1}, 4, 0)))
 FN(f_flip, T(tide_flip(x[0], (int[]){0, 2}, 2)))
+static tide_tensor *f_diagonal(tide_tensor *const *x) /* squared, so the second order is not 0 */
+{
+    tide_tensor *d = T(tide_diagonal(x[0], -1, 2, 0));
+    return T(tide_mul(d, d));
+}
+FN(f_unfold, T(tide_mul(T(tide_unfold(x[0], 1, 3, 2)), T(tide_unfold(x[0], 1, 3, 2)))))
 /* the same element reached through two views: gradients add up */
 FN(f_two_views, T(tide_mul(T(tide_select(x[0], 0, 0)), T(tide_slice(T(tide_transpose(x[0], 0, 1)),
                                                                       1, 1, 2, 1)))))
@@ -456,6 +462,10 @@ static void test_views(void)
     GC(f_flip, R(2, 3, 4));
     GC(f_flip, RS(2, 3, 4));
     GC(f_two_views, R(3, 3));
+    GC(f_diagonal, R(4, 2, 4));
+    GC(f_diagonal, RT(4, 2, 4));
+    GC(f_unfold, R(2, 7));
+    GC(f_unfold, RT(2, 7));
 }
 
 /* ---- indexing ------------------------------------------------------------------------------ */

@@ -1113,7 +1113,7 @@ static int build_random(int v, tcase *c)
     return 1;
 }
 
-static bool is_view_op(tide_op op) { return op >= TIDE_OP_RESHAPE && op <= TIDE_OP_SELECT; }
+static bool is_view_op(tide_op op) { return op >= TIDE_OP_RESHAPE && op <= TIDE_OP_UNFOLD; }
 
 /* Variant v of op; -1 past the last one (at once for an op this test does not know). */
 static int build(tide_op op, int v, tcase *c)
@@ -1214,6 +1214,8 @@ static tide_tensor *apply_view(tide_op op, tide_tensor *x)
     }
     case TIDE_OP_SLICE: return tide_slice(x, 2, 1, 5, 2);
     case TIDE_OP_SELECT: return tide_select(x, 1, 2);
+    case TIDE_OP_DIAGONAL: return tide_diagonal(x, 1, 1, 2);
+    case TIDE_OP_UNFOLD: return tide_unfold(x, 2, 2, 2);
     default: return NULL;
     }
 }
