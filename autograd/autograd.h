@@ -37,7 +37,8 @@ typedef struct ag_node {
     int64_t out_shape[TIDE_MAX_DIMS];
     /* the engine's scratch during one backward */
     unsigned mark;
-    int deps;
+    int deps, pending;
+    bool useful, feeds; /* autograd.grad: a wanted input is this node or below it / below it */
     tide_tensor *grad;
     int nin;
     ag_input in[];
@@ -68,5 +69,16 @@ int ag_backward_formula(const ag_node *n, tide_tensor *g, tide_tensor **gi);
 typedef tide_tensor *(*td_gradcheck_fn)(void *ctx, tide_tensor *const *inputs, int n);
 int td_gradcheck(td_gradcheck_fn f, void *ctx, tide_tensor *const *inputs, int n, double eps,
                  double atol, double rtol);
+
+/*
+ * gradgradcheck: gradcheck of the gradient. The function checked maps (inputs..., v) to the
+ * gradients of <f(inputs), v> with respect to the inputs that require grad, taken with
+ * create_graph (tide_autograd_grad), flattened and concatenated; v is a float64 leaf of f's
+ * output shape. So its analytic gradient is f's second derivative through the recorded
+ * backward (and the gradient's dependence on v), its numeric one the finite differences of
+ * f's first gradient. At most 15 inputs; otherwise the contract and result of td_gradcheck.
+ */
+int td_gradgradcheck(td_gradcheck_fn f, void *ctx, tide_tensor *const *inputs, int n, double eps,
+                     double atol, double rtol);
 
 #endif

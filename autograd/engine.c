@@ -237,53 +237,6 @@ static unsigned next_mark(void)
     return m ? m : __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
 }
 
-/* Every node reachable from root, each once, with deps = the edges into it from the others;
- * fails when a node's saved tensors were freed or modified in place since. */
-static int collect(ag_node *root, node_list *all)
-{
-    unsigned mark = next_mark();
-    node_list stack = {0};
-    int rc = 0;
-    root->mark = mark;
-    root->deps = 0;
-    if (list_push(&stack, root) < 0 || list_push(all, root) < 0)
-        rc = -1;
-    while (rc == 0 && stack.n > 0) {
-        ag_node *n = stack.v[--stack.n];
-        if (n->released) {
-            rc = td_error("backward: trying to backward through the graph a second time: the "
-                          "saved tensors of '%s' were freed by an earlier backward; pass "
-                          "retain_graph=true to the first backward to keep them",
-                          node_name(n));
-            break;
-        }
-        for (int i = 0; i < n->nin && rc == 0; i++) {
-            ag_input *a = &n->in[i];
-            if (a->saved && a->saved->storage && a->saved->storage->version != a->version) {
-                char s[200];
-                shape_str(s, sizeof s, a->saved);
-                rc = td_error("backward: a tensor saved for the gradient of '%s' (input %d, %s) "
-                              "was modified by an in-place operation after it was used (version "
-                              "%u, now %u); clone it before the in-place op",
-                              node_name(n), i, s, a->version, a->saved->storage->version);
-                break;
-            }
-            ag_node *next = a->node;
-            if (!next)
-                continue;
-            if (next->mark != mark) {
-                next->mark = mark;
-                next->deps = 0;
-                if (list_push(&stack, next) < 0 || list_push(all, next) < 0)
-                    rc = -1;
-            }
-            next->deps++;
-        }
-    }
-    free(stack.v);
-    return rc;
-}
-
 /* dst's shape and dtype, or an internal error naming the op. */
 static int check_grad_shape(const ag_node *n, int i, const tide_tensor *g)
 {
@@ -326,8 +279,9 @@ static bool writable(const tide_tensor *t)
 /* leaf.grad += g (g consumed). A first gradient is stored as a fresh contiguous tensor of the
  * leaf's dtype that nothing else references, so in-place updates of one leaf's grad never touch
  * another's. Later ones are added in place, as PyTorch does: a tracer capturing a training step
- * then sees the accumulation as a write into the grad tensor, which replays. */
-static int accumulate_leaf(tide_tensor *leaf, tide_tensor *g)
+ * then sees the accumulation as a write into the grad tensor, which replays. With create_graph
+ * (or a grad that is itself in a graph) the sum is out of place, so the new grad's graph holds. */
+static int accumulate_leaf(tide_tensor *leaf, tide_tensor *g, bool create_graph)
 {
     if (g->dtype != leaf->dtype) {
         tide_tensor *c = tide_cast(g, (tide_dtype)leaf->dtype);
@@ -336,7 +290,8 @@ static int accumulate_leaf(tide_tensor *leaf, tide_tensor *g)
             return -1;
     }
     tide_tensor *next;
-    if (leaf->grad && writable(leaf->grad) && leaf->grad->device == g->device) {
+    if (leaf->grad && !create_graph && !requires_grad(leaf->grad) && writable(leaf->grad) &&
+        leaf->grad->device == g->device) {
         tide_tensor *sum = tide_add(leaf->grad, g);
         tide_release(g);
         int rc = sum ? tide_copy_(leaf->grad, sum) : -1;
@@ -362,18 +317,174 @@ static int accumulate_leaf(tide_tensor *leaf, tide_tensor *g)
     return 0;
 }
 
-static int run_backward(ag_node *root, tide_tensor *root_grad, bool retain_graph)
+/* Why a node's saved tensors cannot be used any more, or 0. */
+static int check_saved(const ag_node *n)
 {
-    node_list all = {0}, ready = {0};
-    int rc = collect(root, &all);
-    if (rc == 0) {
-        root->grad = tide_retain(root_grad);
-        rc = list_push(&ready, root);
+    if (n->released)
+        return td_error("backward: trying to backward through the graph a second time: the "
+                        "saved tensors of '%s' were freed by an earlier backward; pass "
+                        "retain_graph=true to the first backward to keep them",
+                        node_name(n));
+    for (int i = 0; i < n->nin; i++) {
+        const ag_input *a = &n->in[i];
+        if (a->saved && a->saved->storage && a->saved->storage->version != a->version) {
+            char s[200];
+            shape_str(s, sizeof s, a->saved);
+            return td_error("backward: a tensor saved for the gradient of '%s' (input %d, %s) "
+                            "was modified by an in-place operation after it was used (version "
+                            "%u, now %u); clone it before the in-place op",
+                            node_name(n), i, s, a->version, a->saved->storage->version);
+        }
     }
+    return 0;
+}
+
+/* Every node reachable from the roots, each once, with deps = the edges into it from the
+ * others; fails when a node's saved tensors were freed or modified in place since. */
+static int collect(ag_node *const *roots, int nroots, node_list *all)
+{
+    unsigned mark = next_mark();
+    node_list stack = {0};
+    int rc = 0;
+    for (int r = 0; r < nroots && rc == 0; r++) {
+        if (roots[r]->mark == mark)
+            continue;
+        roots[r]->mark = mark;
+        roots[r]->deps = 0;
+        if (list_push(&stack, roots[r]) < 0 || list_push(all, roots[r]) < 0)
+            rc = -1;
+    }
+    while (rc == 0 && stack.n > 0) {
+        ag_node *n = stack.v[--stack.n];
+        if ((rc = check_saved(n)) < 0)
+            break;
+        for (int i = 0; i < n->nin && rc == 0; i++) {
+            ag_node *next = n->in[i].node;
+            if (!next)
+                continue;
+            if (next->mark != mark) {
+                next->mark = mark;
+                next->deps = 0;
+                if (list_push(&stack, next) < 0 || list_push(all, next) < 0)
+                    rc = -1;
+            }
+            next->deps++;
+        }
+    }
+    free(stack.v);
+    return rc;
+}
+
+/* What one walk does besides running the formulas. backward: every leaf's gradient goes into
+ * its .grad. grad (tide_autograd_grad): only the gradients of `inputs` are wanted; they are
+ * accumulated into `captured`, no .grad changes, and nodes leading to no input are skipped. */
+typedef struct walk {
+    bool retain_graph, create_graph;
+    tide_tensor *const *inputs; /* NULL: backward */
+    int ninputs;
+    tide_tensor **captured; /* ninputs slots, for grad */
+} walk;
+
+static bool wanted_leaf(const walk *w, const tide_tensor *leaf)
+{
+    for (int j = 0; j < w->ninputs; j++)
+        if (w->inputs[j] == leaf)
+            return true;
+    return false;
+}
+
+static bool wanted_node(const walk *w, const ag_node *n)
+{
+    for (int j = 0; j < w->ninputs; j++)
+        if (w->inputs[j]->grad_fn == n)
+            return true;
+    return false;
+}
+
+/* Decides per node whether it runs: for backward all do; for grad a node runs when some wanted
+ * input is it or below it (`useful`), and its formula only when one is below it (`feeds`).
+ * Consumers precede producers in Kahn's order, so one pass over it in reverse decides. */
+static int mark_useful(node_list *all, const walk *w)
+{
+    for (int i = 0; i < all->n; i++) {
+        all->v[i]->useful = all->v[i]->feeds = !w->inputs;
+        all->v[i]->pending = all->v[i]->deps;
+    }
+    if (!w->inputs)
+        return 0;
+    node_list order = {0}, queue = {0};
+    int rc = 0;
+    for (int i = 0; i < all->n && rc == 0; i++)
+        if (all->v[i]->pending == 0)
+            rc = list_push(&queue, all->v[i]);
+    while (rc == 0 && queue.n > 0) {
+        ag_node *n = queue.v[--queue.n];
+        rc = list_push(&order, n);
+        for (int i = 0; i < n->nin && rc == 0; i++)
+            if (n->in[i].node && --n->in[i].node->pending == 0)
+                rc = list_push(&queue, n->in[i].node);
+    }
+    for (int k = order.n - 1; k >= 0 && rc == 0; k--) {
+        ag_node *n = order.v[k];
+        for (int i = 0; i < n->nin; i++) {
+            const ag_input *a = &n->in[i];
+            n->feeds |= (a->node && a->node->useful) || (a->leaf && wanted_leaf(w, a->leaf));
+        }
+        n->useful = n->feeds || wanted_node(w, n);
+    }
+    free(order.v);
+    free(queue.v);
+    return rc;
+}
+
+/* grad: g (consumed) added to the slot of every wanted input t. */
+static int capture(const walk *w, const tide_tensor *t, const ag_node *n, tide_tensor *g)
+{
+    int rc = 0;
+    for (int j = 0; j < w->ninputs && rc == 0; j++)
+        if ((t && w->inputs[j] == t) || (n && w->inputs[j]->grad_fn == n))
+            rc = accumulate(&w->captured[j], tide_retain(g));
+    tide_release(g);
+    return rc;
+}
+
+/* Hands node n's input gradients gi (consumed) on: to leaves (their .grad, or grad's slots) and
+ * to the producers' nodes, which become ready once all their consumers have sent theirs. */
+static int send_grads(const walk *w, ag_node *n, tide_tensor **gi, int rc, node_list *ready)
+{
+    for (int i = 0; i < n->nin; i++) {
+        ag_input *a = &n->in[i];
+        tide_tensor *gr = gi[i];
+        gi[i] = NULL;
+        if (rc == 0 && gr && check_grad_shape(n, i, gr) < 0)
+            rc = -1;
+        if (rc < 0 || !gr || (a->node && !a->node->useful)) {
+            tide_release(gr);
+            continue;
+        }
+        if (a->leaf && w->inputs)
+            rc = capture(w, a->leaf, NULL, gr);
+        else if (a->leaf)
+            rc = accumulate_leaf(a->leaf, gr, w->create_graph);
+        else if (a->node)
+            rc = accumulate(&a->node->grad, gr);
+        else
+            tide_release(gr);
+    }
+    /* a producer is ready once every consumer has run (or sent nothing) */
+    for (int i = 0; i < n->nin && rc == 0; i++)
+        if (n->in[i].node && --n->in[i].node->deps == 0 && n->in[i].node->useful)
+            rc = list_push(ready, n->in[i].node);
+    return rc;
+}
+
+/* Runs the nodes from the roots (their grads already set) in reverse topological order. */
+static int run_nodes(const walk *w, node_list *ready)
+{
     tide_tensor *gi_buf[16], **gi = gi_buf;
-    int gi_cap = 16;
-    while (rc == 0 && ready.n > 0) {
-        ag_node *n = ready.v[--ready.n];
+    int gi_cap = 16, rc = 0;
+    while (rc == 0 && ready->n > 0) {
+        ag_node *n = ready->v[--ready->n];
         tide_tensor *g = n->grad;
         n->grad = NULL;
         if (n->nin > gi_cap) {
@@ -390,98 +501,192 @@ static int run_backward(ag_node *root, tide_tensor *root_grad, bool retain_graph
         }
         for (int i = 0; i < n->nin; i++)
             gi[i] = NULL;
-        if (g) {
+        if (g && w->inputs && wanted_node(w, n))
+            rc = capture(w, NULL, n, tide_retain(g));
+        if (g && n->feeds && rc == 0)
             rc = ag_backward_formula(n, g, gi);
-            tide_release(g);
-        }
-        for (int i = 0; i < n->nin; i++) {
-            ag_input *a = &n->in[i];
-            tide_tensor *gr = gi[i];
-            gi[i] = NULL;
-            if (rc == 0 && gr && check_grad_shape(n, i, gr) < 0)
-                rc = -1;
-            if (rc < 0) {
-                tide_release(gr);
-                continue;
-            }
-            if (a->leaf) {
-                if (gr && accumulate_leaf(a->leaf, gr) < 0)
-                    rc = -1;
-            } else if (a->node) {
-                if (gr && accumulate(&a->node->grad, gr) < 0)
-                    rc = -1;
-                if (--a->node->deps == 0 && list_push(&ready, a->node) < 0)
-                    rc = -1;
-            } else {
-                tide_release(gr);
-            }
-        }
+        tide_release(g);
+        rc = send_grads(w, n, gi, rc, ready);
     }
+    if (gi != gi_buf)
+        free(gi);
+    return rc;
+}
+
+/* One walk from n roots, each with its gradient (roots that are leaves take theirs directly). */
+static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int n, const walk *w)
+{
+    node_list all = {0}, ready = {0}, starts = {0};
+    int rc = 0;
+    for (int r = 0; r < n && rc == 0; r++)
+        if (roots[r]->grad_fn)
+            rc = list_push(&starts, roots[r]->grad_fn);
+    if (rc == 0)
+        rc = collect(starts.v, starts.n, &all);
+    if (rc == 0)
+        rc = mark_useful(&all, w);
+    for (int r = 0; r < n && rc == 0; r++) {
+        if (roots[r]->grad_fn)
+            rc = accumulate(&((ag_node *)roots[r]->grad_fn)->grad, tide_retain(grads[r]));
+        else if (w->inputs)
+            rc = capture(w, roots[r], NULL, tide_retain(grads[r]));
+        else
+            rc = accumulate_leaf(roots[r], tide_retain(grads[r]), w->create_graph);
+    }
+    for (int i = 0; i < starts.n && rc == 0; i++) /* each root once, when nothing feeds it */
+        if (starts.v[i]->deps == 0 && starts.v[i]->useful) {
+            rc = list_push(&ready, starts.v[i]);
+            starts.v[i]->deps = -1;
+        }
+    if (rc == 0)
+        rc = run_nodes(w, &ready);
     for (int i = 0; i < all.n; i++) {
         tide_release(all.v[i]->grad);
         all.v[i]->grad = NULL;
-        if (rc == 0 && !retain_graph) {
+        if (rc == 0 && !w->retain_graph) {
             free_saved(all.v[i]);
             all.v[i]->released = true;
         }
     }
-    if (gi != gi_buf)
-        free(gi);
     free(all.v);
     free(ready.v);
+    free(starts.v);
     return rc;
 }
 
 /* ---- the API --------------------------------------------------------------------------------- */
 
-int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph)
+/* The gradient a walk starts from at root: grad_root cast to root's dtype, or ones for a
+ * one-element root when grad_root is NULL. A new reference, or NULL with the error set. */
+static tide_tensor *root_gradient(const char *op, const tide_tensor *root,
+                                  const tide_tensor *grad_root)
 {
-    if (td_check_tensor("backward", "tensor", root) < 0)
-        return -1;
     char s1[200], s2[200];
     shape_str(s1, sizeof s1, root);
-    if (!requires_grad(root))
-        return td_error("backward: the tensor (%s) does not require grad and has no grad_fn; "
-                        "call requires_grad_ on the leaves it is computed from before computing "
-                        "it (and not under no_grad)",
-                        s1);
-    tide_tensor *g;
     if (!grad_root) {
-        if (td_numel(root->ndim, root->shape) != 1)
-            return td_error("backward: a gradient can be created implicitly only for a tensor of "
-                            "one element, but the tensor is %s; pass grad_root of that shape",
-                            s1);
-        g = td_full_on(root->device, "backward", root->ndim, root->shape, 1,
-                       (tide_dtype)root->dtype);
-    } else {
-        if (grad_root->ndim != root->ndim ||
-            memcmp(grad_root->shape, root->shape, sizeof(int64_t) * root->ndim) != 0) {
-            shape_str(s2, sizeof s2, grad_root);
-            return td_error("backward: the gradient %s does not match the shape of the tensor %s",
-                            s2, s1);
+        if (td_numel(root->ndim, root->shape) != 1) {
+            td_error("%s: a gradient can be created implicitly only for a tensor of one "
+                     "element, but the tensor is %s; pass grad_root of that shape",
+                     op, s1);
+            return NULL;
         }
-        if (!tide_dtype_is_floating((tide_dtype)grad_root->dtype)) {
-            shape_str(s2, sizeof s2, grad_root);
-            return td_error("backward: the gradient must be floating-point, got %s", s2);
-        }
-        g = tide_cast(grad_root, (tide_dtype)root->dtype);
+        return td_full_on(root->device, op, root->ndim, root->shape, 1, (tide_dtype)root->dtype);
     }
-    if (!g)
-        return -1;
-    /* Backward's own ops are not recorded (no create_graph). */
+    if (td_check_tensor(op, "gradient", grad_root) < 0)
+        return NULL;
+    shape_str(s2, sizeof s2, grad_root);
+    if (grad_root->ndim != root->ndim ||
+        memcmp(grad_root->shape, root->shape, sizeof(int64_t) * root->ndim) != 0) {
+        td_error("%s: the gradient %s does not match the shape of the tensor %s", op, s2, s1);
+        return NULL;
+    }
+    if (!tide_dtype_is_floating((tide_dtype)grad_root->dtype)) {
+        td_error("%s: the gradient must be floating-point, got %s", op, s2);
+        return NULL;
+    }
+    return tide_cast(grad_root, (tide_dtype)root->dtype);
+}
+
+/* Makes the roots' gradients and walks, with grad mode on only for create_graph (then the
+ * walk's own ops are recorded) and autocast off: backward keeps the forward's dtypes
+ * (PyTorch's rule). */
+static int run_walk(const char *op, tide_tensor *const *roots,
+                    const tide_tensor *const *grad_roots, int n, const walk *w)
+{
     bool was_off = grad_off;
-    grad_off = true;
-    /* Backward keeps the dtypes the forward chose (PyTorch's rule): autocast is off in it. */
+    grad_off = !w->create_graph;
     int autocast = tide_get_autocast();
     tide_set_autocast(TIDE_AUTOCAST_OFF);
-    int rc;
-    if (root->grad_fn)
-        rc = run_backward(root->grad_fn, g, retain_graph);
-    else
-        rc = accumulate_leaf(root, tide_retain(g));
+    tide_tensor *buf[8], **grads = n <= 8 ? buf : td_calloc((size_t)n, sizeof *grads);
+    int rc = grads ? 0 : -1, made = 0;
+    for (; made < n && rc == 0; made++)
+        if (!(grads[made] = root_gradient(op, roots[made], grad_roots ? grad_roots[made] : NULL)))
+            rc = -1;
+    if (rc == 0)
+        rc = walk_graph(roots, grads, n, w);
+    for (int i = 0; i < made; i++)
+        tide_release(grads[i]);
+    if (grads != buf)
+        free(grads);
     grad_off = was_off;
     tide_set_autocast(autocast);
-    tide_release(g);
+    return rc;
+}
+
+static int check_root(const char *op, const char *what, int i, const tide_tensor *t)
+{
+    if (td_check_tensor(op, what, t) < 0)
+        return -1;
+    if (requires_grad(t))
+        return 0;
+    char s[200];
+    shape_str(s, sizeof s, t);
+    return td_error("%s: the %s%.0d (%s) does not require grad and has no grad_fn; call "
+                    "requires_grad_ on the leaves it is computed from before computing it (and "
+                    "not under no_grad)",
+                    op, what, i, s);
+}
+
+int tide_backward_ex(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph,
+                     bool create_graph)
+{
+    if (check_root("backward", "tensor", 0, root) < 0)
+        return -1;
+    walk w = {.retain_graph = retain_graph, .create_graph = create_graph};
+    return run_walk("backward", &root, &grad_root, 1, &w);
+}
+
+int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph)
+{
+    return tide_backward_ex(root, grad_root, retain_graph, false);
+}
+
+/* grad's inputs: tensors that require grad; grads[] still empty. */
+static int check_grad_args(tide_tensor *const *outputs, int noutputs, tide_tensor *const *inputs,
+                           int ninputs, tide_tensor **grads)
+{
+    if (!outputs || !inputs || !grads || noutputs < 1 || ninputs < 1)
+        return td_error("grad: expected at least one output and one input (got %d and %d)",
+                        noutputs, ninputs);
+    for (int i = 0; i < noutputs; i++)
+        if (check_root("grad", "output ", i + 1, outputs[i]) < 0)
+            return -1;
+    for (int j = 0; j < ninputs; j++) {
+        if (td_check_tensor("grad", "input", inputs[j]) < 0)
+            return -1;
+        if (!requires_grad(inputs[j])) {
+            char s[200];
+            shape_str(s, sizeof s, inputs[j]);
+            return td_error("grad: input %d (%s) does not require grad", j + 1, s);
+        }
+    }
+    return 0;
+}
+
+int tide_autograd_grad(tide_tensor *const *outputs, const tide_tensor *const *grad_outputs,
+                       int noutputs, tide_tensor *const *inputs, int ninputs, bool retain_graph,
+                       bool create_graph, bool allow_unused, tide_tensor **grads)
+{
+    if (check_grad_args(outputs, noutputs, inputs, ninputs, grads) < 0)
+        return -1;
+    for (int j = 0; j < ninputs; j++)
+        grads[j] = NULL;
+    walk w = {.retain_graph = retain_graph, .create_graph = create_graph, .inputs = inputs,
+              .ninputs = ninputs, .captured = grads};
+    int rc = run_walk("grad", outputs, grad_outputs, noutputs, &w);
+    for (int j = 0; j < ninputs && rc == 0; j++)
+        if (!grads[j] && !allow_unused) {
+            char s[200];
+            shape_str(s, sizeof s, inputs[j]);
+            rc = td_error("grad: input %d (%s) was not used to compute the outputs (no gradient "
+                          "reaches it); pass allow_unused=true to get nil for it",
+                          j + 1, s);
+        }
+    if (rc < 0)
+        for (int j = 0; j < ninputs; j++) {
+            tide_release(grads[j]);
+            grads[j] = NULL;
+        }
     return rc;
 }
 

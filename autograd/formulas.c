@@ -4,10 +4,12 @@
  * backward like any other code. g is the gradient of the node's output: it has the output's
  * shape and dtype; each formula returns gradients of its inputs' shapes and dtypes.
  */
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../ops/dispatch.h"
+#include "../ops/strided_views.h"
 #include "autograd.h"
 
 /* ---- a scope for the intermediates of one formula ----------------------------------------- */
@@ -134,6 +136,7 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
     case TIDE_OP_PROD: case TIDE_OP_MAX: case TIDE_OP_MIN:
     case TIDE_OP_WHERE: /* the condition */
     case TIDE_OP_MAX_POOL2D:
+    case TIDE_OP_CUMSUM: /* cumprod's and logcumsumexp's gradients read x (a sum's does not) */
         return 1u;
     case TIDE_OP_POW: case TIDE_OP_MAXIMUM: case TIDE_OP_MINIMUM: case TIDE_OP_ATAN2:
         return 3u;
@@ -400,6 +403,12 @@ static int view_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **g
         r = pad_dim(S, K(tide_unsqueeze(g, d)), d, index, a->shape[d] - 1 - index);
         break;
     }
+    case TIDE_OP_DIAGONAL:
+        r = K(td_diagonal_grad(g, a->ndim, a->shape, v[0], (int)v[1], (int)v[2]));
+        break;
+    case TIDE_OP_UNFOLD:
+        r = K(td_unfold_grad(g, a->ndim, a->shape, (int)v[0], v[1], v[2]));
+        break;
     default:
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }
@@ -547,6 +556,64 @@ static int sdpa_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **g
     return 0;
 }
 
+/* t's sums over j >= i along d: a reversed cumsum. */
+static tide_tensor *reverse_cumsum(scope *S, tide_tensor *t, int d)
+{
+    tide_tensor *f = t ? K(tide_flip(t, &d, 1)) : NULL;
+    tide_tensor *c = f ? K(tide_cumsum(f, d)) : NULL;
+    return c ? K(tide_flip(c, &d, 1)) : NULL;
+}
+
+/* cumprod's gradient dx_i = sum_{j >= i} g_j prod_{k <= j, k != i} x_k, exact with zeros and
+ * O(n) (PyTorch's case split, written with ops): with z the first zero of the line,
+ *  - i < z: sum_{j >= i} g_j out_j / x_i (x_i is not zero; out_j = 0 from z on);
+ *  - i = z: sum_{j >= z} g_j out'_j, out' the cumprod with x_z set to 1;
+ *  - i > z: 0 (every product keeps the factor x_z = 0). */
+static tide_tensor *cumprod_grad(scope *S, tide_tensor *x, tide_tensor *g, int d)
+{
+    tide_tensor *zero = K(tide_scalar(0, (tide_dtype)x->dtype));
+    tide_tensor *one = K(tide_scalar(1, (tide_dtype)x->dtype));
+    tide_tensor *is_zero = K(tide_eq(x, zero));
+    tide_tensor *zeros_so_far = K(tide_cumsum(is_zero, d));
+    tide_tensor *before = K(tide_eq(zeros_so_far, K(tide_integer(0))));
+    tide_tensor *first = K(tide_logical_and(is_zero, K(tide_eq(zeros_so_far, K(tide_integer(1))))));
+    tide_tensor *out = K(tide_cumprod(x, d));
+    tide_tensor *sums = reverse_cumsum(S, K(tide_mul(g, out)), d);
+    tide_tensor *g_before = K(tide_div(sums, K(tide_where(before, x, one))));
+    tide_tensor *out1 = K(tide_cumprod(K(tide_where(first, one, x)), d));
+    tide_tensor *from_z = K(tide_where(before, zero, K(tide_mul(g, out1))));
+    tide_tensor *g_first = reverse_cumsum(S, from_z, d);
+    return K(tide_where(before, g_before, K(tide_where(first, g_first, zero))));
+}
+
+/* t's log(sum(exp)) over j >= i along d. */
+static tide_tensor *reverse_logcumsumexp(scope *S, tide_tensor *t, int d)
+{
+    tide_tensor *f = t ? K(tide_flip(t, &d, 1)) : NULL;
+    tide_tensor *c = f ? K(tide_logcumsumexp(f, d)) : NULL;
+    return c ? K(tide_flip(c, &d, 1)) : NULL;
+}
+
+/* logcumsumexp's gradient dx_i = sum_{j >= i} g_j exp(x_i - out_j), in log space so nothing
+ * overflows: exp(x + reversed logcumsumexp(log|g| - out)) over the positive g, minus the same
+ * over the negative g, as PyTorch. The other sign's places get the lowest finite number, not
+ * -inf, so differentiating this again meets no inf - inf. */
+static tide_tensor *logcumsumexp_grad(scope *S, tide_tensor *x, tide_tensor *g, int d)
+{
+    tide_dtype dt = (tide_dtype)x->dtype;
+    tide_tensor *out = K(tide_logcumsumexp(x, d));
+    tide_tensor *zero = K(tide_scalar(0, dt));
+    tide_tensor *lowest = K(tide_scalar(dt == TIDE_FLOAT32 ? -FLT_MAX : -DBL_MAX, dt));
+    tide_tensor *log_abs = K(tide_log(K(tide_abs(g))));
+    tide_tensor *parts[2];
+    for (int k = 0; k < 2; k++) {
+        tide_tensor *sign = K(k == 0 ? tide_gt(g, zero) : tide_lt(g, zero));
+        tide_tensor *lg = K(tide_sub(K(tide_where(sign, log_abs, lowest)), out));
+        parts[k] = K(tide_exp(K(tide_add(reverse_logcumsumexp(S, lg, d), x))));
+    }
+    return K(tide_sub(parts[0], parts[1]));
+}
+
 static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **gi)
 {
     const ag_input *i0 = &n->in[0], *i1 = n->nin > 1 ? &n->in[1] : NULL;
@@ -642,19 +709,34 @@ static int library_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor 
             return 0;
         }
         int dim = (int)v[0];
-        tide_tensor *rev = K(tide_flip(g, &dim, 1));
-        tide_tensor *sums = rev ? K(tide_cumsum(rev, dim)) : NULL;
-        gi[0] = give(S, sums ? K(tide_flip(sums, &dim, 1)) : NULL);
+        if (n->attrs.nints > 1 && v[1] == TIDE_SCAN_PROD) {
+            gi[0] = give(S, cumprod_grad(S, x0, g, dim));
+            return 0;
+        }
+        if (n->attrs.nints > 1 && v[1] == TIDE_SCAN_LOGSUMEXP) {
+            gi[0] = give(S, logcumsumexp_grad(S, x0, g, dim));
+            return 0;
+        }
+        gi[0] = give(S, reverse_cumsum(S, g, dim));
         return 0;
     }
     case TIDE_OP_SDPA:
         return sdpa_grad(S, n, g, gi);
+    case TIDE_OP_SDPA_GRAD: /* reached only through create_graph: refused, never approximated */
+        return td_error("double backward of scaled_dot_product_attention is not supported "
+                        "(its gradient, sdpa_grad, has no formula); differentiate attention "
+                        "once, or write it with matmul and softmax for higher orders");
     case TIDE_OP_QLINEAR: /* x [M, K] @ dequantize(q)^T: dx = g @ dequantize(q) */
         if (n0)
             gi[0] = give(S, K(tide_matmul(g, K(tide_dequantize(x1, (tide_qformat)v[0],
                                                                 i0->shape[1])))));
         return 0;
     default:
+        /* a gradient primitive (x_grad...) is reached only by differentiating a gradient */
+        if (strstr(tide_op_name(n->op), "_grad"))
+            return td_error("double backward of %s is not supported (its gradient primitive "
+                            "%s has no formula)",
+                            n->name ? n->name : tide_op_name(n->op), tide_op_name(n->op));
         return td_error("no backward formula for %s", tide_op_name(n->op));
     }
 }
@@ -671,7 +753,8 @@ int ag_backward_formula(const ag_node *n, tide_tensor *g, tide_tensor **gi)
     else if (op == TIDE_OP_SUM || op == TIDE_OP_PROD || op == TIDE_OP_MAX || op == TIDE_OP_MIN)
         rc = reduce_grad(S, n, g, gi);
     else if (op == TIDE_OP_RESHAPE || op == TIDE_OP_PERMUTE || op == TIDE_OP_EXPAND ||
-             op == TIDE_OP_SLICE || op == TIDE_OP_SELECT)
+             op == TIDE_OP_SLICE || op == TIDE_OP_SELECT || op == TIDE_OP_DIAGONAL ||
+             op == TIDE_OP_UNFOLD)
         rc = view_grad(S, n, g, gi);
     else if (op == TIDE_OP_CAST || op == TIDE_OP_COPY || op == TIDE_OP_CAT || op == TIDE_OP_PAD || op == TIDE_OP_FLIP ||
              op == TIDE_OP_WHERE || op == TIDE_OP_TO)

@@ -156,3 +156,93 @@ int td_gradcheck(td_gradcheck_fn f, void *ctx, tide_tensor *const *inputs, int n
     tide_set_grad_enabled(prev);
     return rc;
 }
+
+/* ---- gradgradcheck ---------------------------------------------------------------------------- */
+
+#define GG_MAX_INPUTS 16
+
+typedef struct gg_ctx {
+    td_gradcheck_fn f;
+    void *ctx;
+} gg_ctx;
+
+/* Fixed weights of t's shape in float64 (new reference): the gradient fed to f's output. */
+static tide_tensor *output_weights(const tide_tensor *t)
+{
+    int64_t numel = td_numel(t->ndim, t->shape);
+    double *w = td_malloc(sizeof(double) * (size_t)(numel ? numel : 1));
+    if (!w) {
+        td_error("gradgradcheck: out of memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < numel; i++)
+        w[i] = weight(i + 17);
+    tide_tensor *wt = tide_from_data(w, t->ndim, t->shape, TIDE_FLOAT64);
+    free(w);
+    return wt;
+}
+
+/* (inputs..., v) -> the gradients of <f(inputs), v> with respect to the inputs that require
+ * grad, each flattened (zeros where none reaches), concatenated: its gradient is f's second
+ * derivative (and, in v, the gradient's linearity in the incoming gradient). Grad mode is on
+ * inside, as taking a gradient needs it. */
+static tide_tensor *grad_of_f(void *vctx, tide_tensor *const *inputs, int n)
+{
+    gg_ctx *c = vctx;
+    bool prev = tide_set_grad_enabled(true);
+    tide_tensor *wrt[GG_MAX_INPUTS], *grads[GG_MAX_INPUTS] = {0}, *parts[GG_MAX_INPUTS] = {0};
+    int nw = 0, rc = 0;
+    for (int k = 0; k < n - 1; k++)
+        if (tide_requires_grad(inputs[k]))
+            wrt[nw++] = inputs[k];
+    tide_tensor *out = c->f(c->ctx, inputs, n - 1), *v = NULL, *flat = NULL;
+    if (!out)
+        rc = -1;
+    else if (tide_requires_grad(out) && !(v = tide_cast(inputs[n - 1], (tide_dtype)out->dtype)))
+        rc = -1;
+    if (rc == 0 && v)
+        rc = tide_autograd_grad(&out, (const tide_tensor *const *)&v, 1, wrt, nw, true, true,
+                                true, grads);
+    for (int k = 0; k < nw && rc == 0; k++) {
+        int64_t numel = td_numel(wrt[k]->ndim, wrt[k]->shape);
+        parts[k] = grads[k] ? tide_reshape(grads[k], 1, &numel)
+                            : td_full_on(wrt[k]->device, "gradgradcheck", 1, &numel, 0,
+                                         TIDE_FLOAT64);
+        if (!parts[k])
+            rc = -1;
+    }
+    if (rc == 0)
+        flat = tide_cat(parts, nw, 0);
+    for (int k = 0; k < nw; k++) {
+        tide_release(parts[k]);
+        tide_release(grads[k]);
+    }
+    tide_release(v);
+    tide_release(out);
+    tide_set_grad_enabled(prev);
+    return flat;
+}
+
+int td_gradgradcheck(td_gradcheck_fn f, void *ctx, tide_tensor *const *inputs, int n, double eps,
+                     double atol, double rtol)
+{
+    if (n < 0 || n >= GG_MAX_INPUTS)
+        return td_error("gradgradcheck: at most %d inputs, got %d", GG_MAX_INPUTS - 1, n);
+    tide_tensor *all[GG_MAX_INPUTS];
+    memcpy(all, inputs, sizeof *all * (size_t)n);
+    /* v, the gradient fed to f's output, is checked too: a leaf of the output's shape */
+    tide_tensor *out = f(ctx, inputs, n);
+    if (!out)
+        return -1;
+    tide_tensor *v = output_weights(out);
+    tide_release(out);
+    if (!v || tide_requires_grad_(v, true) < 0) {
+        tide_release(v);
+        return -1;
+    }
+    all[n] = v;
+    gg_ctx c = {f, ctx};
+    int rc = td_gradcheck(grad_of_f, &c, all, n + 1, eps, atol, rtol);
+    tide_release(v);
+    return rc;
+}

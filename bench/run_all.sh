@@ -34,6 +34,8 @@ for tier in $tiers; do
         section "bench_ops (issue 2) [TIDE_CPU_ISA=$tier]";     "$build/bench/bench_ops"
         section "bench_matmul (issue 3) [TIDE_CPU_ISA=$tier]";  "$build/bench/bench_matmul"
         section "bench_conv (issue 3) [TIDE_CPU_ISA=$tier]";    "$build/bench/bench_conv"
+        section "bench_conv_family (issue 24) [TIDE_CPU_ISA=$tier]"
+        "$build/bench/bench_conv_family"
         section "bench_jit (issues 6, 18) [TIDE_CPU_ISA=$tier]"; "$build/bench/bench_jit"
         section "bench_half (issue 22) [TIDE_CPU_ISA=$tier]"; "$build/bench/bench_half"
         section "bench_jit_mlp (issues 6, 18) [TIDE_CPU_ISA=$tier]"

@@ -31,7 +31,8 @@
 
 /* Ops that only make a new view of their input's storage. */
 #define TIDE_VIEW_OPS(X)                                                                           \
-    X(RESHAPE, reshape) X(PERMUTE, permute) X(EXPAND, expand) X(SLICE, slice) X(SELECT, select)
+    X(RESHAPE, reshape) X(PERMUTE, permute) X(EXPAND, expand) X(SLICE, slice) X(SELECT, select)   \
+    X(DIAGONAL, diagonal) X(UNFOLD, unfold)
 
 /* Ops that write a fresh output (or, for COPY and FILL, into a destination view). */
 #define TIDE_OTHER_OPS(X)                                                                          \
@@ -50,7 +51,7 @@
     X(AVG_POOL2D_GRAD, avg_pool2d_grad) X(RANDOM, random) X(TO, to)                               \
     X(CUMSUM, cumsum) X(TOPK, topk) X(SDPA, sdpa) X(SDPA_GRAD, sdpa_grad)                         \
     X(QUANTIZE, quantize) X(DEQUANTIZE, dequantize) X(QLINEAR, qlinear)                           \
-    X(LINEAR_HALF, linear_half)
+    X(LINEAR_HALF, linear_half) X(SORT, sort)
 
 #define TIDE_ALL_OPS(X)                                                                            \
     TIDE_UNARY_OPS(X) TIDE_BINARY_OPS(X) TIDE_REDUCE_OPS(X) TIDE_ARGREDUCE_OPS(X)                 \
@@ -102,8 +103,14 @@ static inline bool tide_op_is_binary(tide_op op)
  *  RANDOM: no inputs; ints = (distribution: 0 uniform [a, b), 1 normal (mean a, std b),
  *  2 integers uniform in [a, b); seed; offset), values = (a, b). Element i of the output is a
  *  function of (seed, offset + i) alone, so every thread count and device agrees.
- *  CUMSUM: in = (x), out has x's shape and dtype (float32, float64, int64); ints[0] = the dim
- *  (0 for a 0-dim x); inclusive sums, added in order along the dim.
+ *  CUMSUM: in = (x), out has x's shape; ints[0] = the dim (0 for a 0-dim x), ints[1] = the
+ *  kind (tide_scan_kind; 0, the sum, when nints is 1), each inclusive and in order along the dim:
+ *  SUM and PROD (float32, float64, int64, out x's dtype), LOGSUMEXP (float32/float64), and
+ *  ARGMAX/ARGMIN (any dtype but bool, out int64: the position of the running max (min), the
+ *  later one on ties, a NaN's once one is met, as torch.cummax).
+ *  SORT: in = (x), out int64 of x's shape: the positions along ints[0] that sort each line,
+ *  ascending (ints[1] = 0) or descending (1); stable; NaN above every number (last ascending,
+ *  first descending), as torch.sort. The values are a gather at them.
  *  TOPK: in = (x), out int64: the positions along dim of the k largest (smallest) elements,
  *  best first, ties to the lower position, NaN above everything; ints = (dim, k, largest).
  *  SDPA (fused attention, ops/attention.c): in = (q [B.., L, E], k [B.., S, E], v [B.., S, Ev]
@@ -123,7 +130,8 @@ static inline bool tide_op_is_binary(tide_op op)
  *  dispatcher copies through the two devices' read/write; it never reaches a device's run.
  *  View ops: shape/strides/offset of the result are on the output tensor itself; ints hold the
  *  user's arguments (RESHAPE: shape; PERMUTE: perm; EXPAND: shape; SLICE: dim, start, end,
- *  step; SELECT: dim, index) so a tracer can replay them.
+ *  step; SELECT: dim, index; DIAGONAL: offset, dim1, dim2; UNFOLD: dim, size, step) so a tracer
+ *  can replay them.
  */
 typedef struct tide_attrs {
     int64_t ints[2 * TIDE_MAX_DIMS];
@@ -131,6 +139,15 @@ typedef struct tide_attrs {
     double values[3];
     bool keepdim;
 } tide_attrs;
+
+/* CUMSUM's ints[1]. */
+typedef enum tide_scan_kind {
+    TIDE_SCAN_SUM,
+    TIDE_SCAN_PROD,
+    TIDE_SCAN_LOGSUMEXP,
+    TIDE_SCAN_ARGMAX,
+    TIDE_SCAN_ARGMIN
+} tide_scan_kind;
 
 const char *tide_op_name(tide_op op);
 

@@ -320,6 +320,64 @@ TIDE_API tide_tensor *tide_cumsum(const tide_tensor *x, int dim);
 TIDE_API int tide_topk(const tide_tensor *x, int64_t k, int dim, bool largest, bool sorted,
                        tide_tensor **values, tide_tensor **indices);
 
+/* ---- statistics, scans, sorting and searching (ops/stats.c, scan.c, sort.c, search.c) ------- */
+/* var/std over dims (NULL/0: all), divided by max(0, N - correction) (1: unbiased); float only.
+ * The _mean forms also give the mean (0, or -1 with the error set). */
+TIDE_API tide_tensor *tide_var(const tide_tensor *x, const int *dims, int ndims, double correction,
+                               bool keepdim);
+TIDE_API tide_tensor *tide_std(const tide_tensor *x, const int *dims, int ndims, double correction,
+                               bool keepdim);
+TIDE_API int tide_var_mean(const tide_tensor *x, const int *dims, int ndims, double correction,
+                           bool keepdim, tide_tensor **var, tide_tensor **mean);
+TIDE_API int tide_std_mean(const tide_tensor *x, const int *dims, int ndims, double correction,
+                           bool keepdim, tide_tensor **std, tide_tensor **mean);
+TIDE_API tide_tensor *tide_amax(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_amin(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_nansum(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_nanmean(const tide_tensor *x, const int *dims, int ndims, bool keepdim);
+TIDE_API tide_tensor *tide_count_nonzero(const tide_tensor *x, const int *dims, int ndims);
+/* p = 2 (also 'fro'), 1, INFINITY, -INFINITY, 0 (the count of nonzeros) or any other p. */
+TIDE_API tide_tensor *tide_norm(const tide_tensor *x, double p, const int *dims, int ndims,
+                                bool keepdim);
+/* Running products (integers give int64), log(sum(exp)) and max/min with the int64 0-based
+ * position of each (the later one on ties; NaN wins once met), as torch.cumprod etc. */
+TIDE_API tide_tensor *tide_cumprod(const tide_tensor *x, int dim);
+TIDE_API tide_tensor *tide_logcumsumexp(const tide_tensor *x, int dim);
+TIDE_API int tide_cummax(const tide_tensor *x, int dim, tide_tensor **values, tide_tensor **indices);
+TIDE_API int tide_cummin(const tide_tensor *x, int dim, tide_tensor **values, tide_tensor **indices);
+/* Sorted values and their int64 0-based positions along dim (either out may be NULL); always
+ * stable; NaN the largest (last ascending, first descending). */
+TIDE_API int tide_sort(const tide_tensor *x, int dim, bool descending, bool stable,
+                       tide_tensor **values, tide_tensor **indices);
+TIDE_API tide_tensor *tide_argsort(const tide_tensor *x, int dim, bool descending, bool stable);
+/* The lower median along dim (TIDE_ALL_DIMS: of every element, 0-dim) and its position; a line
+ * with a NaN gives its first NaN. indices may be NULL. */
+TIDE_API int tide_median(const tide_tensor *x, int dim, bool keepdim, tide_tensor **values,
+                         tide_tensor **indices);
+/* q: 0-dim or 1-D floating, values in [0, 1]; dim may be TIDE_ALL_DIMS; interpolation
+ * "linear" (NULL), "lower", "higher", "nearest" or "midpoint". A 1-D q adds a first dim. */
+TIDE_API tide_tensor *tide_quantile(const tide_tensor *x, const tide_tensor *q, int dim,
+                                    bool keepdim, const char *interpolation);
+/* The same for one q, checked here: nothing is read back (a tensor q's values are, to check). */
+TIDE_API tide_tensor *tide_quantile_scalar(const tide_tensor *x, double q, int dim, bool keepdim,
+                                           const char *interpolation);
+/* int64 [count, ndim] 0-based coordinates of the nonzero elements, in row-major order. Reads
+ * the count back (a graph break under the jit). */
+TIDE_API tide_tensor *tide_nonzero(const tide_tensor *x);
+/* The sorted distinct values of x (flattened); inverse (x's shape) and counts may be NULL. */
+TIDE_API int tide_unique(const tide_tensor *x, bool sorted, tide_tensor **values,
+                         tide_tensor **inverse, tide_tensor **counts);
+/* Positions (int64, or int32) to insert values into each sorted row of sorted_sequence; right:
+ * after equal elements; sorter (int64 0-based, may be NULL) sorts sorted_sequence. */
+TIDE_API tide_tensor *tide_searchsorted(const tide_tensor *sorted_sequence,
+                                        const tide_tensor *values, bool out_int32, bool right,
+                                        const tide_tensor *sorter);
+/* Counts (or summed weights, may be NULL) of each value of a 1-D non-negative integer x. */
+TIDE_API tide_tensor *tide_bincount(const tide_tensor *x, const tide_tensor *weights,
+                                    int64_t minlength);
+/* A histogram of bins equal bins over [min, max] (min == max: x's own range). */
+TIDE_API tide_tensor *tide_histc(const tide_tensor *x, int64_t bins, double min, double max);
+
 /* ---- in place ----------------------------------------------------------------------------- */
 /* Writes src (broadcast to dst's shape, converted to dst's dtype) into dst, which may be a view. */
 TIDE_API int tide_copy_(tide_tensor *dst, const tide_tensor *src);
@@ -358,6 +416,36 @@ TIDE_API tide_tensor *tide_avg_pool2d_grad(const tide_tensor *grad_out, const in
                                            const int padding[2], bool count_include_pad);
 /* Output [N, C, out_h, out_w]; bins as PyTorch's adaptive_avg_pool2d. */
 TIDE_API tide_tensor *tide_adaptive_avg_pool2d(const tide_tensor *x, int64_t out_h, int64_t out_w);
+
+/* The convolution family beyond 2-D (ops/conv_nd.c, pool_nd.c, fold.c): nd spatial dims (1, 2
+ * or 3) after [N, C]; each array holds nd values (NULL: PyTorch's default). Composites of the
+ * 2-D primitives, so gradients and devices come with them. conv: weight [O, C/groups, k...];
+ * conv_transpose: weight [Cin, Cout/groups, k...], output_padding < stride (depth: < stride or
+ * dilation). Pools: stride NULL means the kernel size; ceil_mode as PyTorch; indices (max_pool
+ * 1-D only, may be NULL) as tide_max_pool2d. */
+TIDE_API tide_tensor *tide_conv_nd(int nd, const tide_tensor *x, const tide_tensor *weight,
+                                   const tide_tensor *bias, const int *stride, const int *padding,
+                                   const int *dilation, int groups);
+TIDE_API tide_tensor *tide_conv_transpose_nd(int nd, const tide_tensor *x, const tide_tensor *weight,
+                                             const tide_tensor *bias, const int *stride,
+                                             const int *padding, const int *output_padding,
+                                             int groups, const int *dilation);
+TIDE_API tide_tensor *tide_max_pool_nd(int nd, const tide_tensor *x, const int *kernel,
+                                       const int *stride, const int *padding, bool ceil_mode,
+                                       tide_tensor **indices);
+TIDE_API tide_tensor *tide_avg_pool_nd(int nd, const tide_tensor *x, const int *kernel,
+                                       const int *stride, const int *padding, bool ceil_mode,
+                                       bool count_include_pad);
+TIDE_API tide_tensor *tide_adaptive_avg_pool_nd(int nd, const tide_tensor *x,
+                                                const int64_t *output_size);
+/* F.unfold: x [N, C, H, W] -> [N, C*kh*kw, L] (channel-major rows, as PyTorch); F.fold: its
+ * adjoint, [N, C*kh*kw, L] -> [N, C, output_size], overlapping entries summed. */
+TIDE_API tide_tensor *tide_unfold_patches(const tide_tensor *x, const int kernel[2],
+                                          const int dilation[2], const int padding[2],
+                                          const int stride[2]);
+TIDE_API tide_tensor *tide_fold_patches(const tide_tensor *cols, const int64_t output_size[2],
+                                        const int kernel[2], const int dilation[2],
+                                        const int padding[2], const int stride[2]);
 
 /* ---- indexing (index tensors are int64 or int32; every index is bounds-checked) ------------ */
 TIDE_API tide_tensor *tide_gather(const tide_tensor *x, int dim, const tide_tensor *index);
@@ -470,6 +558,39 @@ TIDE_API tide_tensor *tide_binary_cross_entropy_with_logits(const tide_tensor *l
 /* approximate_tanh: the tanh approximation (PyTorch's approximate="tanh"); else erf-exact. */
 TIDE_API tide_tensor *tide_gelu(const tide_tensor *x, bool approximate_tanh);
 TIDE_API tide_tensor *tide_silu(const tide_tensor *x);
+/* Normalizations, resizing and padding (ops/nn_group_norm.c, nn_resize.c, nn_pad.c). */
+/* x [N, C, ...]: each of num_groups groups of C/num_groups channels normalized per sample
+ * (biased variance, eps inside the root); weight and bias [C] or NULL. */
+TIDE_API tide_tensor *tide_group_norm(const tide_tensor *x, int64_t num_groups,
+                                      const tide_tensor *weight, const tide_tensor *bias,
+                                      double eps);
+/* x [N, C, spatial...] (at least one spatial dim): each channel of each sample normalized over
+ * its spatial dims (input statistics; no running statistics). */
+TIDE_API tide_tensor *tide_instance_norm(const tide_tensor *x, const tide_tensor *weight,
+                                         const tide_tensor *bias, double eps);
+typedef enum tide_interp_mode {
+    TIDE_INTERP_NEAREST = 0, /* src = floor(dst * scale), PyTorch's "nearest" */
+    TIDE_INTERP_LINEAR,
+    TIDE_INTERP_NEAREST_EXACT /* src = floor((dst + 0.5) * scale), PyTorch's "nearest-exact" */
+} tide_interp_mode;
+/* x [N, C, nsp spatial dims] (nsp 1..3) resized to size (nsp sizes) or, when size is NULL, to
+ * floor(in * scales[i]); the scales, when given, set the source coordinates as PyTorch's
+ * scale_factor does. LINEAR is linear/bilinear/trilinear; align_corners as PyTorch. */
+TIDE_API tide_tensor *tide_interpolate(const tide_tensor *x, int nsp, const int64_t *size,
+                                       const double *scales, tide_interp_mode mode,
+                                       bool align_corners);
+typedef enum tide_padding_mode {
+    TIDE_PAD_CONSTANT = 0,
+    TIDE_PAD_REFLECT,
+    TIDE_PAD_REPLICATE,
+    TIDE_PAD_CIRCULAR
+} tide_padding_mode;
+/* tide_pad with F.pad's modes (pads as tide_pad; value is used by CONSTANT only). */
+TIDE_API tide_tensor *tide_pad_mode(const tide_tensor *x, const int64_t *pads, int npads,
+                                    tide_padding_mode mode, double value);
+/* [..., C*r*r, H, W] -> [..., C, H*r, W*r], and back. */
+TIDE_API tide_tensor *tide_pixel_shuffle(const tide_tensor *x, int64_t upscale_factor);
+TIDE_API tide_tensor *tide_pixel_unshuffle(const tide_tensor *x, int64_t downscale_factor);
 
 /* ---- autograd ------------------------------------------------------------------------------ */
 /* Marks a floating-point leaf as needing gradients (or not). 0 or -1. */
@@ -482,6 +603,23 @@ TIDE_API int tide_set_grad(tide_tensor *t, const tide_tensor *grad);
 /* Accumulates d(root)/d(leaf) into every leaf's grad. grad_root NULL means 1 (root must have
  * one element). Without retain_graph the graph's saved tensors are freed. 0 or -1. */
 TIDE_API int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph);
+/* tide_backward with create_graph: the backward pass is itself recorded, so the leaves' grads
+ * are in a graph and can be differentiated again (Hessian-vector products, gradient penalties).
+ * Grads are then accumulated out of place. A leaf's grad made so refers to the leaf through its
+ * graph (a reference cycle, as in PyTorch): set it to NULL (tide_set_grad) when done, or use
+ * tide_autograd_grad, which touches no .grad. PyTorch's default is retain_graph = create_graph. */
+TIDE_API int tide_backward_ex(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph,
+                              bool create_graph);
+/* torch.autograd.grad: grads[j] = d(sum_i <outputs[i], grad_outputs[i]>)/d(inputs[j]) (new
+ * references), without touching any .grad. grad_outputs NULL (or a NULL entry) means 1 for a
+ * one-element output. inputs may be leaves or results inside the graph; each must require grad.
+ * An input no gradient reaches is an error unless allow_unused (then its grads[j] is NULL).
+ * With create_graph the gradients are in a graph (differentiable again). 0, or -1 with the
+ * error set and every grads[j] NULL. */
+TIDE_API int tide_autograd_grad(tide_tensor *const *outputs, const tide_tensor *const *grad_outputs,
+                                int noutputs, tide_tensor *const *inputs, int ninputs,
+                                bool retain_graph, bool create_graph, bool allow_unused,
+                                tide_tensor **grads);
 /* The same values, outside the graph (shares storage). */
 TIDE_API tide_tensor *tide_detach(const tide_tensor *t);
 /* Grad mode of the calling thread; returns the previous setting. */
@@ -700,6 +838,71 @@ TIDE_API size_t tide_get_memory_limit(void);
  * once no other thread is calling tide, after releasing your tensors and graphs (so that a
  * leak checker sees nothing left). tide stays usable afterwards: the next call starts again. */
 TIDE_API void tide_shutdown(void);
+
+/* ---- linear algebra, shapes, indexing, einsum (issue 24; composites of the ops above) ------- */
+/* beta * input + alpha * (m1 @ m2); input broadcasts to the product. beta 0 ignores input. */
+TIDE_API tide_tensor *tide_addmm(const tide_tensor *input, const tide_tensor *m1,
+                                 const tide_tensor *m2, double beta, double alpha);
+TIDE_API tide_tensor *tide_addmv(const tide_tensor *input, const tide_tensor *mat,
+                                 const tide_tensor *vec, double beta, double alpha);
+TIDE_API tide_tensor *tide_baddbmm(const tide_tensor *input, const tide_tensor *b1,
+                                   const tide_tensor *b2, double beta, double alpha);
+/* beta * input + alpha * sum over the batch of b1[i] @ b2[i] (one product). */
+TIDE_API tide_tensor *tide_addbmm(const tide_tensor *input, const tide_tensor *b1,
+                                  const tide_tensor *b2, double beta, double alpha);
+TIDE_API tide_tensor *tide_outer(const tide_tensor *a, const tide_tensor *b);
+TIDE_API tide_tensor *tide_cross(const tide_tensor *a, const tide_tensor *b, int dim); /* size 3 */
+TIDE_API tide_tensor *tide_kron(const tide_tensor *a, const tide_tensor *b);
+/* Contracts dims_a[i] of a with dims_b[i] of b (n pairs). */
+TIDE_API tide_tensor *tide_tensordot(const tide_tensor *a, const tide_tensor *b, int n,
+                                     const int *dims_a, const int *dims_b);
+/* p-norm distances between the rows of x1 [B.., P, M] and x2 [B.., R, M]: [B.., P, R]. */
+TIDE_API tide_tensor *tide_cdist(const tide_tensor *x1, const tide_tensor *x2, double p);
+TIDE_API tide_tensor *tide_block_diag(tide_tensor *const *xs, int n);
+/* Views: the offset-th diagonal of dims (dim1, dim2) as the last dim; windows of size along
+ * dim every step, as a new last dim. */
+TIDE_API tide_tensor *tide_diagonal(const tide_tensor *x, int64_t offset, int dim1, int dim2);
+TIDE_API tide_tensor *tide_unfold(const tide_tensor *x, int dim, int64_t size, int64_t step);
+TIDE_API tide_tensor *tide_diag_embed(const tide_tensor *x, int64_t offset, int dim1, int dim2);
+TIDE_API tide_tensor *tide_diag(const tide_tensor *x, int64_t diagonal); /* 1-D <-> 2-D */
+TIDE_API tide_tensor *tide_trace(const tide_tensor *x);
+TIDE_API tide_tensor *tide_tile(const tide_tensor *x, int nreps, const int64_t *reps);
+/* ndims 0: x flattened, rolled by shifts[0], shaped back. */
+TIDE_API tide_tensor *tide_roll(const tide_tensor *x, int nshifts, const int64_t *shifts,
+                                const int *dims, int ndims);
+/* dim NULL: x flattened first. The tensor form reads repeats back (its size depends on them). */
+TIDE_API tide_tensor *tide_repeat_interleave(const tide_tensor *x, int64_t repeats, const int *dim);
+TIDE_API tide_tensor *tide_repeat_interleave_tensor(const tide_tensor *x, const tide_tensor *repeats,
+                                                    const int *dim);
+TIDE_API tide_tensor *tide_movedim(const tide_tensor *x, int n, const int *src, const int *dst);
+TIDE_API tide_tensor *tide_rot90(const tide_tensor *x, int64_t k, int dim0, int dim1);
+TIDE_API tide_tensor *tide_atleast(const tide_tensor *x, int ndim); /* ndim 1, 2 or 3 */
+TIDE_API tide_tensor *tide_hstack(tide_tensor *const *xs, int n);
+TIDE_API tide_tensor *tide_vstack(tide_tensor *const *xs, int n);
+TIDE_API tide_tensor *tide_dstack(tide_tensor *const *xs, int n);
+TIDE_API tide_tensor *tide_column_stack(tide_tensor *const *xs, int n);
+/* n 1-D tensors to n expanded views (indexing "ij"; xy swaps the first two dims). 0 or -1. */
+TIDE_API int tide_meshgrid(tide_tensor *const *xs, int n, bool xy, tide_tensor **out);
+TIDE_API tide_tensor *tide_cartesian_prod(tide_tensor *const *xs, int n);
+/* The elements of x where mask (broadcast together) is true, 1-D; reads the count back. */
+TIDE_API tide_tensor *tide_masked_select(const tide_tensor *x, const tide_tensor *mask);
+TIDE_API tide_tensor *tide_take(const tide_tensor *x, const tide_tensor *index);
+/* reduce NULL: src replaces (of a repeated index the last source along dim wins), "add",
+ * "multiply". */
+TIDE_API tide_tensor *tide_scatter(const tide_tensor *x, int dim, const tide_tensor *index,
+                                   const tide_tensor *src, const char *reduce);
+TIDE_API tide_tensor *tide_scatter_value(const tide_tensor *x, int dim, const tide_tensor *index,
+                                         double value, const char *reduce);
+TIDE_API tide_tensor *tide_index_add(const tide_tensor *x, int dim, const tide_tensor *index,
+                                     const tide_tensor *src, double alpha);
+TIDE_API tide_tensor *tide_index_copy(const tide_tensor *x, int dim, const tide_tensor *index,
+                                      const tide_tensor *src);
+TIDE_API tide_tensor *tide_index_fill(const tide_tensor *x, int dim, const tide_tensor *index,
+                                      double value);
+/* mean + std * randn over the broadcast shape of mean and std. */
+TIDE_API tide_tensor *tide_normal(const tide_tensor *mean, const tide_tensor *std);
+/* PyTorch's einsum: "ij,jk->ik", implicit output, "...", repeated indices (diagonals). */
+TIDE_API tide_tensor *tide_einsum(const char *equation, tide_tensor *const *xs, int n);
 
 #ifdef __cplusplus
 }

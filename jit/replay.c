@@ -107,7 +107,7 @@ static int op_shape(const char *who, jit_node *nodes, const jit_node *cap, int i
     const jit_node *a = nd->nin > 0 ? &nodes[nd->in[0]] : NULL;
     tide_op op = (tide_op)nd->op;
     if (tide_op_is_unary(op) || op == TIDE_OP_CAST || op == TIDE_OP_TO ||
-        op == TIDE_OP_CUMSUM || op == TIDE_OP_FLIP) {
+        op == TIDE_OP_CUMSUM || op == TIDE_OP_FLIP || op == TIDE_OP_SORT) {
         memcpy(nd->shape, a->shape, sizeof(int64_t) * a->ndim);
     } else if (tide_op_is_binary(op) || op == TIDE_OP_WHERE) {
         if (broadcast_shape(who, nodes, i) < 0)

@@ -484,10 +484,15 @@ int luaopen_tide(lua_State *L)
     lt_open_create(L, mt, methods, module);
     lt_open_ops(L, mt, methods, module);
     lt_open_math(L, mt, methods, module);
+    lt_open_stats(L, mt, methods, module);
     lt_open_shape(L, mt, methods, module);
     lt_open_index(L, mt, methods, module);
+    lt_open_linalg(L, mt, methods, module);
+    lt_open_shape_ops(L, mt, methods, module);
     lt_open_device(L, mt, methods, module);
     lt_open_nn(L, mt, methods, module);
+    lt_open_resize(L, mt, methods, module);
+    lt_open_conv_nd(L, mt, methods, module);
     lt_open_quant(L, mt, methods, module);
     lt_open_autograd(L, mt, methods, module);
     lt_open_print(L, mt, methods, module);

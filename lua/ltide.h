@@ -159,10 +159,15 @@ void lt_open_tensor(lua_State *L, int mt, int methods, int module);
 void lt_open_create(lua_State *L, int mt, int methods, int module);
 void lt_open_ops(lua_State *L, int mt, int methods, int module);
 void lt_open_math(lua_State *L, int mt, int methods, int module); /* issue 24's math */
+void lt_open_stats(lua_State *L, int mt, int methods, int module); /* ltide_stats.c */
 void lt_open_shape(lua_State *L, int mt, int methods, int module);
 void lt_open_index(lua_State *L, int mt, int methods, int module);
+void lt_open_linalg(lua_State *L, int mt, int methods, int module);    /* ltide_linalg.c */
+void lt_open_shape_ops(lua_State *L, int mt, int methods, int module); /* ltide_shape_ops.c */
 void lt_open_device(lua_State *L, int mt, int methods, int module); /* ltide_device.c */
 void lt_open_nn(lua_State *L, int mt, int methods, int module);
+void lt_open_resize(lua_State *L, int mt, int methods, int module); /* ltide_resize.c */
+void lt_open_conv_nd(lua_State *L, int mt, int methods, int module); /* ltide_conv_nd.c */
 void lt_open_quant(lua_State *L, int mt, int methods, int module); /* ltide_quant.c */
 void lt_open_autograd(lua_State *L, int mt, int methods, int module);
 void lt_open_print(lua_State *L, int mt, int methods, int module);

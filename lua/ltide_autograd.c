@@ -1,5 +1,6 @@
 /*
  * ltide_autograd.c — autograd from Lua (x:requires_grad_(), loss:backward(), x:detach(),
+ * tide.autograd.grad (through tide._autograd_grad; gradcheck is in lua/tide/autograd.lua),
  * tide.no_grad(fn), tide.set_grad_enabled(b), tide.autocast(dtype, fn); x.grad / x.requires_grad / x.grad_fn are
  * attributes in ltide_tensor.c) and the runtime: threads and memory (tide.collect()).
  */
@@ -21,7 +22,19 @@ static int t_requires_grad_(lua_State *L)
     return 1;
 }
 
-/* loss:backward([grad] [, {retain_graph = true}]) */
+/* A boolean option of the table at opt (absent: dflt). */
+static bool opt_bool(lua_State *L, int opt, const char *op, const char *key, bool dflt)
+{
+    int type = lua_getfield(L, opt, key);
+    if (type != LUA_TNIL && type != LUA_TBOOLEAN)
+        luaL_error(L, "%s: %s must be a boolean, got %s", op, key, luaL_typename(L, -1));
+    bool v = type == LUA_TNIL ? dflt : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* loss:backward([grad] [, {retain_graph = b, create_graph = b}]); retain_graph defaults to
+ * create_graph, as in PyTorch. */
 static int t_backward(lua_State *L)
 {
     tide_tensor *root = lt_check(L, 1, "backward");
@@ -33,21 +46,107 @@ static int t_backward(lua_State *L)
     } else if (lua_isnil(L, 2) && lua_gettop(L) >= 3) {
         opt = 3;
     }
-    bool retain = false;
+    bool retain = false, create = false;
     if (!lua_isnoneornil(L, opt)) {
         if (lua_type(L, opt) != LUA_TTABLE)
             return luaL_error(L, "backward: expected a gradient tensor and/or an options table "
-                              "{retain_graph = true}, got %s", luaL_typename(L, opt));
-        static const char *const keys[] = {"retain_graph", NULL};
+                              "{retain_graph = true, create_graph = true}, got %s",
+                              luaL_typename(L, opt));
+        static const char *const keys[] = {"retain_graph", "create_graph", NULL};
         lt_checkkeys(L, opt, "backward", keys);
-        int type = lua_getfield(L, opt, "retain_graph");
-        if (type != LUA_TNIL && type != LUA_TBOOLEAN)
-            return luaL_error(L, "backward: retain_graph must be a boolean");
-        retain = lua_toboolean(L, -1);
+        create = opt_bool(L, opt, "backward", "create_graph", false);
+        retain = opt_bool(L, opt, "backward", "retain_graph", create);
     }
-    if (tide_backward(root, grad, retain) < 0)
+    if (tide_backward_ex(root, grad, retain, create) < 0)
         return lt_raise(L, NULL);
     return 0;
+}
+
+/* How many tensors arg holds: 1 for a tensor, the length of a list. */
+static int list_len(lua_State *L, int arg, const char *what)
+{
+    if (lua_type(L, arg) == LUA_TUSERDATA)
+        return 1;
+    if (lua_type(L, arg) != LUA_TTABLE)
+        return luaL_error(L, "grad: %s must be a tensor or a list of tensors, got %s", what,
+                          luaL_typename(L, arg));
+    lua_Integer n = luaL_len(L, arg);
+    if (n < 1 || n > 4096)
+        return luaL_error(L, "grad: %s must hold 1 to 4096 tensors, got %d", what, (int)n);
+    return (int)n;
+}
+
+/* v[0..n-1] = the tensors of arg (a tensor or a list; the list keeps them alive). nil entries
+ * are NULL when holes is set (grad_outputs), else an error. */
+static void list_tensors(lua_State *L, int arg, const char *what, int n, bool holes,
+                         tide_tensor **v)
+{
+    if (lua_type(L, arg) == LUA_TUSERDATA) {
+        v[0] = lt_check(L, arg, "grad");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        lua_geti(L, arg, i + 1);
+        v[i] = lua_isnil(L, -1) && holes ? NULL : lt_totensor(L, -1);
+        if (!v[i] && !(holes && lua_isnil(L, -1)))
+            luaL_error(L, "grad: %s[%d] must be a tensor, got %s", what, i + 1,
+                       luaL_typename(L, -1));
+        lua_pop(L, 1);
+    }
+}
+
+/* tide.autograd.grad(outputs, inputs [, {grad_outputs =, retain_graph =, create_graph =,
+ * allow_unused =}]): the gradient of the outputs with respect to each input, as that many
+ * values (nil for an unused input under allow_unused). No .grad is touched. */
+static int f_autograd_grad(lua_State *L)
+{
+    int nout = list_len(L, 1, "outputs"), nin = list_len(L, 2, "inputs");
+    bool create = false, retain = false, allow_unused = false;
+    lua_settop(L, 3);
+    if (!lua_isnil(L, 3)) {
+        if (lua_type(L, 3) != LUA_TTABLE)
+            return luaL_error(L, "grad: expected an options table {grad_outputs =, retain_graph "
+                              "=, create_graph =, allow_unused =}, got %s", luaL_typename(L, 3));
+        static const char *const keys[] = {"grad_outputs", "retain_graph", "create_graph",
+                                           "allow_unused", NULL};
+        lt_checkkeys(L, 3, "grad", keys);
+        create = opt_bool(L, 3, "grad", "create_graph", false);
+        retain = opt_bool(L, 3, "grad", "retain_graph", create);
+        allow_unused = opt_bool(L, 3, "grad", "allow_unused", false);
+    }
+    /* slot 4: grad_outputs (nil: ones for one-element outputs) */
+    if (lua_isnil(L, 3))
+        lua_pushnil(L);
+    else
+        lua_getfield(L, 3, "grad_outputs");
+    bool have_go = !lua_isnil(L, 4);
+    if (have_go && lua_type(L, 4) == LUA_TTABLE && (int)luaL_len(L, 4) > nout)
+        return luaL_error(L, "grad: grad_outputs holds %d tensors for %d outputs",
+                          (int)luaL_len(L, 4), nout);
+    if (have_go && lua_type(L, 4) == LUA_TUSERDATA && nout != 1)
+        return luaL_error(L, "grad: grad_outputs must be a list of %d tensors", nout);
+    /* one array: outputs, grad_outputs, inputs, results (a userdata the collector frees) */
+    tide_tensor **v = lua_newuserdatauv(L, sizeof *v * (size_t)(2 * nout + 2 * nin), 0);
+    tide_tensor **outs = v, **gouts = v + nout, **ins = v + 2 * nout, **grads = ins + nin;
+    list_tensors(L, 1, "outputs", nout, false, outs);
+    list_tensors(L, 2, "inputs", nin, false, ins);
+    for (int i = 0; i < nout; i++)
+        gouts[i] = NULL;
+    if (have_go)
+        list_tensors(L, 4, "grad_outputs", nout, true, gouts);
+    if (tide_autograd_grad(outs, (const tide_tensor *const *)gouts, nout, ins, nin, retain,
+                           create, allow_unused, grads) < 0)
+        return lt_raise(L, NULL);
+    luaL_checkstack(L, nin, "grad: too many inputs");
+    for (int j = 0; j < nin; j++) {
+        if (!grads[j]) {
+            lua_pushnil(L);
+            continue;
+        }
+        lt_box *b = lt_newbox(L);
+        lt_fill(L, b, grads[j], false);
+    }
+    return nin;
 }
 
 static int t_detach(lua_State *L)
@@ -200,6 +299,7 @@ static const lt_reg autograd_regs[] = {
     {"requires_grad_", t_requires_grad_, LT_METHOD},
     {"backward", t_backward, LT_BOTH},
     {"detach", t_detach, LT_BOTH},
+    {"_autograd_grad", f_autograd_grad, LT_FUNCTION}, /* tide.autograd.grad (lua/tide/autograd.lua) */
     {"no_grad", f_no_grad, LT_FUNCTION},
     {"enable_grad", f_enable_grad, LT_FUNCTION},
     {"set_grad_enabled", f_set_grad_enabled, LT_FUNCTION},

@@ -89,10 +89,44 @@ static void check_binary_args(lua_State *L, const char *name)
         luaL_error(L, "%s: at least one argument must be a tensor", name);
 }
 
+/*
+ * add(a, b, {alpha = s}) and sub: b is scaled first, as in PyTorch. Any other op given a third
+ * argument is an error: dropping it silently would give a wrong value.
+ */
+static void apply_alpha(lua_State *L, const char *name)
+{
+    if (lua_gettop(L) < 3 || lua_isnil(L, 3))
+        return;
+    bool takes_alpha = !strcmp(name, "add") || !strcmp(name, "sub") || !strcmp(name, "subtract");
+    if (!takes_alpha)
+        luaL_error(L, "%s: takes two arguments, got %d", name, lua_gettop(L));
+    if (lua_type(L, 3) == LUA_TTABLE)
+        lua_getfield(L, 3, "alpha");
+    else
+        lua_pushvalue(L, 3);
+    if (!lua_isnumber(L, -1))
+        luaL_error(L, "%s: alpha must be a number (as {alpha = 2}), got %s", name, luaL_typename(L, -1));
+    double alpha = lua_tonumber(L, -1);
+    tide_tensor *s = lua_isinteger(L, -1) ? tide_integer(lua_tointeger(L, -1)) : tide_number(alpha);
+    lua_pop(L, 1);
+    if (alpha == 1) {
+        tide_release(s);
+        return;
+    }
+    lt_operand y = lt_make_operand(L, 2);
+    tide_tensor *scaled = y.t && s ? tide_mul(y.t, s) : NULL;
+    tide_release(s);
+    lt_free_operand(&y);
+    lt_box *b = lt_newbox(L);
+    lt_fill(L, b, scaled, false);
+    lua_replace(L, 2);
+}
+
 static int binary(lua_State *L)
 {
     int i = (int)lua_tointeger(L, lua_upvalueindex(2));
     check_binary_args(L, binary_ops[i].name);
+    apply_alpha(L, binary_ops[i].name);
     lua_settop(L, 2);
     lt_box *b = lt_newbox(L);
     return lt_fill(L, b, apply_binary(L, 1, 2, binary_ops[i].fn), false);
@@ -104,6 +138,7 @@ static int binary_inplace(lua_State *L)
     const char *name = binary_ops[i].name;
     tide_tensor *x = lt_check(L, 1, name);
     lt_check_operand(L, 2, name);
+    apply_alpha(L, name);
     lua_settop(L, 2);
     return lt_write_back(L, 1, x, apply_binary(L, 1, 2, binary_ops[i].fn), name);
 }

@@ -55,7 +55,79 @@ if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
    grep -qw avx512dq /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo; then
   tiers="$tiers avx512"
 fi
-numeric='^(test_(vulkan_half|half_cast|jit_half|elementwise|half|half_files|autocast|reduce|matmul|conv|movement|indexing|nn|autograd|creation|random|jit|jit_symbolic|ref_device|ref_jit|erf|triu_cumsum|sdpa|multinomial|jit_capture_dynamic|embed_llama|quant|linear_half|math_ulps|math_ops)|lua_(ops|half|half_files|autocast|jit|jit_random|jit_symbolic|autograd|nn|ref_jit|activations|triu_cumsum|nn_attention|nn_norm_clip|optim_sched|sdpa|multinomial|nn_transformer|gpt_parity|gpt_decode|llama|quant|linear_half|math)(_tideprog)?)$'
+# The numeric suites, run under every tier: one name per line, so additions merge.
+numeric_c=(
+  vulkan_half
+  half_cast
+  jit_half
+  elementwise
+  half
+  half_files
+  autocast
+  reduce
+  matmul
+  conv
+  movement
+  indexing
+  nn
+  autograd
+  creation
+  random
+  jit
+  jit_symbolic
+  ref_device
+  ref_jit
+  erf
+  triu_cumsum
+  sdpa
+  multinomial
+  jit_capture_dynamic
+  embed_llama
+  quant
+  linear_half
+  autograd_higher
+  nn_resize
+  conv_nd
+  stats
+  linalg_ops
+  math_ulps
+  math_ops
+)
+numeric_lua=(
+  ops
+  half
+  half_files
+  autocast
+  jit
+  jit_random
+  jit_symbolic
+  autograd
+  nn
+  ref_jit
+  activations
+  triu_cumsum
+  nn_attention
+  nn_norm_clip
+  optim_sched
+  sdpa
+  multinomial
+  nn_transformer
+  gpt_parity
+  gpt_decode
+  llama
+  quant
+  linear_half
+  nn_rnn
+  optim_more
+  api_coverage
+  autograd_higher
+  nn_extra
+  conv_family
+  stats
+  linalg_ops
+  math
+)
+numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?)$"
 for tier in $tiers; do
   echo "== numeric suites, TIDE_CPU_ISA=$tier"
   if [ -d build ]; then

@@ -2,7 +2,9 @@
  * test_autograd.c — autograd: gradcheck (central differences in float64) on every
  * differentiable primitive and every composite of tide.h, with broadcasting and non-contiguous
  * (transposed, sliced with a step, expanded) inputs; then the engine: accumulation,
- * retain_graph, no_grad, detach, in-place rules, version counters and the errors.
+ * retain_graph, no_grad, detach, in-place rules, version counters and the errors. Every
+ * gradcheck case is also gradgradchecked (second derivatives through create_graph), and every
+ * primitive must appear in one of those graphs or be listed with a reason.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -94,6 +96,49 @@ static tide_tensor *run_case(void *ctx, tide_tensor *const *x, int n)
 
 static int gc_cases;
 
+/* ---- gradgradcheck: every case again, second derivatives through create_graph ----------------- */
+
+/* The primitives met in the graphs that gradgradcheck differentiated (coverage, see main). */
+static bool gg_covered[TIDE_NUM_OPS];
+
+static void mark_ops(const ag_node *n, int depth)
+{
+    if (!n || depth > 64)
+        return;
+    gg_covered[n->op] = true;
+    for (int i = 0; i < n->nin; i++)
+        mark_ops(n->in[i].node, depth + 1);
+}
+
+static tide_tensor *run_case_marking(void *ctx, tide_tensor *const *x, int n)
+{
+    tide_tensor *r = run_case(ctx, x, n);
+    if (r)
+        mark_ops(r->grad_fn, 0);
+    return r;
+}
+
+/* The second derivatives (gradients of the create_graph gradient) against finite differences
+ * of the first: the same step and tolerance as the case's gradcheck (each formula is smooth
+ * where the cases' inputs lie, and the first gradient is exact to rounding). A case whose
+ * second derivative is refused ("double backward of X is not supported") passes. */
+static void gg_run(const char *name, case_fn fn, tide_tensor **in, int n, int line, double eps,
+                   double tol)
+{
+    case_ctx c = {fn};
+    first_err[0] = 0;
+    int rc = td_gradgradcheck(run_case_marking, &c, in, n, eps, tol, tol);
+    /* a primitive may refuse a second derivative by name (attention's fused gradient does):
+     * never a wrong value, so it passes, and is reported */
+    if (rc < 0 && strstr(tide_last_error(), "double backward of") &&
+        strstr(tide_last_error(), "is not supported")) {
+        printf("test_autograd: line %d: %s: %s\n", line, name, tide_last_error());
+        return;
+    }
+    CHECK(rc == 0, "line %d: gradgradcheck %s: %s (first error: %s)", line, name,
+          tide_last_error(), first_err);
+}
+
 static void gc_run(const char *name, case_fn fn, tide_tensor **in, int n, int line, double eps,
                    double tol)
 {
@@ -103,6 +148,7 @@ static void gc_run(const char *name, case_fn fn, tide_tensor **in, int n, int li
     CHECK(rc == 0, "line %d: gradcheck %s: %s (first error: %s)", line, name, tide_last_error(),
           first_err);
     gc_cases++;
+    gg_run(name, fn, in, n, line, eps, tol);
     for (int i = 0; i < n; i++)
         tide_release(in[i]);
 }
@@ -163,6 +209,36 @@ FN(f_pow_scalar_frac, T(tide_pow_scalar(x[0], 1.7)))
 FN(f_where, T(tide_where(T(tide_gt(x[2], T(tide_number(0)))), x[0], x[1])))
 FN(f_cast, T(tide_cast(T(tide_mul(T(tide_cast(x[0], TIDE_FLOAT32)), x[1])), TIDE_FLOAT64)))
 FN(f_mixed, T(tide_mul(T(tide_cast(x[0], TIDE_FLOAT32)), x[1]))) /* float32 * float64 */
+
+/* issue 24's primitives (ops/README.md); tan, asin, acos on scaled inputs, inside their domains
+ * and away from tan's poles; trunc beside x, as floor; fmod's jumps as remainder's. */
+FN(f_log1p, T(tide_log1p(x[0])))
+FN(f_expm1, T(tide_expm1(x[0])))
+FN(f_log2, T(tide_log2(x[0])))
+FN(f_tan, T(tide_tan(T(tide_mul_scalar(x[0], 0.6)))))
+FN(f_asin, T(tide_asin(T(tide_mul_scalar(x[0], 0.45)))))
+FN(f_acos, T(tide_acos(T(tide_mul_scalar(x[0], 0.45)))))
+FN(f_atan, T(tide_atan(x[0])))
+FN(f_sinh, T(tide_sinh(x[0])))
+FN(f_cosh, T(tide_cosh(x[0])))
+FN(f_trunc, T(tide_add(T(tide_trunc(x[0])), x[0])))
+FN(f_atan2, T(tide_atan2(x[0], x[1])))
+FN(f_fmod, T(tide_fmod(x[0], x[1])))
+
+static void test_math_24(void)
+{
+    case_fn general[] = {f_expm1, f_tan, f_asin, f_acos, f_atan, f_sinh, f_cosh, f_trunc};
+    for (size_t i = 0; i < sizeof general / sizeof *general; i++) {
+        GC(general[i], R(3, 4));
+        GC(general[i], RT(3, 4));
+    }
+    GC(f_log1p, P(3, 4));
+    GC(f_log2, P(3, 4));
+    GC(f_atan2, R(3, 4), NZ(3, 4));
+    GC(f_atan2, R(3, 1), NZ(1, 4));
+    GC(f_fmod, R(3, 4), NZ(3, 4));
+    GC(f_fmod, RT(3, 4), NZ(4));
+}
 
 static void test_elementwise(void)
 {
@@ -259,6 +335,11 @@ static void test_elementwise(void)
 /* ---- reductions ------------------------------------------------------------------------------ */
 
 FN(f_sum_all, T(tide_sum(x[0], NULL, 0, false)))
+/* times x, so the second derivative runs cumsum's formula on a gradient inside the graph */
+FN(f_cumsum, T(tide_mul(T(tide_cumsum(x[0], 1)), x[0])))
+/* CUMSUM's other kinds: cumprod's and logcumsumexp's formulas differentiated again */
+FN(f_cumprod, T(tide_cumprod(x[0], 1)))
+FN(f_logcumsumexp, T(tide_logcumsumexp(x[0], 0)))
 FN(f_sum_1, T(tide_sum(x[0], (int[]){1}, 1, false)))
 FN(f_sum_02k, T(tide_sum(x[0], (int[]){0, 2}, 2, true)))
 FN(f_mean_neg, T(tide_mean(x[0], (int[]){-1}, 1, false)))
@@ -272,6 +353,10 @@ FN(f_min_0, T(tide_min(x[0], (int[]){0}, 1, false)))
 
 static void test_reductions(void)
 {
+    GC(f_cumsum, R(3, 4));
+    GC(f_cumsum, RT(2, 3));
+    GC(f_cumprod, R(3, 4));
+    GC(f_logcumsumexp, RT(3, 4));
     case_fn fs[] = {f_sum_all, f_sum_1, f_mean_neg, f_prod_1, f_prod_all, f_max_1, f_max_all,
                     f_min_0};
     for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) {
@@ -359,6 +444,12 @@ static tide_tensor *f_cat_mixed(tide_tensor *const *x)
 FN(f_pad, T(tide_pad(x[0], (int64_t[]){1, 2, 0, 1}, 4, 0.5)))
 FN(f_pad_crop, T(tide_pad(x[0], (int64_t[]){-1, 2, 1, -1}, 4, 0)))
 FN(f_flip, T(tide_flip(x[0], (int[]){0, 2}, 2)))
+static tide_tensor *f_diagonal(tide_tensor *const *x) /* squared, so the second order is not 0 */
+{
+    tide_tensor *d = T(tide_diagonal(x[0], -1, 2, 0));
+    return T(tide_mul(d, d));
+}
+FN(f_unfold, T(tide_mul(T(tide_unfold(x[0], 1, 3, 2)), T(tide_unfold(x[0], 1, 3, 2)))))
 /* the same element reached through two views: gradients add up */
 FN(f_two_views, T(tide_mul(T(tide_select(x[0], 0, 0)), T(tide_slice(T(tide_transpose(x[0], 0, 1)),
                                                                       1, 1, 2, 1)))))
@@ -401,6 +492,10 @@ static void test_views(void)
     GC(f_flip, R(2, 3, 4));
     GC(f_flip, RS(2, 3, 4));
     GC(f_two_views, R(3, 3));
+    GC(f_diagonal, R(4, 2, 4));
+    GC(f_diagonal, RT(4, 2, 4));
+    GC(f_unfold, R(2, 7));
+    GC(f_unfold, RT(2, 7));
 }
 
 /* ---- indexing ------------------------------------------------------------------------------ */
@@ -874,10 +969,45 @@ static void test_long_chain(void)
     tide_release(x);
 }
 
+/* Every primitive with a backward formula met a gradgradcheck above, except those listed here
+ * with the reason; a new primitive fails this until a case (or a reason) is added. */
+static void test_gradgrad_coverage(void)
+{
+    static const struct {
+        tide_op op;
+        const char *why;
+    } elsewhere[] = {
+        /* no gradient: integer/bool results, or no tensor input that can require grad */
+        {TIDE_OP_LOGICAL_NOT, "bool"}, {TIDE_OP_EQ, "bool"}, {TIDE_OP_NE, "bool"},
+        {TIDE_OP_LT, "bool"}, {TIDE_OP_LE, "bool"}, {TIDE_OP_GT, "bool"}, {TIDE_OP_GE, "bool"},
+        {TIDE_OP_LOGICAL_AND, "bool"}, {TIDE_OP_LOGICAL_OR, "bool"},
+        {TIDE_OP_ARGMAX, "int64"}, {TIDE_OP_ARGMIN, "int64"}, {TIDE_OP_FILL, "a constant"},
+        {TIDE_OP_IOTA, "no input"}, {TIDE_OP_RANDOM, "no input"}, {TIDE_OP_TOPK, "int64"},
+        {TIDE_OP_SORT, "int64 (sort's values are a gather)"},
+        {TIDE_OP_MAX_POOL2D_INDICES, "int64"}, {TIDE_OP_QUANTIZE, "integer codes"},
+        {TIDE_OP_DEQUANTIZE, "its input is integer codes"},
+        /* float32/half only (a float64 check does not apply); their backward is a matmul */
+        {TIDE_OP_QLINEAR, "float32 only: test_autograd_higher.c differentiates it twice"},
+        {TIDE_OP_LINEAR_HALF, "half weights: test_autograd_higher.c differentiates it twice"},
+        {TIDE_OP_TO, "needs a second device: test_autograd_higher.c (ref device)"},
+        /* refused with "double backward of ... is not supported" (test_autograd_higher.c) */
+        {TIDE_OP_SDPA, "double backward refused"}, {TIDE_OP_SDPA_GRAD, "double backward refused"},
+    };
+    for (int op = 0; op < TIDE_NUM_OPS; op++) {
+        bool listed = false;
+        for (size_t i = 0; i < sizeof elsewhere / sizeof *elsewhere; i++)
+            listed |= elsewhere[i].op == (tide_op)op;
+        CHECK(gg_covered[op] != listed, "primitive %s: %s", tide_op_name((tide_op)op),
+              listed ? "listed as not gradgradchecked here, but a case covers it"
+                     : "no gradgradcheck case covers it (add one, or a reason to the list)");
+    }
+}
+
 int main(void)
 {
     ref_seed(5);
     test_elementwise();
+    test_math_24();
     test_reductions();
     test_views();
     test_indexing();
@@ -889,6 +1019,7 @@ int main(void)
     test_modes_and_detach();
     test_inplace();
     test_long_chain();
-    printf("test_autograd: %d gradcheck cases\n", gc_cases);
+    test_gradgrad_coverage();
+    printf("test_autograd: %d gradcheck and gradgradcheck cases\n", gc_cases);
     return test_summary("test_autograd");
 }

@@ -780,6 +780,52 @@ static int build_cumsum(int v, tcase *c)
     return 1;
 }
 
+/* CUMSUM's other kinds (tide_scan_kind): products (float, int64: wrapping), logsumexps (floats),
+ * the running max/min positions (every dtype but bool); special values (NaN, +-inf, ties) in
+ * float inputs. The CPU computes each as ref does (in double, in order): exact, the
+ * logsumexps within ulps (one libm log1p/exp per step on both). */
+static int build_scan_kind(int v, tcase *c)
+{
+    static const int kinds[] = {TIDE_SCAN_PROD, TIDE_SCAN_LOGSUMEXP, TIDE_SCAN_ARGMAX,
+                                TIDE_SCAN_ARGMIN};
+    int kind = kinds[digit(&v, 4)];
+    tide_dtype dt = all_dtypes[digit(&v, 5)];
+    int layout = digit(&v, NLAYOUTS), dim = digit(&v, 3);
+    if (v)
+        return -1;
+    bool fl = dt == TIDE_FLOAT32 || dt == TIDE_FLOAT64;
+    if ((kind == TIDE_SCAN_PROD && !fl && dt != TIDE_INT64) || (kind == TIDE_SCAN_LOGSUMEXP && !fl))
+        return 0;
+    bool pick = kind == TIDE_SCAN_ARGMAX || kind == TIDE_SCAN_ARGMIN;
+    c->nin = 1;
+    c->in[0] = mk(dt, layout, 3, SHAPE(3, 4, 5));
+    c->in[0].special = true;
+    set_ints(c, 2, SHAPE(dim, kind));
+    set_out(c, pick ? TIDE_INT64 : dt, 3, SHAPE(3, 4, 5));
+    c->tol = kind == TIDE_SCAN_LOGSUMEXP ? TOL_ULPS : TOL_EXACT;
+    static const char *const names[] = {"sum", "prod", "logsumexp", "argmax", "argmin"};
+    describe(c, dt, layout, names[kind]);
+    return 1;
+}
+
+/* SORT's positions: every dtype but bool (ops/ casts it to uint8), both directions, each dim;
+ * special values (NaN, ties, -0.0 against 0.0) in float inputs: stable, NaN the largest. */
+static int build_sort(int v, tcase *c)
+{
+    tide_dtype dt = all_dtypes[digit(&v, 5)];
+    int layout = digit(&v, NLAYOUTS), dim = digit(&v, 3), descending = digit(&v, 2);
+    if (v)
+        return -1;
+    c->nin = 1;
+    c->in[0] = mk(dt, layout, 3, SHAPE(3, 4, 5));
+    c->in[0].special = true;
+    set_ints(c, 2, SHAPE(dim, descending));
+    set_out(c, TIDE_INT64, 3, SHAPE(3, 4, 5));
+    c->tol = TOL_EXACT;
+    describe(c, dt, layout, descending ? "descending" : "ascending");
+    return 1;
+}
+
 /* topk's positions: every dtype but bool, both orders, k of 0, some and all; special values
  * (NaN, ties) in float inputs come in through the operand's generator. */
 static int build_topk(int v, tcase *c)
@@ -1082,7 +1128,7 @@ static int build_random(int v, tcase *c)
     return 1;
 }
 
-static bool is_view_op(tide_op op) { return op >= TIDE_OP_RESHAPE && op <= TIDE_OP_SELECT; }
+static bool is_view_op(tide_op op) { return op >= TIDE_OP_RESHAPE && op <= TIDE_OP_UNFOLD; }
 
 /* Variant v of op; -1 past the last one (at once for an op this test does not know). */
 static int build(tide_op op, int v, tcase *c)
@@ -1116,7 +1162,11 @@ static int build(tide_op op, int v, tcase *c)
     case TIDE_OP_AVG_POOL2D_GRAD:
         return build_pool(op, v, c);
     case TIDE_OP_RANDOM: return build_random(v, c);
-    case TIDE_OP_CUMSUM: return build_cumsum(v, c);
+    case TIDE_OP_CUMSUM: { /* the sums, then the other kinds */
+        int sums = 3 * NLAYOUTS * 4;
+        return v < sums ? build_cumsum(v, c) : build_scan_kind(v - sums, c);
+    }
+    case TIDE_OP_SORT: return build_sort(v, c);
     case TIDE_OP_TOPK: return build_topk(v, c);
     case TIDE_OP_SDPA:
     case TIDE_OP_SDPA_GRAD: return build_sdpa(op, v, c);
@@ -1179,6 +1229,8 @@ static tide_tensor *apply_view(tide_op op, tide_tensor *x)
     }
     case TIDE_OP_SLICE: return tide_slice(x, 2, 1, 5, 2);
     case TIDE_OP_SELECT: return tide_select(x, 1, 2);
+    case TIDE_OP_DIAGONAL: return tide_diagonal(x, 1, 1, 2);
+    case TIDE_OP_UNFOLD: return tide_unfold(x, 2, 2, 2);
     default: return NULL;
     }
 }

@@ -101,7 +101,9 @@ static int cpu_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *
     case TIDE_OP_TOPK:
         return td_cpu_topk(out, in[0], (int)a->ints[0], a->ints[1], a->ints[2] != 0);
     case TIDE_OP_CUMSUM:
-        return td_cpu_cumsum(out, in[0], (int)a->ints[0]);
+        return td_cpu_scan(out, in[0], (int)a->ints[0], a->nints > 1 ? (int)a->ints[1] : 0);
+    case TIDE_OP_SORT:
+        return td_cpu_sort(out, in[0], (int)a->ints[0], a->ints[1] != 0);
     case TIDE_OP_SDPA:
         return td_cpu_sdpa(out, in, a);
     case TIDE_OP_SDPA_GRAD:

@@ -50,6 +50,12 @@ int td_cpu_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int
  * float32, float64 or int64. Sequential along dim, accumulated in double (float) or wrapping
  * int64. */
 int td_cpu_cumsum(tide_tensor *out, const tide_tensor *x, int dim);
+/* CUMSUM of any kind (tide_scan_kind): the sums above, running products, logsumexps, and the
+ * int64 positions of the running max/min (core/primitive.h). */
+int td_cpu_scan(tide_tensor *out, const tide_tensor *x, int dim, int kind);
+/* ---- cpu_sort.c ---- */
+/* SORT: int64 positions sorting each line along dim, stable, NaN the largest. */
+int td_cpu_sort(tide_tensor *out, const tide_tensor *x, int dim, bool descending);
 /* ---- cpu_attention.c ---- */
 /* SDPA and SDPA_GRAD (core/primitive.h): blocked, online-softmax attention and its
  * recomputing backward, float32/float64 through BLAS, threaded over (batch, query block) and

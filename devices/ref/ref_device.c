@@ -56,7 +56,15 @@ static int ref_run_library(tide_op op, tide_tensor *out, tide_tensor *const *in,
     case TIDE_OP_AVG_POOL2D: return ref_pool2d(op, out, in[0], a->ints);
     case TIDE_OP_AVG_POOL2D_GRAD: return ref_avg_pool2d_grad(out, in[0], a->ints);
     case TIDE_OP_TOPK: return ref_topk(out, in[0], (int)a->ints[0], a->ints[1], a->ints[2] != 0);
-    case TIDE_OP_CUMSUM: return ref_cumsum(out, in[0], (int)a->ints[0]);
+    case TIDE_OP_CUMSUM:
+        if (a->nints > 1 && a->ints[1] != TIDE_SCAN_SUM)
+            return ref_scan(out, in[0], (int)a->ints[0], (int)a->ints[1]);
+        return ref_cumsum(out, in[0], (int)a->ints[0]);
+    /* a sort is a topk of every element: ranks by the same definition, ties to the lower
+     * position, NaN the largest */
+    case TIDE_OP_SORT:
+        return ref_topk(out, in[0], (int)a->ints[0], in[0]->ndim > 0 ? in[0]->shape[a->ints[0]] : 1,
+                        a->ints[1] != 0);
     case TIDE_OP_SDPA: return ref_sdpa(out, in, a);
     case TIDE_OP_QUANTIZE: return ref_quantize(out, in[0], (int)a->ints[0]);
     case TIDE_OP_DEQUANTIZE: return ref_dequantize(out, in[0], (int)a->ints[0]);

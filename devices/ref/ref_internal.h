@@ -97,6 +97,8 @@ int ref_pad(tide_tensor *out, const tide_tensor *x, const int64_t *pads, double 
 int ref_flip(tide_tensor *out, const tide_tensor *x, const int64_t *dims, int ndims);
 /* out (float32, float64 or int64, x's dtype) = inclusive sums along dim, in order. */
 int ref_cumsum(tide_tensor *out, const tide_tensor *x, int dim);
+/* CUMSUM's other kinds (tide_scan_kind), each output element from its definition (ref_scan.c). */
+int ref_scan(tide_tensor *out, const tide_tensor *x, int dim, int kind);
 /* ref_quant.c: QUANTIZE, DEQUANTIZE, QLINEAR (contiguous operands, core/quant.h's formats). */
 int ref_quantize(tide_tensor *out, const tide_tensor *w, int fmt);
 int ref_dequantize(tide_tensor *out, const tide_tensor *q, int fmt);

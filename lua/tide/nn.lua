@@ -1162,6 +1162,19 @@ require("tide.nn.activation").install(nn, { check_opts = check_opts })
 require("tide.nn.attention").install(nn, { check_opts = check_opts, check_int = check_int,
                                            dtype_of = dtype_of })
 
+-- recurrent layers: lua/tide/nn/rnn.lua
+require("tide.nn.rnn").install(nn, { check_opts = check_opts, check_int = check_int,
+                                     dtype_of = dtype_of })
+
+-- GroupNorm, InstanceNorm, Upsample, pads, the new losses, ...: lua/tide/nn/layers_spatial.lua
+require("tide.nn.layers_spatial").install(nn, { check_opts = check_opts, check_int = check_int,
+                                                dtype_of = dtype_of })
+
+-- the convolution family beyond conv2d: lua/tide/nn/conv.lua (functions), conv_modules.lua
+require("tide.nn.conv").install_functional(F)
+require("tide.nn.conv_modules").install(nn, { check_opts = check_opts, check_int = check_int,
+                                              dtype_of = dtype_of })
+
 -- nn.QuantizedLinear lives in tide/quant.lua (which requires this module: registered first)
 package.loaded["tide.nn"] = nn
 require "tide.quant"

@@ -1,4 +1,5 @@
--- tide.optim — SGD, Adam, AdamW with PyTorch's update formulas, and the LR schedulers StepLR,
+-- tide.optim — SGD, Adam, AdamW with PyTorch's update formulas (RMSprop, Adagrad, Adadelta,
+-- Adamax, NAdam, RAdam and LBFGS in tide/optim/), and the LR schedulers StepLR,
 -- CosineAnnealingLR, LambdaLR and LinearLR (also as tide.optim.lr_scheduler.*).
 --
 --   local opt = optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9})
@@ -379,6 +380,11 @@ end
 optim.Adam = make_class("Adam", adam_defaults("Adam", 0), adam_update(false))
 -- optim.AdamW(params, {lr=1e-3, betas={0.9, 0.999}, eps=1e-8, weight_decay=1e-2, amsgrad=false})
 optim.AdamW = make_class("AdamW", adam_defaults("AdamW", 1e-2), adam_update(true))
+
+-- RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam: lua/tide/optim/adaptive.lua; LBFGS:
+-- lua/tide/optim/lbfgs.lua
+require("tide.optim.adaptive").install(optim, make_class)
+require("tide.optim.lbfgs").install(optim, make_class)
 
 -- ---- LR schedulers ----------------------------------------------------------------------------
 

@@ -8,20 +8,13 @@
 --
 -- Every mistake in a file is an error naming the file.
 local tide = require "tide"
+local sampling = require "tide.models.sampling"
 
 return function(llama)
   local HALF = { float32 = true, float16 = true, bfloat16 = true }
 
   local function check_opts(opts, what, allowed)
-    opts = opts or {}
-    if type(opts) ~= "table" then
-      error(what .. ": options must be a table, got " .. type(opts), 3)
-    end
-    for k in pairs(opts) do
-      if not allowed[k] then
-        error(("%s: unknown option '%s'"):format(what, tostring(k)), 3)
-      end
-    end
+    opts = sampling.check_keys(opts, what, allowed)
     if opts.dtype ~= nil and not HALF[opts.dtype] then
       error(what .. ": dtype must be float32, float16 or bfloat16, got " .. tostring(opts.dtype),
         3)

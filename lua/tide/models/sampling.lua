@@ -79,16 +79,23 @@ end
 -- The options of a model's generate (what: "GPT:generate"; allowed: the option names it takes),
 -- checked, with the defaults filled in (temperature 1, jit true). Errors name what at the
 -- caller's caller (level 3 from the model's check).
-function sampling.generate_opts(opts, V, what, allowed)
+-- opts (nil for none) as a table whose keys are all in allowed; else an error naming what, at
+-- the caller of the function that called this one (its user).
+function sampling.check_keys(opts, what, allowed)
   local o = opts or {}
   if type(o) ~= "table" then
-    error(what .. ": options must be a table, got " .. type(o), 3)
+    error(what .. ": options must be a table, got " .. type(o), 4)
   end
   for k in pairs(o) do
     if not allowed[k] then
-      error(("%s: unknown option '%s'"):format(what, tostring(k)), 3)
+      error(("%s: unknown option '%s'"):format(what, tostring(k)), 4)
     end
   end
+  return o
+end
+
+function sampling.generate_opts(opts, V, what, allowed)
+  local o = sampling.check_keys(opts, what, allowed)
   local r = { temperature = o.temperature or 1.0, top_k = o.top_k, top_p = o.top_p,
               seed = o.seed, on_token = o.on_token, jit = o.jit }
   if r.jit == nil then r.jit = true end

@@ -34,10 +34,6 @@ function F.linear(x, weight, bias)
   return tide.linear(x, weight, bias)
 end
 
-function F.bilinear()
-  error("bilinear: not provided by tide.nn.functional", 2)
-end
-
 local conv_keys = { stride = true, padding = true, dilation = true, groups = true }
 function F.conv2d(x, weight, bias, opts)
   if type(opts) ~= "table" then
@@ -307,13 +303,14 @@ function F.binary_cross_entropy_with_logits(logits, target, opts)
   return tide.binary_cross_entropy_with_logits(logits, target, opts)
 end
 
--- F.pad(x, pads [, value]): pads as torch (last dim first: {left, right, top, bottom, ...})
-function F.pad(x, pads, value)
-  return tide.pad(x, pads, value)
-end
 
 function F.flatten(x, start_dim, end_dim)
   return x:flatten(start_dim or 1, end_dim or -1)
+end
+
+-- losses, normalizations, resizing, padding modes, grid_sample: lua/tide/nn/functional_*.lua
+for _, part in ipairs({ "tide.nn.functional_loss", "tide.nn.functional_spatial" }) do
+  for k, v in pairs(require(part)) do F[k] = v end
 end
 
 return F
