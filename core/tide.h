@@ -256,6 +256,9 @@ TIDE_API tide_tensor *tide_addcdiv(const tide_tensor *input, const tide_tensor *
                                    const tide_tensor *t2, double value);
 TIDE_API tide_tensor *tide_clamp_min(const tide_tensor *x, const tide_tensor *min);
 TIDE_API tide_tensor *tide_clamp_max(const tide_tensor *x, const tide_tensor *max);
+TIDE_API tide_tensor *tide_exp2(const tide_tensor *x);  /* 2^x */
+TIDE_API tide_tensor *tide_log10(const tide_tensor *x); /* base-10 logarithm */
+TIDE_API tide_tensor *tide_logical_xor(const tide_tensor *a, const tide_tensor *b); /* bool */
 
 /* ---- elementwise activations (ops/nn_activation_more.c), as torch.nn.functional ------------ */
 TIDE_API tide_tensor *tide_elu(const tide_tensor *x, double alpha);

@@ -27,6 +27,7 @@ static const struct {
     {"square", tide_square, LT_BOTH, true},   {"frac", tide_frac, LT_BOTH, true},
     {"isnan", tide_isnan, LT_BOTH, false},    {"isinf", tide_isinf, LT_BOTH, false},
     {"isfinite", tide_isfinite, LT_BOTH, false},
+    {"exp2", tide_exp2, LT_BOTH, true},       {"log10", tide_log10, LT_BOTH, true},
     {"selu", tide_selu, LT_FUNCTION, false},  {"mish", tide_mish, LT_FUNCTION, false},
     {"softsign", tide_softsign, LT_FUNCTION, false},
     {"hardswish", tide_hardswish, LT_FUNCTION, false},
@@ -44,6 +45,7 @@ static const struct {
     {"hypot", tide_hypot, true},      {"xlogy", tide_xlogy, true},
     {"logaddexp", tide_logaddexp, false},
     {"clamp_min", tide_clamp_min, true}, {"clamp_max", tide_clamp_max, true},
+    {"logical_xor", tide_logical_xor, false},
 };
 
 static int unary(lua_State *L)

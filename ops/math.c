@@ -1,7 +1,8 @@
 /*
  * math.c — elementwise math written once over the primitives (so autograd, the jit and every
  * device get them): square, frac, hypot, lerp, logaddexp, xlogy, nan_to_num, isnan, isinf,
- * isfinite, addcmul, addcdiv, clamp_min, clamp_max, with PyTorch's semantics. Each note says
+ * isfinite, addcmul, addcdiv, clamp_min, clamp_max, exp2, log10, logical_xor, with PyTorch's
+ * semantics. Each note says
  * how the form keeps the value (and its gradient) finite where the naive formula would not.
  */
 #include <float.h>
@@ -219,4 +220,44 @@ tide_tensor *tide_clamp_max(const tide_tensor *x, const tide_tensor *max)
     if (check2("clamp_max", x, max) < 0)
         return NULL;
     TD_IN_OP("clamp_max", tide_minimum(x, max));
+}
+
+/* exp(x ln 2): the product's rounding moves the result by |x| ln2 2^-53 relative in float64
+ * (2^-24 in float32), under an ulp for |x| < 2; exp2 has no kernel of its own. */
+static tide_tensor *exp2_body(const tide_tensor *x)
+{
+    if (td_check_tensor("exp2", "input", x) < 0)
+        return NULL;
+    nn_scope s = {0};
+    tide_tensor *t = nn_keep(&s, tide_mul_scalar(x, 0.69314718055994531));
+    return nn_finish(&s, "exp2", nn_keep(&s, tide_exp(t)));
+}
+
+tide_tensor *tide_exp2(const tide_tensor *x) { TD_IN_OP("exp2", exp2_body(x)); }
+
+/* log(x) / ln 10: log's ulp and one division. */
+static tide_tensor *log10_body(const tide_tensor *x)
+{
+    if (td_check_tensor("log10", "input", x) < 0)
+        return NULL;
+    nn_scope s = {0};
+    tide_tensor *l = nn_keep(&s, tide_log(x));
+    return nn_finish(&s, "log10", nn_keep(&s, tide_div_scalar(l, 2.302585092994045684)));
+}
+
+tide_tensor *tide_log10(const tide_tensor *x) { TD_IN_OP("log10", log10_body(x)); }
+
+/* (a != 0) != (b != 0): bool, as torch.logical_xor. */
+static tide_tensor *logical_xor_body(const tide_tensor *a, const tide_tensor *b)
+{
+    if (check2("logical_xor", a, b) < 0)
+        return NULL;
+    nn_scope s = {0};
+    tide_tensor *ta = nn_keep(&s, tide_ne(a, num(&s, 0))), *tb = nn_keep(&s, tide_ne(b, num(&s, 0)));
+    return nn_finish(&s, "logical_xor", nn_keep(&s, tide_ne(ta, tb)));
+}
+
+tide_tensor *tide_logical_xor(const tide_tensor *a, const tide_tensor *b)
+{
+    TD_IN_OP("logical_xor", logical_xor_body(a, b));
 }

@@ -63,6 +63,8 @@ OP1(leaky_relu, tide_leaky_relu(x[0], 0.1)) REF(leaky_relu, v[0] > 0 ? v[0] : 0.
 OP1(hardswish, tide_hardswish(x[0])) REF(hardswish, v[0] * clip(v[0] + 3, 0, 6) / 6)
 OP1(hardsigmoid, tide_hardsigmoid(x[0])) REF(hardsigmoid, clip(v[0] + 3, 0, 6) / 6)
 OP1(logsigmoid, tide_logsigmoid(x[0])) REF(logsigmoid, log(sig(v[0])))
+OP1(exp2, tide_exp2(x[0])) REF(exp2, exp2(v[0]))
+OP1(log10, tide_log10(x[0])) REF(log10, log10(v[0]))
 OP1(log1p, tide_log1p(x[0]))
 OP1(expm1, tide_expm1(x[0]))
 OP1(log2, tide_log2(x[0]))
@@ -90,7 +92,8 @@ static const math_case CASES[] = {
     {"clamp_max", 2, op_clamp_max, ref_clamp_max, {-2, -2}, {2, 2}},
     U(elu, -4, 3), U(selu, -4, 3), U(celu, -4, 3), U(softplus, -6, 4), U(mish, -6, 6),
     U(softsign, -4, 4), U(hardtanh, -2, 2), U(relu6, -2, 8), U(leaky_relu, -3, 3),
-    U(hardswish, -5, 5), U(hardsigmoid, -5, 5), U(logsigmoid, -30, 30),
+    U(hardswish, -5, 5), U(hardsigmoid, -5, 5), U(logsigmoid, -30, 30), U(exp2, -10, 10),
+    U(log10, 0.01, 1000),
     P1(log1p, -0.5, 2), P1(expm1, -3, 3), P1(log2, 0.3, 4), P1(tan, -1.2, 1.2),
     P1(asin, -0.9, 0.9), P1(acos, -0.9, 0.9), P1(atan, -4, 4), P1(sinh, -4, 4),
     P1(cosh, -4, 4), P1(trunc, -4, 4),
