@@ -125,6 +125,9 @@ TIDE_API tide_tensor *tide_arange_on(const char *device, double start, double en
                                      tide_dtype dtype);
 TIDE_API tide_tensor *tide_linspace_on(const char *device, double start, double end,
                                        int64_t steps, tide_dtype dtype);
+/* base ** linspace(start, end, steps) (PyTorch's logspace; base 10 there by default). */
+TIDE_API tide_tensor *tide_logspace_on(const char *device, double start, double end,
+                                       int64_t steps, double base, tide_dtype dtype);
 TIDE_API tide_tensor *tide_eye_on(const char *device, int64_t n, int64_t m, tide_dtype dtype);
 TIDE_API tide_tensor *tide_from_data_on(const char *device, const void *data, int ndim,
                                         const int64_t *shape, tide_dtype dtype);

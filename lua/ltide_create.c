@@ -388,6 +388,24 @@ static int f_linspace(lua_State *L)
     return lt_fill_created(L, b, tide_linspace_on(o.device, start, end, steps, dtype), &o);
 }
 
+/* logspace(start, end, steps [, base] [, opts]) */
+static int f_logspace(lua_State *L)
+{
+    double start = check_number(L, 1, "logspace", "start");
+    double end = check_number(L, 2, "logspace", "end");
+    int64_t steps = lt_checkint(L, 3, "logspace", "steps");
+    int opt = 4;
+    double base = 10;
+    if (lua_type(L, 4) == LUA_TNUMBER)
+        base = lua_tonumber(L, opt++);
+    lt_options o;
+    lt_checkoptions(L, opt, "logspace", &o);
+    lua_settop(L, 5);
+    lt_box *b = lt_newbox(L);
+    tide_dtype dtype = o.dtype >= 0 ? (tide_dtype)o.dtype : TIDE_FLOAT32;
+    return lt_fill_created(L, b, tide_logspace_on(o.device, start, end, steps, base, dtype), &o);
+}
+
 /* eye(n [, m] [, opts]) */
 static int f_eye(lua_State *L)
 {
@@ -513,6 +531,7 @@ static const lt_reg create_regs[] = {
     {"full_like", f_full_like, LT_FUNCTION},
     {"arange", f_arange, LT_FUNCTION},
     {"linspace", f_linspace, LT_FUNCTION},
+    {"logspace", f_logspace, LT_FUNCTION},
     {"eye", f_eye, LT_FUNCTION},
     {"manual_seed", f_manual_seed, LT_FUNCTION},
     {"get_rng_state", f_get_rng_state, LT_FUNCTION},

@@ -178,6 +178,31 @@ tide_tensor *tide_linspace(double start, double end, int64_t steps, tide_dtype d
     return tide_linspace_on(NULL, start, end, steps, dtype);
 }
 
+/* base ** linspace(start, end, steps), computed in float64 and rounded once to dtype. */
+static tide_tensor *logspace_on_body(const char *device, double start, double end, int64_t steps,
+                                     double base, tide_dtype dtype)
+{
+    if (!isfinite(base) || steps < 0 || !isfinite(start) || !isfinite(end)) {
+        td_error("logspace: start %g, end %g and base %g must be finite and steps (%lld) "
+                 "non-negative", start, end, base, (long long)steps);
+        return NULL;
+    }
+    tide_tensor *exponent = tide_linspace_on(device, start, end, steps, TIDE_FLOAT64);
+    tide_tensor *b = exponent ? tide_number(base) : NULL;
+    tide_tensor *p = b ? tide_pow(b, exponent) : NULL;
+    tide_tensor *r = p ? tide_cast(p, dtype) : NULL;
+    tide_release(exponent);
+    tide_release(b);
+    tide_release(p);
+    return r;
+}
+
+tide_tensor *tide_logspace_on(const char *device, double start, double end, int64_t steps,
+                              double base, tide_dtype dtype)
+{
+    TD_IN_OP("logspace", logspace_on_body(device, start, end, steps, base, dtype));
+}
+
 static tide_tensor *eye_on_body(const char *device, int64_t n, int64_t m, tide_dtype dtype)
 {
     int64_t shape[2] = {n, m};

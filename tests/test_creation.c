@@ -166,6 +166,26 @@ static void test_arange(void)
     CHECK_ERROR(tide_arange(0, 1e30, 1e-10, TIDE_FLOAT32), "arange");
 }
 
+/* logspace: base ** linspace in float64, rounded once; exact where the powers are exact. */
+static void test_logspace(void)
+{
+    int64_t n4 = 4, n3 = 3;
+    double w2[4] = {1, 2, 4, 8};
+    tide_tensor *t = tide_logspace_on(NULL, 0, 3, 4, 2, TIDE_FLOAT32);
+    ref_check_tensor("logspace(0, 3, 4, base 2)", t, TIDE_FLOAT32, 1, &n4, w2, 0);
+    tide_release(t);
+    double w10[3] = {0.1, 1, 10}; /* pow(10, -1) in double, rounded to the nearest: exact here */
+    t = tide_logspace_on(NULL, -1, 1, 3, 10, TIDE_FLOAT64);
+    ref_check_tensor("logspace(-1, 1, 3)", t, TIDE_FLOAT64, 1, &n3, w10, 0);
+    tide_release(t);
+    double wi[3] = {1, 31, 1000}; /* 10^1.5 = 31.62 truncates to 31 as PyTorch's int cast */
+    t = tide_logspace_on(NULL, 0, 3, 3, 10, TIDE_INT64);
+    ref_check_tensor("logspace(0, 3, 3, int64)", t, TIDE_INT64, 1, &n3, wi, 0);
+    tide_release(t);
+    CHECK_ERROR(tide_logspace_on(NULL, 0, 1, -1, 10, TIDE_FLOAT32), "logspace");
+    CHECK_ERROR(tide_logspace_on(NULL, 0, 1, 3, NAN, TIDE_FLOAT32), "logspace");
+}
+
 static void test_linspace(void)
 {
     int64_t n0 = 0, n1 = 1;
@@ -526,6 +546,7 @@ int main(void)
     test_empty_zeros_ones_full();
     test_arange();
     test_linspace();
+    test_logspace();
     test_eye();
     test_scalar_from_data();
     test_wrap();

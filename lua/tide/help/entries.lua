@@ -17,6 +17,7 @@ return {
   { "tide.randn(sizes... [, opts])", "standard normal random numbers" },
   { "tide.arange([start,] end [, step] [, opts])", "start, start+step, ... up to end (excluded)" },
   { "tide.linspace(a, b, n [, opts])", "n evenly spaced values from a to b (both included)" },
+  { "tide.logspace(a, b, n [, base] [, opts])", "n values base^a ... base^b, exponents evenly spaced (base 10)" },
   { "tide.eye(n [, m] [, opts])", "the identity matrix, n x m" },
   { "tide.zeros_like(x [, opts])", "zeros with x's shape, dtype and device" },
   { "tide.ones_like(x [, opts])", "ones with x's shape, dtype and device" },
