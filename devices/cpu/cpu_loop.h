@@ -20,6 +20,20 @@ typedef struct td_loop {
     char *base[TD_LOOP_MAX_OPERANDS];
 } td_loop;
 
+/* Offset (elements) from x's first element to element 0 along dim of line l, the lines being
+ * x's positions in every dim but dim, in row-major order (scans, sort, topk). */
+static inline int64_t td_line_offset(const tide_tensor *x, int dim, int64_t l)
+{
+    int64_t off = 0;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        if (d == dim)
+            continue;
+        off += (l % x->shape[d]) * x->strides[d];
+        l /= x->shape[d];
+    }
+    return off;
+}
+
 /* Drops size-1 dims and merges dim d into d+1 when every operand allows it. An empty shape
  * becomes one dim of size 0 or 1. */
 static inline void td_loop_collapse(td_loop *l)

@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "cpu_kernels.h"
+#include "cpu_loop.h"
 
 #define LINE_BLOCK 64
 #define GRAIN_ELEMS (32 * 1024)
@@ -27,19 +28,6 @@ typedef struct scan_job {
     int64_t n, inner; /* size of dim; product of the sizes after it */
 } scan_job;
 
-/* Offset (elements) from x's first element to element 0 along dim of line l. */
-static int64_t line_offset(const scan_job *j, int64_t l)
-{
-    const tide_tensor *x = j->x;
-    int64_t off = 0;
-    for (int d = x->ndim - 1; d >= 0; d--) {
-        if (d == j->dim)
-            continue;
-        off += (l % x->shape[d]) * x->strides[d];
-        l /= x->shape[d];
-    }
-    return off;
-}
 
 #define SCAN_BLOCK(T, ACC)                                                                       \
     do {                                                                                         \
@@ -58,7 +46,7 @@ static void scan_block(const scan_job *j, int64_t l, int count)
 {
     int64_t offs[LINE_BLOCK];
     for (int k = 0; k < count; k++)
-        offs[k] = line_offset(j, l + k);
+        offs[k] = td_line_offset(j->x, j->dim, l + k);
     int64_t xs = j->dim >= 0 ? j->x->strides[j->dim] : 0;
     int64_t first_out = (l / j->inner) * j->n * j->inner + l % j->inner;
     switch (j->out->dtype) {
@@ -193,7 +181,7 @@ static void kind_lines(void *ctx, int64_t begin, int64_t end)
     int64_t xs = j->dim >= 0 ? j->x->strides[j->dim] : 0;
     for (int64_t l = begin; l < end; l++) {
         int64_t first_out = (l / j->inner) * j->n * j->inner + l % j->inner;
-        scan_line(j, k->kind, line_offset(j, l), xs, first_out, j->inner);
+        scan_line(j, k->kind, td_line_offset(j->x, j->dim, l), xs, first_out, j->inner);
     }
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_loop.h"
 
 typedef struct sort_item {
     double f;  /* float dtypes */
@@ -87,13 +88,7 @@ static void sort_lines(void *ctx, int64_t begin, int64_t end)
     int64_t xs = x->ndim > 0 ? x->strides[j->dim] : 0;
     int64_t *out = (int64_t *)td_tensor_data(j->out);
     for (int64_t l = begin; l < end; l++) {
-        int64_t off = 0, rest = l;
-        for (int d = x->ndim - 1; d >= 0; d--) {
-            if (d == j->dim)
-                continue;
-            off += (rest % x->shape[d]) * x->strides[d];
-            rest /= x->shape[d];
-        }
+        int64_t off = td_line_offset(x, j->dim, l);
         for (int64_t p = 0; p < j->n; p++) {
             items[p].pos = p;
             read_item(x, off + p * xs, &items[p]);
