@@ -79,6 +79,8 @@ void main()
             r = unary_f(op, x);
         }
         for (uint j = 0u; j < 4u; j++) res[j] = encode_f(r[j], odt);
+        if (op == VK_OP_CAST && odt == VK_DT_BOOL) // on the bits: a flushed subnormal is not 0
+            for (uint j = 0u; j < 4u; j++) res[j] = (ra[j] & 0x7fffffffu) != 0u ? 1u : 0u;
     } else {
         uint idt = P.in_dt[0];
         ivec4 x = ivec4(raw_to_i(ra[0], idt), raw_to_i(ra[1], idt), raw_to_i(ra[2], idt),

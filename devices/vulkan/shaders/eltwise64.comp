@@ -41,10 +41,28 @@ DEFINE_LOAD64(load_c, c)
 
 bool is_float(uint dt) { return dt == VK_DT_F32 || dt == VK_DT_F64; }
 
+// float32 bits to float64 in integer arithmetic, as the CPU converts: a float register would
+// flush a subnormal to zero and give a NaN the driver's own payload (NVIDIA does both).
+double f32_bits_to_d(uint x)
+{
+    uint sign = x & 0x80000000u, e = (x >> 23) & 0xffu, f = x & 0x7fffffu;
+    uint hi = sign | ((e + 896u) << 20); // normal: the float64 bias is 896 more
+    if (e == 255u) // infinity, or NaN made quiet with its payload
+        hi = sign | 0x7ff00000u | (f != 0u ? 0x80000u : 0u);
+    if (e == 0u && f == 0u)
+        hi = sign;
+    if (e == 0u && f != 0u) { // subnormal f 2^-149: normal in float64, led by f's top bit m
+        uint m = uint(findMSB(f));
+        f = (f << (23u - m)) & 0x7fffffu;
+        hi = sign | ((m + 874u) << 20);
+    }
+    return packDouble2x32(uvec2(f << 29, hi | (f >> 3)));
+}
+
 double to_d(uint64_t raw, uint dt)
 {
     if (dt == VK_DT_F64) return packDouble2x32(unpackUint2x32(raw));
-    if (dt == VK_DT_F32) return double(uintBitsToFloat(uint(raw)));
+    if (dt == VK_DT_F32) return f32_bits_to_d(uint(raw));
     if (dt == VK_DT_I64) return double(int64_t(raw));
     if (dt == VK_DT_I32) return double(int(uint(raw)));
     if (dt == VK_DT_U8) return double(uint(raw));
