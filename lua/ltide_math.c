@@ -6,6 +6,7 @@
  * Keyword options come as a trailing table ({value = 2}, {beta = 2, threshold = 10}); dims are
  * 1-based (glu's dim, default -1).
  */
+#include <math.h>
 #include <stdio.h>
 
 #include "ltide.h"
@@ -213,11 +214,12 @@ static int f_leaky_relu(lua_State *L)
 static int f_glu(lua_State *L)
 {
     tide_tensor *x = lt_check(L, 1, "glu");
-    int dim = (int)param(L, 2, 2, "glu", "dim", -1);
-    if (dim == 0)
-        return luaL_error(L, "glu: dim is 1-based (or negative from the end), got 0");
+    double d = param(L, 2, 2, "glu", "dim", -1);
+    if (!(d >= -64 && d <= 64) || d != floor(d)) /* checked before any conversion to int */
+        return luaL_error(L, "glu: dim must be an integer dim of the input, got %f", d);
+    int dim = lt_dim_value(L, (int64_t)d, tide_ndim(x), 0, "glu");
     lt_box *b = lt_newbox(L);
-    return lt_fill(L, b, tide_glu(x, dim > 0 ? dim - 1 : dim), false);
+    return lt_fill(L, b, tide_glu(x, dim), false);
 }
 
 static const lt_reg math_regs[] = {

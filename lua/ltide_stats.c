@@ -373,7 +373,10 @@ static int t_nonzero(lua_State *L)
     lua_createtable(L, nd, 0);
     for (int d = 0; d < nd; d++) {
         lt_box *col = lt_newbox(L);
-        lt_fill(L, col, tide_ndim(x) > 0 ? tide_contiguous(tide_select(all, 1, d)) : NULL, false);
+        tide_tensor *coord = tide_ndim(x) > 0 ? tide_select(all, 1, d) : NULL;
+        tide_tensor *copy = coord ? tide_contiguous(coord) : NULL;
+        tide_release(coord);
+        lt_fill(L, col, copy, false);
         lua_rawseti(L, -2, d + 1);
     }
     return 1;

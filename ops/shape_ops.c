@@ -356,8 +356,11 @@ static tide_tensor *cartesian_prod_body(tide_tensor *const *xs, int n)
     if (tide_meshgrid(xs, n, false, grid) < 0)
         return NULL;
     for (int i = 0; i < n; i++)
-        if (xs[i]->ndim != 1)
+        if (xs[i]->ndim != 1) {
+            for (int j = 0; j < n; j++)
+                tide_release(grid[j]);
             return td_error("cartesian_prod: tensor %d is not 1-D", i), NULL;
+        }
     if (n == 1) {
         tide_release(grid[0]);
         return tide_retain(xs[0]);
