@@ -34,6 +34,27 @@ static inline int64_t td_line_offset(const tide_tensor *x, int dim, int64_t l)
     return off;
 }
 
+/* One element of a line being ranked (sort, topk): its value, as a double for float dtypes
+ * and an int64 for the others, and its position along the line. */
+typedef struct td_rank_item {
+    double f;
+    int64_t i;
+    int64_t pos;
+} td_rank_item;
+
+/* Reads x's element at off (elements from its first) into it->f or it->i by x's dtype. */
+static inline void td_rank_read(const tide_tensor *x, int64_t off, td_rank_item *it)
+{
+    const char *p = (const char *)td_tensor_data(x);
+    switch (x->dtype) {
+    case TIDE_FLOAT32: it->f = ((const float *)p)[off]; break;
+    case TIDE_FLOAT64: it->f = ((const double *)p)[off]; break;
+    case TIDE_INT32: it->i = ((const int32_t *)p)[off]; break;
+    case TIDE_INT64: it->i = ((const int64_t *)p)[off]; break;
+    default: it->i = ((const uint8_t *)p)[off]; break; /* uint8, bool */
+    }
+}
+
 /* Drops size-1 dims and merges dim d into d+1 when every operand allows it. An empty shape
  * becomes one dim of size 0 or 1. */
 static inline void td_loop_collapse(td_loop *l)

@@ -13,11 +13,7 @@
 #include "cpu_kernels.h"
 #include "cpu_loop.h"
 
-typedef struct sort_item {
-    double f;  /* float dtypes */
-    int64_t i; /* integer dtypes */
-    int64_t pos;
-} sort_item;
+typedef td_rank_item sort_item;
 
 typedef struct sort_job {
     const tide_tensor *x;
@@ -64,18 +60,6 @@ static void merge_sort(sort_item *items, sort_item *tmp, int64_t n, bool fl, boo
         memcpy(items, src, (size_t)n * sizeof *items);
 }
 
-static void read_item(const tide_tensor *x, int64_t off, sort_item *it)
-{
-    const char *p = (const char *)td_tensor_data(x);
-    switch (x->dtype) {
-    case TIDE_FLOAT32: it->f = ((const float *)p)[off]; break;
-    case TIDE_FLOAT64: it->f = ((const double *)p)[off]; break;
-    case TIDE_INT32: it->i = ((const int32_t *)p)[off]; break;
-    case TIDE_INT64: it->i = ((const int64_t *)p)[off]; break;
-    default: it->i = ((const uint8_t *)p)[off]; break; /* uint8, bool */
-    }
-}
-
 static void sort_lines(void *ctx, int64_t begin, int64_t end)
 {
     sort_job *j = ctx;
@@ -91,7 +75,7 @@ static void sort_lines(void *ctx, int64_t begin, int64_t end)
         int64_t off = td_line_offset(x, j->dim, l);
         for (int64_t p = 0; p < j->n; p++) {
             items[p].pos = p;
-            read_item(x, off + p * xs, &items[p]);
+            td_rank_read(x, off + p * xs, &items[p]);
         }
         merge_sort(items, items + j->n, j->n, j->fl, j->descending);
         int64_t first = (l / j->inner) * j->n * j->inner + l % j->inner;

@@ -12,11 +12,7 @@
 #include "cpu_kernels.h"
 #include "cpu_loop.h"
 
-typedef struct topk_item {
-    double f;  /* float dtypes */
-    int64_t i; /* integer dtypes */
-    int64_t pos;
-} topk_item;
+typedef td_rank_item topk_item;
 
 typedef struct topk_job {
     const tide_tensor *x;
@@ -61,18 +57,6 @@ static int order_smallest(const topk_item *a, const topk_item *b, bool fl)
 static int cmp_smallest_f(const void *a, const void *b) { return order_smallest(a, b, true); }
 static int cmp_smallest_i(const void *a, const void *b) { return order_smallest(a, b, false); }
 
-static void read_item(const tide_tensor *x, int64_t off, topk_item *it)
-{
-    const char *p = (const char *)td_tensor_data(x);
-    switch (x->dtype) {
-    case TIDE_FLOAT32: it->f = ((const float *)p)[off]; break;
-    case TIDE_FLOAT64: it->f = ((const double *)p)[off]; break;
-    case TIDE_INT32: it->i = ((const int32_t *)p)[off]; break;
-    case TIDE_INT64: it->i = ((const int64_t *)p)[off]; break;
-    default: it->i = ((const uint8_t *)p)[off]; break;
-    }
-}
-
 static void topk_lines(void *ctx, int64_t begin, int64_t end)
 {
     topk_job *j = ctx;
@@ -90,7 +74,7 @@ static void topk_lines(void *ctx, int64_t begin, int64_t end)
         int64_t off = td_line_offset(x, j->dim, l);
         for (int64_t p = 0; p < j->n; p++) {
             items[p].pos = p;
-            read_item(x, off + p * xs, &items[p]);
+            td_rank_read(x, off + p * xs, &items[p]);
         }
         qsort(items, (size_t)j->n, sizeof *items, cmp);
         int64_t first = (l / j->inner) * j->k * j->inner + l % j->inner;
