@@ -735,6 +735,27 @@ TIDE_API int tide_jit_begin_dynamic(tide_tensor *const *inputs, int ninputs,
                                     const uint32_t *dim_masks);
 TIDE_API void tide_graph_free(tide_graph *g); /* NULL-safe */
 
+/* A graph's argument and result names, dtypes and shapes (an imported model's, tide_onnx_load;
+ * a captured graph's inputs are "input0"..., its outputs "output0"...). A dim -1 is one the
+ * model leaves free (ONNX's dim_param); tide_graph_dim_name gives its name. NULL or -1 for a bad
+ * index. */
+TIDE_API int tide_graph_num_inputs(const tide_graph *g);
+TIDE_API const char *tide_graph_input_name(const tide_graph *g, int i);
+TIDE_API const char *tide_graph_output_name(const tide_graph *g, int i);
+/* dtype and ndim (may be NULL); shape receives min(ndim, max_dims) sizes. 0 or -1. */
+TIDE_API int tide_graph_input_info(const tide_graph *g, int i, tide_dtype *dtype, int *ndim,
+                                   int64_t *shape, int max_dims);
+TIDE_API int tide_graph_output_info(const tide_graph *g, int i, tide_dtype *dtype, int *ndim,
+                                    int64_t *shape, int max_dims);
+/* The name of input i's free dim d (ONNX dim_param), or NULL when that dim is fixed. */
+TIDE_API const char *tide_graph_dim_name(const tide_graph *g, int i, int d);
+/* Pauses the calling thread's trace or capture: ops run eagerly until tide_jit_resume, and their
+ * results are constants of the trace (an importer folds shape arithmetic this way). Returns a
+ * token for tide_jit_resume (NULL when the thread was not tracing; resuming NULL does nothing).
+ * Pauses do not nest. */
+TIDE_API void *tide_jit_pause(void);
+TIDE_API void tide_jit_resume(void *token);
+
 /* Counts of a traced function (or of the whole process). */
 typedef struct tide_jit_stats {
     int64_t compiles, hits, misses, breaks, fallbacks;
@@ -788,6 +809,46 @@ TIDE_API int tide_jit_trace_begin_function(tide_jit_function *f,
  * tide_graph keeps its own plan, freed with the graph, so graphs still run. Safe while other
  * threads run ops and graphs. */
 TIDE_API void tide_jit_cache_clear(void);
+
+/* ---- ONNX models (io/onnx/README.md, docs/onnx.md) ---------------------------------------- */
+/* An imported ONNX model run op by op (eagerly, or recorded by a trace it runs in): inputs and
+ * outputs in the model's order (tide_graph_* names them through tide_onnx_load's graph; here
+ * tide_onnx_input_name). Initializers live on `device` (NULL: the default device); inputs must
+ * be there too. An op, attribute or dtype the importer does not support is an error naming the
+ * op, the node and the opset (TIDE_ERR_UNSUPPORTED), at load. External data files must lie in
+ * the model's folder. NULL / -1 with tide_last_error() set. */
+typedef struct tide_onnx_model tide_onnx_model;
+TIDE_API tide_onnx_model *tide_onnx_open(const char *path, const char *device);
+TIDE_API void tide_onnx_close(tide_onnx_model *m); /* NULL-safe */
+TIDE_API int tide_onnx_num_inputs(const tide_onnx_model *m);
+TIDE_API int tide_onnx_num_outputs(const tide_onnx_model *m);
+TIDE_API const char *tide_onnx_input_name(const tide_onnx_model *m, int i);
+TIDE_API const char *tide_onnx_output_name(const tide_onnx_model *m, int i);
+/* As tide_graph_input_info: the declared dtype and shape, -1 for a free dim (dim_name names it
+ * when dim_name is not NULL: max_dims entries, NULL for a fixed dim). */
+TIDE_API int tide_onnx_input_info(const tide_onnx_model *m, int i, tide_dtype *dtype, int *ndim,
+                                  int64_t *shape, const char **dim_names, int max_dims);
+TIDE_API int tide_onnx_output_info(const tide_onnx_model *m, int i, tide_dtype *dtype,
+                                   int *ndim, int64_t *shape, const char **dim_names,
+                                   int max_dims);
+/* Runs the model: ninputs must be the model's input count (a NULL input is an error);
+ * outputs[i] receives a new reference. 0 or -1. */
+TIDE_API int tide_onnx_run(tide_onnx_model *m, tide_tensor *const *inputs, int ninputs,
+                           tide_tensor **outputs);
+/* Loads path and compiles it into a graph (tide_graph_run, tide_graph_free; names and
+ * declared shapes through tide_graph_input_name & co.). Free dims are captured at the sizes of
+ * opts->dim_sizes for the names opts->dim_names (1 for any other), and a run with other sizes
+ * compiles (once) and runs a plan for them. opts may be NULL. */
+typedef struct tide_onnx_options {
+    const char *device;          /* NULL: the default device */
+    int ndims;                   /* free dims given sizes for the capture */
+    const char *const *dim_names;
+    const int64_t *dim_sizes;
+} tide_onnx_options;
+TIDE_API tide_graph *tide_onnx_load(const char *path, const tide_onnx_options *opts);
+/* A TensorProto file (.pb, as the ONNX test data store them) as a tensor on the default
+ * device. */
+TIDE_API tide_tensor *tide_onnx_load_tensor(const char *path);
 
 /* ---- devices ------------------------------------------------------------------------------ */
 /* Tensors live on "cpu" (the default) or "vulkan" (devices/vulkan: any Vulkan GPU, or Mesa's

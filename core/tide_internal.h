@@ -23,6 +23,29 @@ TIDE_API bool tide_jit_is_tracing(void);
 /* Counts a fallback to eager (in stats, if given, and in the process's counts). */
 TIDE_API void tide_jit_note_fallback(tide_jit_stats *stats);
 
+/* What an importer attaches to a graph it compiled (jit/graph_info.c): the names and declared
+ * types tide_graph_input_name & co. give, and replan, which tide_graph_run calls when the inputs
+ * do not fit the captured layouts (a free dim at another size): it returns the graph to run
+ * them with, owned by owner (NULL with the error set). release(owner) runs with tide_graph_free.
+ * Strings and arrays are the info's own (freed with it). */
+typedef struct tide_graph_io {
+    char *name;
+    tide_dtype dtype;
+    int ndim;
+    int64_t shape[8];    /* -1: free */
+    char *dim_name[8];   /* a free dim's name, or NULL */
+} tide_graph_io;
+typedef struct tide_graph_info {
+    int ninputs, noutputs;
+    tide_graph_io *inputs, *outputs;
+    void *owner;
+    tide_graph *(*replan)(void *owner, tide_tensor *const *inputs, int ninputs);
+    void (*release)(void *owner);
+} tide_graph_info;
+/* g takes info (allocated with malloc, with its strings and arrays) and frees it with itself. */
+void td_graph_set_info(tide_graph *g, tide_graph_info *info);
+void td_graph_info_free(tide_graph_info *info);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@
 
 #include "../core/log.h"
 #include "../core/rng.h"
+#include "../core/tide_internal.h"
 #include "trace.h"
 
 void tide_graph_free(tide_graph *g)
@@ -19,6 +20,7 @@ void tide_graph_free(tide_graph *g)
     if (!g)
         return;
     jit_plan_release(g->plan);
+    td_graph_info_free(g->info);
     /* also a graph jit_flush() gave up on half made: captured may be missing */
     for (int i = g->ninputs; g->captured && i < g->nexterns; i++)
         tide_release(g->captured[i]);
@@ -350,6 +352,16 @@ static int bind_dynamic(const tide_graph *g, tide_tensor *const *inputs, jit_nod
     return 0;
 }
 
+bool jit_graph_inputs_fit(const tide_graph *g, tide_tensor *const *inputs)
+{
+    for (int i = 0; i < g->ninputs; i++)
+        if (!inputs[i] || check_input(g, i, inputs[i]) < 0) {
+            tide_clear_error();
+            return false;
+        }
+    return true;
+}
+
 int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_tensor **outputs)
 {
     if (!g)
@@ -365,6 +377,10 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
         return td_error("tide_graph_run: the graph was captured with autocast %s and runs with "
                         "autocast %s; capture it again under this autocast setting",
                         autocast_name(g->autocast), autocast_name(tide_get_autocast()));
+    bool handled = false;
+    int other = jit_graph_run_other(g, inputs, ninputs, outputs, &handled);
+    if (handled)
+        return other;
     /* guards: every input has the layout the graph was captured with */
     for (int i = 0; i < ninputs; i++)
         if (check_input(g, i, inputs ? inputs[i] : NULL) < 0)

@@ -122,3 +122,30 @@ void jit_drop_spare(void)
         jit_trace_destroy(spare);
     }
 }
+
+/* ---- pauses (tide_jit_pause): ops run eagerly, their results are the trace's constants --- */
+
+void *tide_jit_pause(void)
+{
+    jit_trace *tr = jit_current;
+    if (!tr)
+        return NULL;
+    td_hooks *h = td_thread_hooks();
+    h->trace = tr->saved.trace;
+    h->trace_ctx = tr->saved.trace_ctx;
+    h->materialize = tr->saved.materialize;
+    jit_current = NULL;
+    return tr;
+}
+
+void tide_jit_resume(void *token)
+{
+    jit_trace *tr = token;
+    if (!tr || jit_current)
+        return;
+    td_hooks *h = td_thread_hooks();
+    h->trace = jit_trace_hook;
+    h->trace_ctx = tr;
+    h->materialize = jit_materialize_hook;
+    jit_current = tr;
+}

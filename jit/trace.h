@@ -91,7 +91,14 @@ typedef struct tide_graph {
     int *out_node;        /* out i -> its node (a dynamic graph's output layouts are replayed) */
     uint32_t *dyn;        /* a dynamic graph: per input its dynamic dims; NULL: static */
     int autocast;         /* the autocast dtype it was captured under (tide_get_autocast) */
+    struct tide_graph_info *info; /* an importer's names, types and re-plan (graph_info.c) */
 } tide_graph;
+
+/* graph_info.c: whether an importer's graph runs inputs that miss the captured layouts through
+ * another plan: then *handled is set and the result is that run's. */
+bool jit_graph_inputs_fit(const tide_graph *g, tide_tensor *const *inputs); /* graph.c */
+int jit_graph_run_other(tide_graph *g, tide_tensor *const *inputs, int ninputs,
+                        tide_tensor **outputs, bool *handled);
 
 /* recorder (trace.c) */
 void jit_map_clear(jit_trace *tr);

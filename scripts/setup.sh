@@ -9,6 +9,7 @@ packages=(
   libvulkan-dev mesa-vulkan-drivers glslc libshaderc-dev glslang-dev spirv-tools
   valgrind zlib1g-dev clang
   dataset-fashion-mnist fortunes
+  libonnx-dev libonnx-testdata protobuf-c-compiler libprotobuf-c-dev
 )
 
 missing=()
