@@ -174,7 +174,21 @@ static int load_set(const char *set, const char *prefix, tide_tensor **ts, int m
 
 enum { MAXIO = 64 };
 
-static verdict run_set(tide_onnx_model *m, const char *set, char *why, size_t n)
+/* Moves ts[0..n) to device (the test data load on the default device). */
+static int move_all(tide_tensor **ts, int n, const char *device)
+{
+    for (int k = 0; device && k < n; k++) {
+        tide_tensor *moved = tide_to(ts[k], device);
+        if (!moved)
+            return -1;
+        tide_release(ts[k]);
+        ts[k] = moved;
+    }
+    return 0;
+}
+
+static verdict run_set(tide_onnx_model *m, const char *set, const char *device, char *why,
+                       size_t n)
 {
     tide_tensor *in[MAXIO] = {0}, *want[MAXIO] = {0}, *got[MAXIO] = {0};
     int nin = load_set(set, "input", in, MAXIO, why, n);
@@ -186,6 +200,8 @@ static verdict run_set(tide_onnx_model *m, const char *set, char *why, size_t n)
     } else if (nwant != tide_onnx_num_outputs(m)) {
         snprintf(why, n, "the model has %d outputs; the test data %d",
                  tide_onnx_num_outputs(m), nwant);
+    } else if (move_all(in, nin, device) < 0) {
+        snprintf(why, n, "moving the inputs to %s: %s", device, tide_last_error());
     } else if (tide_onnx_run(m, in, nin, got) < 0) {
         snprintf(why, n, "run: %s", tide_last_error());
     } else {
@@ -221,7 +237,7 @@ static verdict run_test(const char *dir, const char *device, char *why, size_t n
             }
             break;
         }
-        v = run_set(m, path, why, n);
+        v = run_set(m, path, device, why, n);
     }
     tide_onnx_close(m);
     return v;

@@ -79,6 +79,12 @@ extern const onnx_op onnx_ops_elementwise[];
 extern const onnx_op onnx_ops_shape[];
 extern const onnx_op onnx_ops_reduce[];
 extern const onnx_op onnx_ops_nn[];
+extern const onnx_op onnx_ops_loss[];
+extern const onnx_op onnx_ops_index[];
+extern const onnx_op onnx_ops_conv[];
+extern const onnx_op onnx_ops_activation[];
+extern const onnx_op onnx_ops_rnn[];
+extern const onnx_op onnx_ops_quant[];
 
 /* The table's entry for op_type at opset, or NULL. */
 const onnx_op *onnx_find_op(const char *op_type, int opset);
