@@ -127,7 +127,7 @@ numeric_lua=(
   linalg_ops
   math
 )
-numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?)$"
+numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?|onnx_conformance(_jit|_vulkan)?)$"
 for tier in $tiers; do
   echo "== numeric suites, TIDE_CPU_ISA=$tier"
   if [ -d build ]; then

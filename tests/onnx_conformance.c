@@ -5,7 +5,10 @@
  *
  *   onnx_conformance [--data DIR] [--device D] [--baseline FILE] [--scope FILE]
  *                    [--summary FILE] [--write-baseline FILE] [--only SUBSTRING] [--quiet]
+ *                    [--jit]
  *
+ * --jit runs every model inside a trace session (what tide.jit does: ops recorded, fused and
+ * compiled; a read of a value is a graph break) instead of eagerly: the jit-vs-eager check.
  * A test is supported when tide_onnx_open accepts its model: every node's op is in the
  * importer's table at the model's opset with attributes the entry supports, and its inputs and
  * initializers have tide dtypes. That is decided before anything runs; a supported test whose
@@ -187,6 +190,26 @@ static int move_all(tide_tensor **ts, int n, const char *device)
     return 0;
 }
 
+static bool use_jit;
+
+/* tide_onnx_run, eagerly or in a trace session (--jit). */
+static int run_model(tide_onnx_model *m, tide_tensor **in, int nin, tide_tensor **got)
+{
+    if (!use_jit)
+        return tide_onnx_run(m, in, nin, got);
+    if (tide_jit_trace_begin(NULL, NULL, NULL) < 0)
+        return -1;
+    int rc = tide_onnx_run(m, in, nin, got);
+    if (tide_jit_trace_end() < 0 && rc == 0) {
+        for (int k = 0; k < tide_onnx_num_outputs(m); k++) {
+            tide_release(got[k]);
+            got[k] = NULL;
+        }
+        rc = -1;
+    }
+    return rc;
+}
+
 static verdict run_set(tide_onnx_model *m, const char *set, const char *device, char *why,
                        size_t n)
 {
@@ -202,7 +225,7 @@ static verdict run_set(tide_onnx_model *m, const char *set, const char *device, 
                  tide_onnx_num_outputs(m), nwant);
     } else if (move_all(in, nin, device) < 0) {
         snprintf(why, n, "moving the inputs to %s: %s", device, tide_last_error());
-    } else if (tide_onnx_run(m, in, nin, got) < 0) {
+    } else if (run_model(m, in, nin, got) < 0) {
         snprintf(why, n, "run: %s", tide_last_error());
     } else {
         v = PASS;
@@ -290,12 +313,14 @@ int main(int argc, char **argv)
                           : !strcmp(a, "--only") ? &o.only : NULL;
         if (!strcmp(a, "--quiet")) {
             o.quiet = true;
+        } else if (!strcmp(a, "--jit")) {
+            use_jit = true;
         } else if (slot && v) {
             *slot = v;
             i++;
         } else {
             fprintf(stderr, "usage: onnx_conformance [--data DIR] [--device D] [--baseline F] "
-                            "[--scope F] [--summary F] [--write-baseline F] [--only S] [--quiet]\n");
+                            "[--scope F] [--summary F] [--write-baseline F] [--only S] [--quiet] [--jit]\n");
             return 2;
         }
     }
