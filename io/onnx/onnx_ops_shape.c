@@ -211,8 +211,8 @@ static int run_gather(onnx_ctx *c)
 }
 
 const onnx_op onnx_ops_shape[] = {
-    {"Shape", 1, 0, 1, 1, NULL, run_shape, false},
-    {"Size", 1, 0, 1, 1, NULL, run_size, false},
+    {"Shape", 1, 0, 1, 1, NULL, run_shape, ONNX_SHAPE_ONLY},
+    {"Size", 1, 0, 1, 1, NULL, run_size, ONNX_SHAPE_ONLY},
     {"Reshape", 5, 0, 2, 2, NULL, run_reshape, false},
     {"Flatten", 1, 0, 1, 1, NULL, run_flatten, false},
     {"Squeeze", 1, 0, 1, 2, NULL, run_squeeze, false},
