@@ -127,6 +127,7 @@ numeric_lua=(
   stats
   linalg_ops
   math
+  onnx
 )
 numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?|onnx_conformance(_jit|_vulkan)?)$"
 for tier in $tiers; do
