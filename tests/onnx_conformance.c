@@ -7,6 +7,8 @@
  *                    [--summary FILE] [--write-baseline FILE] [--only SUBSTRING] [--quiet]
  *                    [--jit]
  *
+ * --list-ops prints the importer's op table as the Markdown list of docs/onnx.md and exits.
+ *
  * --jit runs every model inside a trace session (what tide.jit does: ops recorded, fused and
  * compiled; a read of a value is a graph break) instead of eagerly: the jit-vs-eager check.
  * A test is supported when tide_onnx_open accepts its model: every node's op is in the
@@ -25,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "tide.h"
+#include "tide_internal.h"
 
 static const char *const folders[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
 enum { NFOLDERS = 4 };
@@ -301,6 +304,44 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+typedef struct op_entry {
+    const char *name;
+    int since, until;
+} op_entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const op_entry *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->since - y->since;
+}
+
+/* "- Abs: opset 6+" lines, sorted by op; several ranges of one op on one line. */
+static int list_ops(void)
+{
+    op_entry e[1024];
+    int n = 0;
+    while (n < 1024 && td_onnx_op_entry(n, &e[n].name, &e[n].since, &e[n].until) == 0)
+        n++;
+    qsort(e, (size_t)n, sizeof *e, cmp_entry);
+    int ops = 0;
+    for (int i = 0; i < n; i++) {
+        bool first = i == 0 || strcmp(e[i].name, e[i - 1].name);
+        if (first) {
+            printf("%s- %s: opset ", i ? "\n" : "", e[i].name);
+            ops++;
+        } else {
+            printf(", ");
+        }
+        if (e[i].until)
+            printf("%d-%d", e[i].since, e[i].until);
+        else
+            printf("%d+", e[i].since);
+    }
+    printf("\n\n%d ops.\n", ops);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     options o = {.data = "/usr/include/onnx/backend/test/data"};
@@ -311,7 +352,9 @@ int main(int argc, char **argv)
                           : !strcmp(a, "--summary") ? &o.summary
                           : !strcmp(a, "--write-baseline") ? &o.write_baseline
                           : !strcmp(a, "--only") ? &o.only : NULL;
-        if (!strcmp(a, "--quiet")) {
+        if (!strcmp(a, "--list-ops")) {
+            return list_ops();
+        } else if (!strcmp(a, "--quiet")) {
             o.quiet = true;
         } else if (!strcmp(a, "--jit")) {
             use_jit = true;
