@@ -55,6 +55,17 @@ static void names_add(names *s, const char *name, const char *why)
     s->why[s->n++] = why ? strdup(why) : NULL;
 }
 
+static void names_free(names *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        free(s->v[i]);
+        free(s->why[i]);
+    }
+    free(s->v);
+    free(s->why);
+    *s = (names){0};
+}
+
 static int names_find(const names *s, const char *name)
 {
     for (int i = 0; i < s->n; i++)
@@ -414,6 +425,7 @@ int main(int argc, char **argv)
                 first = 0;
             }
         }
+        names_free(&tests);
         int n = count[0] + count[1] + count[2];
         printf("folder %s: %d pass, %d fail, %d unsupported of %d (%.1f%% pass)\n", folders[f],
                count[PASS], count[FAIL], count[UNSUPPORTED], n, n ? 100.0 * count[PASS] / n : 0.0);
@@ -448,6 +460,10 @@ int main(int argc, char **argv)
             fprintf(b, "%s\n", passed.v[i]);
         fclose(b);
     }
+    names_free(&scope);
+    names_free(&baseline);
+    names_free(&passed);
+    tide_shutdown();
     printf("onnx conformance: %d pass, %d fail, %d unsupported; %d regressions against the "
            "baseline list\n", total[PASS], total[FAIL], total[UNSUPPORTED], missing);
     return total[FAIL] || missing ? 1 : 0;
