@@ -1,10 +1,11 @@
 /*
  * onnx_ops_reduce.c — ONNX's reductions over axes: ReduceSum & co. (axes an attribute before
  * opset 13 for ReduceSum and 18 for the others, an optional input from then), ArgMax/ArgMin,
- * CumSum, TopK and the variadic Max/Min/Sum/Mean. Results keep the input's dtype (tide's integer
- * sums give int64: cast back).
+ * CumSum, TopK, the variadic Max/Min/Sum/Mean, Einsum and Det. Results keep the input's dtype
+ * (tide's integer sums give int64: cast back).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "onnx_internal.h"
@@ -59,7 +60,7 @@ static double empty_value(reduce_fn fn)
     return 0.0; /* sum, L1, L2, sum of squares; mean is NaN (0/0) and rejected below */
 }
 
-/* The axes (input 1 when given, else the attribute) as sorted-free unique dims; *n 0: none. */
+/* The axes (input 1 when given, else the attribute) as unique dims; *n 0: none given. */
 static int reduce_axes(onnx_ctx *c, int rank, int *dims, int *n)
 {
     int64_t axes[TIDE_MAX_DIMS];
@@ -279,6 +280,94 @@ static int run_mean(onnx_ctx *c)
     return onnx_set(c, mean);
 }
 
+/* Einsum: tide's einsum reads the same language; ONNX allows spaces, which it does not. */
+#define EINSUM_MAX 256
+
+static int check_einsum(const onnx_node *n, char *why, size_t size)
+{
+    const Onnx__AttributeProto *a = onnx_attr(n, "equation");
+    if (!a || a->s.len == 0 || a->s.len >= EINSUM_MAX) {
+        snprintf(why, size, "an equation that is missing or of %d or more characters",
+                 EINSUM_MAX);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_einsum(onnx_ctx *c)
+{
+    char buf[EINSUM_MAX], eq[EINSUM_MAX];
+    const char *text = onnx_attr_string(c->node, "equation", "", buf, sizeof buf);
+    size_t k = 0;
+    for (const char *p = text; *p; p++)
+        if (*p != ' ')
+            eq[k++] = *p;
+    eq[k] = 0;
+    for (int i = 0; i < c->nin; i++)
+        if (!c->in[i])
+            return onnx_error(c, "input %d is missing", i);
+    return onnx_set(c, tide_einsum(eq, c->in, c->nin));
+}
+
+/* The determinant of one n x n matrix (row-major, overwritten): LU with partial pivoting. */
+static double det_lu(double *a, int64_t n)
+{
+    double det = 1.0;
+    for (int64_t col = 0; col < n; col++) {
+        int64_t pivot = col;
+        for (int64_t r = col + 1; r < n; r++)
+            if (fabs(a[r * n + col]) > fabs(a[pivot * n + col]))
+                pivot = r;
+        if (a[pivot * n + col] == 0.0)
+            return 0.0;
+        if (pivot != col) {
+            for (int64_t j = 0; j < n; j++) {
+                double t = a[col * n + j];
+                a[col * n + j] = a[pivot * n + j];
+                a[pivot * n + j] = t;
+            }
+            det = -det;
+        }
+        det *= a[col * n + col];
+        for (int64_t r = col + 1; r < n; r++) {
+            double f = a[r * n + col] / a[col * n + col];
+            for (int64_t j = col; j < n; j++)
+                a[r * n + j] -= f * a[col * n + j];
+        }
+    }
+    return det;
+}
+
+/* Det of [..., M, M] floats: small matrices, computed on the host in float64. */
+static int run_det(onnx_ctx *c)
+{
+    const tide_tensor *x = c->in[0];
+    int rank = tide_ndim(x);
+    tide_dtype dt = tide_get_dtype(x);
+    if (!tide_dtype_is_floating(dt))
+        return onnx_unsupported(c, "a %s input (floating point only)", tide_dtype_name(dt));
+    if (rank < 2 || tide_shape(x)[rank - 1] != tide_shape(x)[rank - 2])
+        return onnx_error(c, "the input must be [..., M, M]; it has %d dims", rank);
+    int64_t m = tide_shape(x)[rank - 1], count = m ? tide_numel(x) / (m * m) : 0;
+    tide_tensor *wide = tide_cast(x, TIDE_FLOAT64);
+    double *a = td_malloc(sizeof(double) * (size_t)(tide_numel(x) + count + 1));
+    int rc = wide && a ? tide_to_buffer(wide, a, sizeof(double) * (size_t)tide_numel(x)) : -1;
+    tide_release(wide);
+    if (rc < 0) {
+        free(a);
+        return a ? onnx_fail(c) : onnx_error(c, "out of memory");
+    }
+    double *dets = a + tide_numel(x);
+    for (int64_t i = 0; i < count; i++)
+        dets[i] = det_lu(a + i * m * m, m);
+    tide_tensor *d = tide_from_data_on(tide_device_name(x), dets, rank - 2, tide_shape(x),
+                                       TIDE_FLOAT64);
+    free(a);
+    tide_tensor *out = d ? tide_cast(d, dt) : NULL;
+    tide_release(d);
+    return onnx_set(c, out);
+}
+
 const onnx_op onnx_ops_reduce[] = {
     {"ReduceSum", 1, 12, 1, 1, NULL, run_reduce_sum, false},
     {"ReduceSum", 13, 0, 1, 2, NULL, run_reduce_sum, false},
@@ -309,5 +398,7 @@ const onnx_op onnx_ops_reduce[] = {
     {"Min", 6, 0, 1, -1, NULL, run_min, false},
     {"Sum", 6, 0, 1, -1, NULL, run_sum, false},
     {"Mean", 6, 0, 1, -1, NULL, run_mean, false},
+    {"Einsum", 12, 0, 1, -1, check_einsum, run_einsum, false},
+    {"Det", 11, 0, 1, 1, NULL, run_det, false},
     {0},
 };
