@@ -94,9 +94,12 @@ static int check_shapes(onnx_ctx *c, const tide_tensor *log_probs, const tide_te
     bool ok = rank >= 2 && tide_ndim(target) == rank - 1 && ts[0] == ls[0];
     for (int d = 2; ok && d < rank; d++)
         ok = ts[d - 1] == ls[d];
-    if (!ok)
-        return onnx_error(c, "input [N, C, d...] and target [N, d...] do not match (%d and %d "
-                          "dims)", rank, tide_ndim(target));
+    if (!ok) {
+        char a[160], b[160];
+        return onnx_error(c, "input [N, C, d...] and target [N, d...] do not match: %s and %s",
+                          td_shape_str(a, sizeof a, rank, ls),
+                          td_shape_str(b, sizeof b, tide_ndim(target), ts));
+    }
     tide_dtype td = tide_get_dtype(target);
     if (td != TIDE_INT64 && td != TIDE_INT32)
         return onnx_error(c, "the target is %s; it must be int32 or int64", tide_dtype_name(td));

@@ -346,8 +346,11 @@ static int run_det(onnx_ctx *c)
     tide_dtype dt = tide_get_dtype(x);
     if (!tide_dtype_is_floating(dt))
         return onnx_unsupported(c, "a %s input (floating point only)", tide_dtype_name(dt));
-    if (rank < 2 || tide_shape(x)[rank - 1] != tide_shape(x)[rank - 2])
-        return onnx_error(c, "the input must be [..., M, M]; it has %d dims", rank);
+    if (rank < 2 || tide_shape(x)[rank - 1] != tide_shape(x)[rank - 2]) {
+        char shape[160];
+        return onnx_error(c, "the input must be [..., M, M]; it is %s",
+                          td_shape_str(shape, sizeof shape, rank, tide_shape(x)));
+    }
     int64_t m = tide_shape(x)[rank - 1], count = m ? tide_numel(x) / (m * m) : 0;
     tide_tensor *wide = tide_cast(x, TIDE_FLOAT64);
     double *a = td_malloc(sizeof(double) * (size_t)(tide_numel(x) + count + 1));
