@@ -2,7 +2,8 @@
  * test_onnx_reduce.c — the ONNX importer's reductions, scans, softmax family and losses on
  * one-node models written here: what the conformance data do not reach (dtypes kept through
  * tide's int64 sums, empty reductions, the flattening softmax of opsets before 13, weights with
- * ignore_index, the log_prob output) and the errors of malformed nodes, each naming the op.
+ * ignore_index, the log_prob output) and the errors of malformed nodes, each naming the op;
+ * on the CPU and on Vulkan.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -59,6 +60,9 @@ static int run_model(ob_model *b, const char *names, tide_tensor *const *xs, int
     tide_onnx_model *m = tide_onnx_open(path, NULL);
     int rc = m ? tide_onnx_run(m, xs, nx, outs) : -1;
     tide_onnx_close(m);
+    for (int k = 0; rc == 0 && k < nout; k++) /* results stay where the inputs are */
+        CHECK(!strncmp(tide_device_name(outs[k]), tide_get_default_device(), 3),
+              "output %d is on %s", k, tide_device_name(outs[k]));
     return rc;
 }
 
@@ -215,6 +219,30 @@ static void test_softmax_family_flattens(void)
     tide_release(x);
 }
 
+/* 0-dim inputs: one element is its own largest, first and last. */
+static void test_zero_dim(void)
+{
+    float one = 2.5f;
+    tide_tensor *x = f32(0, NULL, &one), *y = NULL;
+    static const char *const ops[] = {"ArgMax", "Hardmax", "ReduceSum"};
+    static const double want[] = {0, 1, 2.5};
+    for (int i = 0; i < 3; i++) {
+        ob_model b;
+        ob_init(&b, 13);
+        Onnx__NodeProto *n = ob_node(&b, ops[i], "x", "y0");
+        if (i == 0)
+            ob_attr_int(&b, n, "select_last_index", 1);
+        if (i == 1)
+            ob_attr_int(&b, n, "axis", 0); /* -1 (the default) is out of [-0, 0] */
+        CHECK(run_model(&b, "x", &x, 1, &y, 1) == 0, "%s of 0-dim: %s", ops[i],
+              tide_last_error());
+        CHECK(y && tide_ndim(y) == 0, "%s of 0-dim is 0-dim", ops[i]);
+        check_values(y, &want[i], 1, 0, ops[i]);
+        tide_release(y);
+    }
+    tide_release(x);
+}
+
 /* ---- losses -------------------------------------------------------------------------------- */
 static void test_nll_weights_ignore_index(void)
 {
@@ -302,6 +330,14 @@ static void test_errors(void)
     expect_error(13, "NegativeLogLikelihoodLoss", "x|t", nll, 2, NULL, NULL, 0, "5");
     tide_release(nll[1]);
 
+    tide_tensor *weighted[3] = {x, tide_from_data(bad_t, 1, (int64_t[]){2}, TIDE_INT64),
+                                tide_zeros(1, (int64_t[]){2}, TIDE_FLOAT32)};
+    expect_error(13, "NegativeLogLikelihoodLoss", "x|t|w", weighted, 3, NULL, NULL, 0,
+                 "the weight must be [C] = [3]; it is [2]");
+    tide_release(weighted[1]);
+    tide_release(weighted[2]);
+    expect_error(13, "Sum", "x|", &x, 1, NULL, NULL, 0, "input 1 is missing");
+
     ob_model b;
     ob_init(&b, 13);
     Onnx__NodeProto *n = ob_node(&b, "SoftmaxCrossEntropyLoss", "x|t", "y0");
@@ -328,13 +364,25 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
-    test_reduce_dtypes_and_axes();
-    test_empty_reductions();
-    test_cumsum();
-    test_softmax_family_flattens();
-    test_nll_weights_ignore_index();
-    test_sce_log_prob();
-    test_errors();
+    /* Everything once on the CPU, then on Vulkan (the default device makes the inputs and
+     * the models' constants there) where there is one. */
+    for (int pass = 0; pass < 2; pass++) {
+        char why[256];
+        if (pass == 1 && !tide_vulkan_available(why, sizeof why)) {
+            printf("test_onnx_reduce: Vulkan skipped: %s\n", why);
+            break;
+        }
+        tide_set_default_device(pass ? "vulkan" : "cpu");
+        test_reduce_dtypes_and_axes();
+        test_empty_reductions();
+        test_cumsum();
+        test_softmax_family_flattens();
+        test_zero_dim();
+        test_nll_weights_ignore_index();
+        test_sce_log_prob();
+        test_errors();
+    }
+    tide_set_default_device("cpu");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)

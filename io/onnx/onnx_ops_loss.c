@@ -11,6 +11,8 @@ typedef tide_tensor *(*along_fn)(const tide_tensor *x, int dim);
 /* Hardmax along dim: 1 at the first largest element, 0 elsewhere (x's dtype). */
 static tide_tensor *hardmax(const tide_tensor *x, int dim)
 {
+    if (tide_ndim(x) == 0) /* one element: the largest */
+        return tide_ones_on(tide_device_name(x), 0, NULL, tide_get_dtype(x));
     tide_tensor *pos = tide_argmax(x, dim, false);
     tide_tensor *hot = pos ? tide_one_hot(pos, tide_shape(x)[dim]) : NULL;
     int last = tide_ndim(x) - 1;
@@ -86,8 +88,9 @@ static int target_weights(onnx_ctx *c, const tide_tensor *target, const tide_ten
     return *w ? 0 : onnx_fail(c);
 }
 
-/* log_probs [N, C, d...] and target [N, d...]. */
-static int check_shapes(onnx_ctx *c, const tide_tensor *log_probs, const tide_tensor *target)
+/* log_probs [N, C, d...], target [N, d...] and weight (may be NULL) [C]. */
+static int check_shapes(onnx_ctx *c, const tide_tensor *log_probs, const tide_tensor *target,
+                        const tide_tensor *weight)
 {
     int rank = tide_ndim(log_probs);
     const int64_t *ls = tide_shape(log_probs), *ts = tide_shape(target);
@@ -99,6 +102,11 @@ static int check_shapes(onnx_ctx *c, const tide_tensor *log_probs, const tide_te
         return onnx_error(c, "input [N, C, d...] and target [N, d...] do not match: %s and %s",
                           td_shape_str(a, sizeof a, rank, ls),
                           td_shape_str(b, sizeof b, tide_ndim(target), ts));
+    }
+    if (weight && (tide_ndim(weight) != 1 || tide_shape(weight)[0] != ls[1])) {
+        char a[160];
+        return onnx_error(c, "the weight must be [C] = [%lld]; it is %s", (long long)ls[1],
+                          td_shape_str(a, sizeof a, tide_ndim(weight), tide_shape(weight)));
     }
     tide_dtype td = tide_get_dtype(target);
     if (td != TIDE_INT64 && td != TIDE_INT32)
@@ -112,7 +120,7 @@ static tide_tensor *nll(onnx_ctx *c, const tide_tensor *log_probs, const tide_te
                         const tide_tensor *weight)
 {
     tide_tensor *safe = NULL, *w = NULL;
-    if (check_shapes(c, log_probs, target) < 0 ||
+    if (check_shapes(c, log_probs, target, weight) < 0 ||
         target_weights(c, target, weight, tide_get_dtype(log_probs), &safe, &w) < 0) {
         tide_release(safe);
         return NULL;

@@ -154,7 +154,7 @@ static int run_arg(onnx_ctx *c, tide_tensor *(*fn)(const tide_tensor *, int, boo
     if (onnx_axis(c, onnx_attr_int(n, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
         return -1;
     bool keep = onnx_attr_int(n, "keepdims", 1) != 0;
-    if (!onnx_attr_int(n, "select_last_index", 0))
+    if (!onnx_attr_int(n, "select_last_index", 0) || tide_ndim(c->in[0]) == 0)
         return onnx_set(c, fn(c->in[0], axis, keep));
     int64_t last = tide_shape(c->in[0])[axis] - 1;
     tide_tensor *flipped = tide_flip(c->in[0], &axis, 1);
@@ -251,10 +251,11 @@ static int run_topk(onnx_ctx *c)
 static int run_variadic(onnx_ctx *c, tide_tensor *(*combine)(const tide_tensor *,
                                                              const tide_tensor *))
 {
+    for (int i = 0; i < c->nin; i++)
+        if (!c->in[i])
+            return onnx_error(c, "input %d is missing", i);
     tide_tensor *acc = tide_retain(c->in[0]);
     for (int i = 1; i < c->nin && acc; i++) {
-        if (!c->in[i])
-            continue;
         tide_tensor *next = combine(acc, c->in[i]);
         tide_release(acc);
         acc = next;
@@ -271,7 +272,7 @@ static int run_mean(onnx_ctx *c)
     if (!tide_dtype_is_floating(tide_get_dtype(c->in[0])))
         return onnx_unsupported(c, "a %s input (floating point only)",
                                 tide_dtype_name(tide_get_dtype(c->in[0])));
-    if (run_sum(c) < 0)
+    if (run_sum(c) < 0) /* every input present: nin counts them */
         return -1;
     tide_tensor *sum = c->out[0];
     c->out[0] = NULL;
