@@ -161,6 +161,16 @@ static void test_empty_reductions(void)
               strstr(tide_last_error(), "ReduceMean"),
           "ReduceMean of nothing: %s", tide_last_error());
     tide_release(x);
+    /* ... but a mean of [0, 3] over dim 1 has no element to fill: [0] */
+    x = tide_zeros(2, (int64_t[]){0, 3}, TIDE_FLOAT32);
+    ob_init(&b, 13);
+    Onnx__NodeProto *n = ob_node(&b, "ReduceMean", "x", "y0");
+    ob_attr_ints(&b, n, "axes", one, 1);
+    ob_attr_int(&b, n, "keepdims", 0);
+    CHECK(run_model(&b, "x", &x, 1, &y, 1) == 0, "ReduceMean to [0]: %s", tide_last_error());
+    CHECK(y && tide_ndim(y) == 1 && tide_shape(y)[0] == 0, "ReduceMean to [0]: the shape");
+    tide_release(y);
+    tide_release(x);
 }
 
 /* CumSum reverse + exclusive on int32: sums of what follows each place, int32 kept. */

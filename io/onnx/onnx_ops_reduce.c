@@ -120,7 +120,12 @@ static int run_reduce(onnx_ctx *c, reduce_fn fn, bool floating_only)
     if (tide_numel(x) == 0) {
         int64_t shape[TIDE_MAX_DIMS];
         int k = reduced_shape(x, dims, n, keep, shape);
-        if (fn == tide_mean || (!tide_dtype_is_floating(dt) && isinf(empty_value(fn))))
+        int64_t count = 1;
+        for (int d = 0; d < k; d++)
+            count *= shape[d];
+        bool no_identity = fn == tide_mean || (!tide_dtype_is_floating(dt) &&
+                                               isinf(empty_value(fn)));
+        if (count > 0 && no_identity)
             return onnx_unsupported(c, "this reduction of an empty %s tensor",
                                     tide_dtype_name(dt));
         return onnx_set(c, tide_full_on(tide_device_name(x), k, shape, empty_value(fn), dt));
