@@ -187,13 +187,10 @@ static int run_sce_loss(onnx_ctx *c)
 }
 
 const onnx_op onnx_ops_loss[] = {
-    {"Softmax", 1, 12, 1, 1, NULL, run_softmax, false},
-    {"Softmax", 13, 0, 1, 1, NULL, run_softmax, false},
-    {"LogSoftmax", 1, 12, 1, 1, NULL, run_log_softmax, false},
-    {"LogSoftmax", 13, 0, 1, 1, NULL, run_log_softmax, false},
-    {"Hardmax", 1, 12, 1, 1, NULL, run_hardmax, false},
-    {"Hardmax", 13, 0, 1, 1, NULL, run_hardmax, false},
-    {"NegativeLogLikelihoodLoss", 12, 0, 2, 3, check_loss, run_nll_loss, false},
-    {"SoftmaxCrossEntropyLoss", 12, 0, 2, 3, check_loss, run_sce_loss, false},
+    {"Softmax", 1, 0, 1, 1, NULL, run_softmax, 0}, /* flattens before 13 */
+    {"LogSoftmax", 1, 0, 1, 1, NULL, run_log_softmax, 0}, /* flattens before 13 */
+    {"Hardmax", 1, 0, 1, 1, NULL, run_hardmax, 0}, /* flattens before 13 */
+    {"NegativeLogLikelihoodLoss", 12, 0, 2, 3, check_loss, run_nll_loss, 0},
+    {"SoftmaxCrossEntropyLoss", 12, 0, 2, 3, check_loss, run_sce_loss, 0},
     {0},
 };
