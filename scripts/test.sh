@@ -93,6 +93,7 @@ numeric_c=(
   math_ulps
   math_ops
   onnx
+  onnx_reduce
 )
 numeric_lua=(
   ops
