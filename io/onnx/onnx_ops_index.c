@@ -65,9 +65,29 @@ static int run_scatter_elements(onnx_ctx *c)
 
 /* ---- the N-D forms -------------------------------------------------------------------------- */
 
+/* Whether each index row of wrapped ([..., m]) has an entry outside [0, size): bool [...]. */
+static tide_tensor *rows_out_of_range(const onnx_ctx *c, const tide_tensor *wrapped,
+                                      const tide_tensor *size)
+{
+    int dim = tide_ndim(wrapped) - 1;
+    int64_t zero = 0;
+    tide_tensor *z = onnx_int64_tensor(c, &zero, 0, NULL);
+    tide_tensor *lo = z ? tide_lt(wrapped, z) : NULL;
+    tide_tensor *hi = lo ? tide_ge(wrapped, size) : NULL;
+    tide_tensor *bad = hi ? tide_logical_or(lo, hi) : NULL;
+    tide_tensor *count = bad ? tide_cast(bad, TIDE_INT64) : NULL;
+    tide_tensor *per_row = count ? tide_sum(count, &dim, 1, false) : NULL;
+    tide_tensor *out = per_row ? tide_gt(per_row, z) : NULL;
+    tide_tensor *tmp[] = {z, lo, hi, bad, count, per_row};
+    onnx_release_all(tmp, 6);
+    return out;
+}
+
 /* indices [..., m] into dims [first, first + m) of data: the linear index of each row over those
- * dims (negative entries wrapped), shape indices[:-1]. */
-static tide_tensor *linear_index(const onnx_ctx *c, const tide_tensor *indices, int first)
+ * dims (negative entries wrapped), shape indices[:-1]. A row with an entry out of range gets
+ * `beyond`, which the caller's bounds check then rejects (never a wrong row). */
+static tide_tensor *linear_index(const onnx_ctx *c, const tide_tensor *indices, int first,
+                                 int64_t beyond)
 {
     int ir = tide_ndim(indices);
     int64_t m = tide_shape(indices)[ir - 1], sizes[TIDE_MAX_DIMS], strides[TIDE_MAX_DIMS];
@@ -82,9 +102,12 @@ static tide_tensor *linear_index(const onnx_ctx *c, const tide_tensor *indices, 
     tide_tensor *step = onnx_int64_tensor(c, strides, 1, &m);
     tide_tensor *wrapped = size && step ? onnx_wrap_negative(indices, size) : NULL;
     tide_tensor *scaled = wrapped ? tide_mul(wrapped, step) : NULL;
-    tide_tensor *out = scaled ? tide_sum(scaled, &dim, 1, false) : NULL;
-    tide_tensor *tmp[] = {size, step, wrapped, scaled};
-    onnx_release_all(tmp, 4);
+    tide_tensor *lin = scaled ? tide_sum(scaled, &dim, 1, false) : NULL;
+    tide_tensor *bad = lin ? rows_out_of_range(c, wrapped, size) : NULL;
+    tide_tensor *far = bad ? onnx_int64_tensor(c, &beyond, 0, NULL) : NULL;
+    tide_tensor *out = far ? tide_where(bad, far, lin) : NULL;
+    tide_tensor *tmp[] = {size, step, wrapped, scaled, lin, bad, far};
+    onnx_release_all(tmp, 7);
     return out;
 }
 
@@ -132,7 +155,7 @@ static tide_tensor *nd_rows(const onnx_ctx *c, int b)
         bshape[d] = d < b ? tide_shape(indices)[d] : 1;
         nbatch *= bshape[d];
     }
-    tide_tensor *lin = linear_index(c, indices, b);
+    tide_tensor *lin = linear_index(c, indices, b, nbatch * per_batch);
     tide_tensor *base = lin ? tide_arange_on(onnx_device_of(c), 0, (double)nbatch * per_batch,
                                              (double)per_batch, TIDE_INT64) : NULL;
     tide_tensor *shaped = base ? tide_reshape(base, ir - 1, bshape) : NULL;

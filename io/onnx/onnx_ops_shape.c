@@ -227,7 +227,7 @@ static int run_expand(onnx_ctx *c)
     for (int d = 0; d < out_rank; d++) {
         int64_t a = d < out_rank - rank ? 1 : tide_shape(c->in[0])[d - (out_rank - rank)];
         int64_t b = d < out_rank - n ? 1 : want[d - (out_rank - n)];
-        if (a != b && a != 1 && b != 1)
+        if (b < 0 || (a != b && a != 1 && b != 1))
             return onnx_error(c, "shape entry %lld does not broadcast with the input's dim %lld",
                               (long long)b, (long long)a);
         xs[d] = a;
@@ -268,8 +268,8 @@ static int regroup(onnx_ctx *c, const int64_t mid[6], const int perm[6], const i
 static int block_input(onnx_ctx *c, int64_t s[4], int64_t *b)
 {
     *b = onnx_attr_int(c->node, "blocksize", 0);
-    if (tide_ndim(c->in[0]) != 4 || *b < 1)
-        return onnx_error(c, "needs a 4-D input and a blocksize >= 1; got %d dims, blocksize "
+    if (tide_ndim(c->in[0]) != 4 || *b < 1 || *b > (1 << 20))
+        return onnx_error(c, "needs a 4-D input and a blocksize in [1, 2^20]; got %d dims, blocksize "
                           "%lld", tide_ndim(c->in[0]), (long long)*b);
     memcpy(s, tide_shape(c->in[0]), sizeof *s * 4);
     return 0;

@@ -3,6 +3,7 @@
  * Starts, ends, split sizes and pads are read on the host (attributes before opsets 10/13/11,
  * inputs after); the tensors move through tide_slice, tide_flip and tide_pad_mode.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +80,7 @@ static tide_tensor *slice_axis(const tide_tensor *x, int d, int64_t start, int64
     }
     start = start < 0 ? 0 : start > dim - 1 ? dim - 1 : start;
     end = end < -1 ? -1 : end > dim - 1 ? dim - 1 : end;
-    int64_t n = start > end ? (start - end - step - 1) / -step : 0;
+    int64_t n = start > end ? 1 + (start - end - 1) / -step : 0; /* no overflow for any step */
     if (n == 0)
         return tide_slice(x, d, 0, 0, 1);
     tide_tensor *fwd = tide_slice(x, d, start + (n - 1) * step, start + 1, -step);
@@ -104,8 +105,10 @@ int onnx_run_slice(onnx_ctx *c)
         int d;
         int64_t step = nst ? steps[i] : 1;
         int bad = onnx_axis(c, na ? axes[i] : i, rank, &d) < 0 ? -1
-                  : seen[d] || step == 0 ? onnx_error(c, "axis %d is repeated or its step is 0", d)
-                                         : 0;
+                  : seen[d] || step == 0 || step == INT64_MIN
+                      ? onnx_error(c, "axis %d is repeated or its step (%lld) is out of range", d,
+                                   (long long)step)
+                      : 0;
         if (bad) {
             tide_release(cur);
             return -1;
@@ -161,13 +164,16 @@ static int split_sizes(onnx_ctx *c, int64_t dim, int64_t *sizes, int nout)
 int onnx_run_split(onnx_ctx *c)
 {
     int axis, nout = c->nout;
+    if (nout < 1)
+        return onnx_error(c, "no outputs");
     if (onnx_axis(c, onnx_attr_int(c->node, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
         return -1;
     int64_t *sizes = td_malloc(sizeof *sizes * (size_t)nout);
     if (!sizes)
         return onnx_fail(c);
     int rc = split_sizes(c, tide_shape(c->in[0])[axis], sizes, nout);
-    for (int k = 0, start = 0; k < nout && rc == 0; start += (int)sizes[k], k++)
+    int64_t start = 0;
+    for (int k = 0; k < nout && rc == 0; start += sizes[k], k++)
         if (!(c->out[k] = tide_slice(c->in[0], axis, start, start + sizes[k], 1)))
             rc = onnx_fail(c);
     free(sizes);
@@ -209,10 +215,13 @@ static int read_pads(onnx_ctx *c, int rank, int64_t *begin, int64_t *end)
 {
     int64_t pads[2 * TIDE_MAX_DIMS], axes[TIDE_MAX_DIMS];
     int np, na = rank;
+    bool has_axes = c->m->opset >= 18 && c->nin > 3 && c->in[3];
+    for (int i = 0; i < rank; i++)
+        axes[i] = i;
     if (c->m->opset >= 11) {
         if (onnx_input_ints(c, 1, pads, 2 * TIDE_MAX_DIMS, &np) < 0)
             return -1;
-        if (c->nin > 3 && c->in[3] && onnx_input_ints(c, 3, axes, TIDE_MAX_DIMS, &na) < 0)
+        if (has_axes && onnx_input_ints(c, 3, axes, TIDE_MAX_DIMS, &na) < 0)
             return -1;
     } else {
         const int64_t *a = onnx_attr_ints(c->node, "pads", &np);
@@ -225,10 +234,9 @@ static int read_pads(onnx_ctx *c, int rank, int64_t *begin, int64_t *end)
     for (int d = 0; d < rank; d++)
         begin[d] = end[d] = 0;
     for (int i = 0; i < na; i++) {
-        int d = i;
-        if (na != rank || (c->nin > 3 && c->in[3]))
-            if (onnx_axis(c, c->nin > 3 && c->in[3] ? axes[i] : i, rank, &d) < 0)
-                return -1;
+        int d;
+        if (onnx_axis(c, axes[i], rank, &d) < 0)
+            return -1;
         begin[d] = pads[i];
         end[d] = pads[na + i];
     }
