@@ -92,6 +92,7 @@ numeric_c=(
   linalg_ops
   math_ulps
   math_ops
+  onnx_shape_index
 )
 numeric_lua=(
   ops
