@@ -1,6 +1,7 @@
 /*
  * onnx_ops_move.h — what the shape and indexing handler files share: helpers for int64 index
- * tensors, and the handlers that live in their own files (onnx_ops_slice.c, onnx_ops_gen.c) but
+ * tensors, and the handlers that live in their own files (onnx_ops_slice.c, onnx_ops_gen.c,
+ * onnx_ops_select.c) but
  * are listed in onnx_ops_shape.c's and onnx_ops_index.c's tables.
  */
 #ifndef TIDE_ONNX_OPS_MOVE_H
@@ -35,5 +36,9 @@ int onnx_run_eye_like(onnx_ctx *c);
 int onnx_check_eye_like(const onnx_node *n, char *why, size_t size);
 int onnx_run_trilu(onnx_ctx *c);
 int onnx_run_unique(onnx_ctx *c);
+
+/* onnx_ops_select.c */
+int onnx_run_topk(onnx_ctx *c);
+int onnx_run_non_max_suppression(onnx_ctx *c);
 
 #endif /* TIDE_ONNX_OPS_MOVE_H */
