@@ -38,7 +38,6 @@ int onnx_run_trilu(onnx_ctx *c);
 int onnx_run_unique(onnx_ctx *c);
 
 /* onnx_ops_select.c */
-int onnx_run_topk(onnx_ctx *c);
 int onnx_run_non_max_suppression(onnx_ctx *c);
 
 #endif /* TIDE_ONNX_OPS_MOVE_H */

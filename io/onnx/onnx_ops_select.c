@@ -1,33 +1,13 @@
 /*
- * onnx_ops_select.c — ONNX ops that pick elements by rank: TopK (tide_topk) and
- * NonMaxSuppression, whose greedy box-by-box choice runs on the host over the boxes and scores
- * read back (its result size depends on the values). Listed in onnx_ops_index.c's table.
+ * onnx_ops_select.c — ONNX's NonMaxSuppression: the greedy box-by-box choice runs on the host
+ * over the boxes and scores read back (the result's size depends on the values). Listed in
+ * onnx_ops_index.c's table.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "onnx_ops_move.h"
-
-/* TopK: k is an attribute before opset 10, an input after; largest and sorted from opset 11.
- * Equal values go to the lower index first; the result is always sorted (allowed either way). */
-int onnx_run_topk(onnx_ctx *c)
-{
-    int64_t k = onnx_attr_int(c->node, "k", -1);
-    int n, axis;
-    if (c->m->opset >= 10 && onnx_input_ints(c, 1, &k, 1, &n) < 0)
-        return -1;
-    if (onnx_axis(c, onnx_attr_int(c->node, "axis", -1), tide_ndim(c->in[0]), &axis) < 0)
-        return -1;
-    int64_t dim = tide_ndim(c->in[0]) ? tide_shape(c->in[0])[axis] : 1;
-    if (k < 0 || k > dim)
-        return onnx_error(c, "k is %lld; the axis has %lld elements", (long long)k,
-                          (long long)dim);
-    bool largest = onnx_attr_int(c->node, "largest", 1) != 0;
-    if (tide_topk(c->in[0], k, axis, largest, true, &c->out[0], c->nout > 1 ? &c->out[1] : NULL) < 0)
-        return onnx_fail(c);
-    return 0;
-}
 
 /* ---- NonMaxSuppression ---------------------------------------------------------------------- */
 
