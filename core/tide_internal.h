@@ -42,6 +42,10 @@ typedef struct tide_graph_info {
     tide_graph *(*replan)(void *owner, tide_tensor *const *inputs, int ninputs);
     void (*release)(void *owner);
 } tide_graph_info;
+/* The ONNX importer's op table (io/onnx/onnx_table.c), entry i: the op and the range of ai.onnx
+ * opsets it serves (until 0: every later one). 0, or -1 past the last entry. */
+int td_onnx_op_entry(int i, const char **name, int *since, int *until);
+
 /* g takes info (allocated with malloc, with its strings and arrays) and frees it with itself. */
 void td_graph_set_info(tide_graph *g, tide_graph_info *info);
 void td_graph_info_free(tide_graph_info *info);

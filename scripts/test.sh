@@ -92,6 +92,7 @@ numeric_c=(
   linalg_ops
   math_ulps
   math_ops
+  onnx
   onnx_shape_index
 )
 numeric_lua=(
@@ -127,8 +128,9 @@ numeric_lua=(
   stats
   linalg_ops
   math
+  onnx
 )
-numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?)$"
+numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?|onnx_conformance(_jit|_vulkan)?)$"
 for tier in $tiers; do
   echo "== numeric suites, TIDE_CPU_ISA=$tier"
   if [ -d build ]; then

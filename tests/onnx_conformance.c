@@ -5,7 +5,12 @@
  *
  *   onnx_conformance [--data DIR] [--device D] [--baseline FILE] [--scope FILE]
  *                    [--summary FILE] [--write-baseline FILE] [--only SUBSTRING] [--quiet]
+ *                    [--jit]
  *
+ * --list-ops prints the importer's op table as the Markdown list of docs/onnx.md and exits.
+ *
+ * --jit runs every model inside a trace session (what tide.jit does: ops recorded, fused and
+ * compiled; a read of a value is a graph break) instead of eagerly: the jit-vs-eager check.
  * A test is supported when tide_onnx_open accepts its model: every node's op is in the
  * importer's table at the model's opset with attributes the entry supports, and its inputs and
  * initializers have tide dtypes. That is decided before anything runs; a supported test whose
@@ -22,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "tide.h"
+#include "tide_internal.h"
 
 static const char *const folders[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
 enum { NFOLDERS = 4 };
@@ -187,6 +193,26 @@ static int move_all(tide_tensor **ts, int n, const char *device)
     return 0;
 }
 
+static bool use_jit;
+
+/* tide_onnx_run, eagerly or in a trace session (--jit). */
+static int run_model(tide_onnx_model *m, tide_tensor **in, int nin, tide_tensor **got)
+{
+    if (!use_jit)
+        return tide_onnx_run(m, in, nin, got);
+    if (tide_jit_trace_begin(NULL, NULL, NULL) < 0)
+        return -1;
+    int rc = tide_onnx_run(m, in, nin, got);
+    if (tide_jit_trace_end() < 0 && rc == 0) {
+        for (int k = 0; k < tide_onnx_num_outputs(m); k++) {
+            tide_release(got[k]);
+            got[k] = NULL;
+        }
+        rc = -1;
+    }
+    return rc;
+}
+
 static verdict run_set(tide_onnx_model *m, const char *set, const char *device, char *why,
                        size_t n)
 {
@@ -202,7 +228,7 @@ static verdict run_set(tide_onnx_model *m, const char *set, const char *device, 
                  tide_onnx_num_outputs(m), nwant);
     } else if (move_all(in, nin, device) < 0) {
         snprintf(why, n, "moving the inputs to %s: %s", device, tide_last_error());
-    } else if (tide_onnx_run(m, in, nin, got) < 0) {
+    } else if (run_model(m, in, nin, got) < 0) {
         snprintf(why, n, "run: %s", tide_last_error());
     } else {
         v = PASS;
@@ -278,6 +304,44 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+typedef struct op_entry {
+    const char *name;
+    int since, until;
+} op_entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const op_entry *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->since - y->since;
+}
+
+/* "- Abs: opset 6+" lines, sorted by op; several ranges of one op on one line. */
+static int list_ops(void)
+{
+    op_entry e[1024];
+    int n = 0;
+    while (n < 1024 && td_onnx_op_entry(n, &e[n].name, &e[n].since, &e[n].until) == 0)
+        n++;
+    qsort(e, (size_t)n, sizeof *e, cmp_entry);
+    int ops = 0;
+    for (int i = 0; i < n; i++) {
+        bool first = i == 0 || strcmp(e[i].name, e[i - 1].name);
+        if (first) {
+            printf("%s- %s: opset ", i ? "\n" : "", e[i].name);
+            ops++;
+        } else {
+            printf(", ");
+        }
+        if (e[i].until)
+            printf("%d-%d", e[i].since, e[i].until);
+        else
+            printf("%d+", e[i].since);
+    }
+    printf("\n\n%d ops.\n", ops);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     options o = {.data = "/usr/include/onnx/backend/test/data"};
@@ -288,14 +352,18 @@ int main(int argc, char **argv)
                           : !strcmp(a, "--summary") ? &o.summary
                           : !strcmp(a, "--write-baseline") ? &o.write_baseline
                           : !strcmp(a, "--only") ? &o.only : NULL;
-        if (!strcmp(a, "--quiet")) {
+        if (!strcmp(a, "--list-ops")) {
+            return list_ops();
+        } else if (!strcmp(a, "--quiet")) {
             o.quiet = true;
+        } else if (!strcmp(a, "--jit")) {
+            use_jit = true;
         } else if (slot && v) {
             *slot = v;
             i++;
         } else {
             fprintf(stderr, "usage: onnx_conformance [--data DIR] [--device D] [--baseline F] "
-                            "[--scope F] [--summary F] [--write-baseline F] [--only S] [--quiet]\n");
+                            "[--scope F] [--summary F] [--write-baseline F] [--only S] [--quiet] [--jit]\n");
             return 2;
         }
     }

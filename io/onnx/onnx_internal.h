@@ -64,14 +64,17 @@ typedef struct onnx_ctx {
  * [since, until] (until 0: every later one). Inputs in [min_in, max_in] (max_in -1: any number).
  * check, when set, looks at a node's attributes before anything runs: 0 when the handler
  * supports them, else 1 with why (an unsupported mode) or -1 with the error set (a malformed
- * attribute). random: results differ per run (never folded as constants). */
+ * attribute). flags: ONNX_RANDOM, results differ per run (never folded as constants);
+ * ONNX_SHAPE_ONLY, it reads only its inputs' shapes (Shape, Size), so its result is a constant
+ * even of traced inputs. */
+enum { ONNX_RANDOM = 1, ONNX_SHAPE_ONLY = 2 };
 struct onnx_op {
     const char *name;
     int since, until;
     int min_in, max_in;
     int (*check)(const onnx_node *n, char *why, size_t size);
     int (*run)(onnx_ctx *c);
-    bool random;
+    unsigned flags;
 };
 
 /* The lists of the op families (each ends with a zeroed entry), gathered by onnx_table.c. */

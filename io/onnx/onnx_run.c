@@ -71,11 +71,14 @@ typedef struct run_state {
     bool *constant;
 } run_state;
 
-/* A node whose every input is a constant (and that makes no random numbers) folds. */
+/* A node whose every input is a constant (and that makes no random numbers), or that reads
+ * only shapes, folds. */
 static bool folds(const run_state *s, const onnx_node *n)
 {
-    if (n->op->random)
+    if (n->op->flags & ONNX_RANDOM)
         return false;
+    if (n->op->flags & ONNX_SHAPE_ONLY)
+        return true;
     for (int k = 0; k < n->nin; k++)
         if (n->in[k] >= 0 && !s->constant[n->in[k]])
             return false;

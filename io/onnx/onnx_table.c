@@ -28,3 +28,16 @@ void onnx_each_op(void (*fn)(const onnx_op *op, void *ctx), void *ctx)
         for (const onnx_op *op = families[f]; op->name; op++)
             fn(op, ctx);
 }
+
+int td_onnx_op_entry(int i, const char **name, int *since, int *until)
+{
+    for (size_t f = 0; f < sizeof families / sizeof *families; f++)
+        for (const onnx_op *op = families[f]; op->name; op++)
+            if (i-- == 0) {
+                *name = op->name;
+                *since = op->since;
+                *until = op->until;
+                return 0;
+            }
+    return -1;
+}

@@ -335,6 +335,8 @@ return {
   -- ---- files
   { "tide.save(path, table [, metadata])", "writes tensors (nested tables flattened to dotted names) as safetensors" },
   { "tide.load(path [, {from = \"pytorch\"}])", "reads a safetensors file: a flat {name = tensor} table and the metadata strings" },
+  { "tide.onnx.load(path [, {device=}])", "an ONNX model as a callable: m(x, ...) -> outputs, m{name = x} -> {name = output}; m.inputs/m.outputs" },
+  { "tide.onnx.load_tensor(path)", "a TensorProto .pb file (ONNX test data) as a tensor" },
   { "tide.save_npy(path, x)", "writes one tensor in NumPy's .npy format" },
   { "tide.load_npy(path)", "reads a NumPy .npy file" },
   { "tide.load_idx(path)", "reads an IDX file (MNIST's format), gzipped or plain" },
