@@ -1,16 +1,17 @@
 /*
  * test_onnx_shape_index.c — the importer's shape, movement and indexing handlers
- * (io/onnx/onnx_ops_shape.c, onnx_ops_slice.c, onnx_ops_index.c, onnx_ops_gen.c) on one-node
- * models built here with protobuf-c: the corner cases the ONNX backend data leave out (negative
- * steps past the ends, crops, out-of-range index rows, opset-6 attribute forms), and malformed
- * attributes, which must be errors naming the node, never crashes or wrong values. Every value
- * compared is an integer or a copy of an input: exact.
+ * (io/onnx/onnx_ops_shape.c, onnx_ops_slice.c, onnx_ops_index.c, onnx_ops_gen.c,
+ * onnx_ops_select.c) on one-node models written with tests/onnx_build.h: the corner cases the
+ * ONNX backend data leave out (negative steps past the ends, crops, out-of-range index rows,
+ * opset-6 attribute forms), and malformed attributes, which must be errors naming the node,
+ * never crashes or wrong values. Every value compared is an integer or a copy of an input:
+ * exact.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "onnx.pb-c.h"
+#include "onnx_build.h"
 #include "test_util.h"
 #include "tide.h"
 
@@ -37,109 +38,49 @@ typedef struct node_spec {
     attr_spec attrs[MAX_ATTRS];
 } node_spec;
 
-static void fill_attr(Onnx__AttributeProto *a, const attr_spec *s)
-{
-    onnx__attribute_proto__init(a);
-    a->name = (char *)s->name;
-    if (s->s) {
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-        a->has_s = true;
-        a->s.data = (uint8_t *)s->s;
-        a->s.len = strlen(s->s);
-    } else if (s->is_list) {
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
-        a->n_ints = (size_t)s->n;
-        a->ints = (int64_t *)s->ints;
-    } else {
-        a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
-        a->has_i = true;
-        a->i = s->ints[0];
-    }
-}
-
-/* A model of the one node: inputs x0.. (typed by the tensors given), outputs y0.. (float32,
- * rank unknown: the dtype is not checked against the result), written to a temporary file. */
+/* A model of the one node: inputs x0.. (typed and shaped by the tensors given; NULL for an
+ * absent optional input), outputs y0.. (declared float32 scalars: results are not checked
+ * against the declaration), written to a temporary file whose path is returned. */
 static char *write_model(const node_spec *spec, tide_tensor *const *ins)
 {
     static const int32_t onnx_types[] = {1, 11, 6, 7, 2, 9, 10, 16}; /* by tide_dtype */
-    char names[16][16];
-    char *in_names[8], *out_names[8];
-    Onnx__TypeProto__Tensor tt[16];
-    Onnx__TypeProto tp[16];
-    Onnx__ValueInfoProto vi[16], *vip[16];
-    Onnx__AttributeProto attrs[MAX_ATTRS], *attrp[MAX_ATTRS];
-    int nattrs = 0;
-    for (; nattrs < MAX_ATTRS && spec->attrs[nattrs].name; nattrs++) {
-        fill_attr(&attrs[nattrs], &spec->attrs[nattrs]);
-        attrp[nattrs] = &attrs[nattrs];
-    }
-    int nvals = 0;
+    char names[16][16], in_list[128] = "", out_list[128] = "";
+    ob_model b;
+    ob_init(&b, spec->opset);
     for (int k = 0; k < spec->nin + spec->nout; k++) {
         bool in = k < spec->nin;
         snprintf(names[k], sizeof names[k], in ? "x%d" : "y%d", in ? k : k - spec->nin);
-        if (in && !ins[k]) { /* an absent optional input: "" */
-            in_names[k] = "";
-            continue;
-        }
+        char *list = in ? in_list : out_list;
+        if ((in && k > 0) || (!in && k > spec->nin))
+            strcat(list, "|");
+        if (in && !ins[k])
+            continue; /* "": absent */
+        strcat(list, names[k]);
         if (in)
-            in_names[k] = names[k];
+            ob_input(&b, names[k], onnx_types[tide_get_dtype(ins[k])], tide_ndim(ins[k]),
+                     tide_shape(ins[k]), NULL);
         else
-            out_names[k - spec->nin] = names[k];
-        onnx__type_proto__tensor__init(&tt[nvals]);
-        tt[nvals].has_elem_type = true;
-        tt[nvals].elem_type = in ? onnx_types[tide_get_dtype(ins[k])] : 1;
-        onnx__type_proto__init(&tp[nvals]);
-        tp[nvals].value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-        tp[nvals].tensor_type = &tt[nvals];
-        onnx__value_info_proto__init(&vi[nvals]);
-        vi[nvals].name = names[k];
-        vi[nvals].type = &tp[nvals];
-        vip[nvals] = &vi[nvals];
-        nvals++;
+            ob_output(&b, names[k], 1, 0, NULL, NULL);
     }
-    int ngraph_in = nvals - spec->nout;
-    Onnx__NodeProto node;
-    onnx__node_proto__init(&node);
-    node.op_type = (char *)spec->op;
-    node.n_input = (size_t)spec->nin;
-    node.input = in_names;
-    node.n_output = (size_t)spec->nout;
-    node.output = out_names;
-    node.n_attribute = (size_t)nattrs;
-    node.attribute = attrp;
-    Onnx__NodeProto *nodes[1] = {&node};
-    Onnx__GraphProto graph;
-    onnx__graph_proto__init(&graph);
-    graph.name = "g";
-    graph.n_node = 1;
-    graph.node = nodes;
-    graph.n_input = (size_t)ngraph_in;
-    graph.input = vip;
-    graph.n_output = (size_t)spec->nout;
-    graph.output = vip + ngraph_in;
-    Onnx__OperatorSetIdProto opset;
-    onnx__operator_set_id_proto__init(&opset);
-    opset.domain = "";
-    opset.has_version = true;
-    opset.version = spec->opset;
-    Onnx__OperatorSetIdProto *opsets[1] = {&opset};
-    Onnx__ModelProto model;
-    onnx__model_proto__init(&model);
-    model.has_ir_version = true;
-    model.ir_version = 8;
-    model.graph = &graph;
-    model.n_opset_import = 1;
-    model.opset_import = opsets;
-    size_t len = onnx__model_proto__get_packed_size(&model);
-    uint8_t *buf = malloc(len);
+    Onnx__NodeProto *n = ob_node(&b, spec->op, in_list, out_list);
+    for (int i = 0; i < MAX_ATTRS && spec->attrs[i].name; i++) {
+        const attr_spec *a = &spec->attrs[i];
+        if (a->s)
+            ob_attr_string(&b, n, a->name, a->s);
+        else if (a->is_list)
+            ob_attr_ints(&b, n, a->name, a->ints, (size_t)a->n);
+        else
+            ob_attr_int(&b, n, a->name, a->ints[0]);
+    }
     char *path = strdup("/tmp/tide_onnx_test_XXXXXX");
-    int fd = buf && path ? mkstemp(path) : -1;
-    bool ok = fd >= 0 && onnx__model_proto__pack(&model, buf) == len &&
-              write(fd, buf, len) == (ssize_t)len;
+    int fd = path ? mkstemp(path) : -1;
     if (fd >= 0)
         close(fd);
-    free(buf);
+    bool ok = fd >= 0 && ob_write(&b, path) == 0;
+    ob_free(&b);
     if (!ok) {
+        if (fd >= 0)
+            unlink(path);
         free(path);
         return NULL;
     }
@@ -347,6 +288,13 @@ static void test_bad_attributes(void)
     tide_tensor *oh[3] = {shape, depth, vals};
     node_spec o = NODE("OneHot", 11, 3, 1);
     check_fails(&o, oh, "depth 0");
+    tide_tensor *boxes = tide_zeros(3, (int64_t[]){1, 2, 3}, TIDE_FLOAT32);
+    tide_tensor *scores = tide_zeros(3, (int64_t[]){1, 1, 2}, TIDE_FLOAT32);
+    tide_tensor *nms_in[2] = {boxes, scores};
+    node_spec nms = NODE("NonMaxSuppression", 11, 2, 1);
+    check_fails(&nms, nms_in, "boxes must be [B, N, 4]");
+    tide_release(boxes);
+    tide_release(scores);
     tide_release(x);
     tide_release(shape);
     tide_release(depth);
