@@ -1,7 +1,8 @@
 /*
  * onnx_ops_index.c — ONNX's indexing ops: Where, GatherElements, GatherND, ScatterElements,
  * Scatter, ScatterND, OneHot, Compress, NonZero, ReverseSequence, and the table entries of the
- * generators in onnx_ops_gen.c (Range, ConstantOfShape, EyeLike, Trilu, Unique) and of
+ * generators in onnx_ops_gen.c (Range, ConstantOfShape, EyeLike, Trilu, Unique,
+ * the Hann, Hamming and Blackman windows) and of
  * onnx_ops_select.c (NonMaxSuppression).
  * Index tensors stay on the device: ONNX's negative indices are wrapped with tide ops and the
  * N-D forms flatten their leading dims into one linear index (tide_index_select, tide_scatter).
@@ -351,6 +352,9 @@ const onnx_op onnx_ops_index[] = {
     {"EyeLike", 9, 0, 1, 1, onnx_check_eye_like, onnx_run_eye_like, 0},
     {"Trilu", 14, 0, 1, 2, NULL, onnx_run_trilu, 0},
     {"Unique", 11, 0, 1, 1, NULL, onnx_run_unique, 0},
+    {"HannWindow", 17, 0, 1, 1, NULL, onnx_run_hann_window, 0},
+    {"HammingWindow", 17, 0, 1, 1, NULL, onnx_run_hamming_window, 0},
+    {"BlackmanWindow", 17, 0, 1, 1, NULL, onnx_run_blackman_window, 0},
     {"NonMaxSuppression", 10, 0, 2, 5, NULL, onnx_run_non_max_suppression, 0},
     {0},
 };

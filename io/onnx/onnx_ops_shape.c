@@ -160,14 +160,16 @@ static int run_transpose(onnx_ctx *c)
     return onnx_set(c, v);
 }
 
+/* Concat: axis defaults to 1 before opset 4, and is required after. */
 static int run_concat(onnx_ctx *c)
 {
     int axis;
-    if (onnx_axis(c, onnx_attr_int(c->node, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
-        return -1;
+    const int64_t dflt = c->m->opset < 4 ? 1 : 0;
     for (int k = 0; k < c->nin; k++)
         if (!c->in[k])
             return onnx_error(c, "input %d is missing", k);
+    if (onnx_axis(c, onnx_attr_int(c->node, "axis", dflt), tide_ndim(c->in[0]), &axis) < 0)
+        return -1;
     return onnx_set(c, tide_cat(c->in, c->nin, axis));
 }
 
@@ -326,7 +328,7 @@ const onnx_op onnx_ops_shape[] = {
     {"Squeeze", 1, 0, 1, 2, NULL, run_squeeze, 0},
     {"Unsqueeze", 1, 0, 1, 2, NULL, run_unsqueeze, 0},
     {"Transpose", 1, 0, 1, 1, NULL, run_transpose, 0},
-    {"Concat", 4, 0, 1, -1, NULL, run_concat, 0},
+    {"Concat", 1, 0, 1, -1, NULL, run_concat, 0},
     {"Gather", 1, 0, 2, 2, NULL, run_gather, 0},
     {"Expand", 8, 0, 2, 2, NULL, run_expand, 0},
     {"Tile", 6, 0, 2, 2, NULL, run_tile, 0},
