@@ -29,7 +29,8 @@ typedef struct attr_spec {
 #define INTS(nm, cnt, ...) {.name = nm, .n = cnt, .is_list = true, .ints = {__VA_ARGS__}}
 #define INT(nm, v) {.name = nm, .ints = {v}}
 #define STR(nm, v) {.name = nm, .s = v}
-#define NODE(o, ver, ni, no, ...) {.op = o, .opset = ver, .nin = ni, .nout = no, .attrs = {__VA_ARGS__}}
+#define NODE(o, ver, ni, no, ...)                                                              \
+    {.op = o, .opset = ver, .nin = ni, .nout = no, .attrs = {__VA_ARGS__}}
 
 typedef struct node_spec {
     const char *op;
@@ -243,7 +244,8 @@ static void test_unique_reverse(void)
     int64_t v[6] = {3, 1, 3, 2, 1, 3};
     tide_tensor *x = vec(6, v), *outs[4] = {NULL};
     node_spec u = NODE("Unique", 11, 1, 4, INT("sorted", 0));
-    CHECK(run_node(&u, &x, outs) == 0 && equals(outs[0], 1, (int64_t[]){3}, (int64_t[]){3, 1, 2}, 3) &&
+    CHECK(run_node(&u, &x, outs) == 0 &&
+              equals(outs[0], 1, (int64_t[]){3}, (int64_t[]){3, 1, 2}, 3) &&
               equals(outs[1], 1, (int64_t[]){3}, (int64_t[]){0, 1, 3}, 3) &&
               equals(outs[2], 1, (int64_t[]){6}, (int64_t[]){0, 1, 0, 2, 1, 0}, 6) &&
               equals(outs[3], 1, (int64_t[]){3}, (int64_t[]){3, 2, 1}, 3),
@@ -295,6 +297,17 @@ static void test_bad_attributes(void)
     check_fails(&nms, nms_in, "boxes must be [B, N, 4]");
     tide_release(boxes);
     tide_release(scores);
+    /* a 0-D input has no axis to index; float indices are not truncated into integers */
+    tide_tensor *scalar = tide_from_data((int64_t[]){7}, 0, NULL, TIDE_INT64);
+    tide_tensor *fidx = tide_zeros(1, (int64_t[]){1}, TIDE_FLOAT32);
+    tide_tensor *ge0[2] = {scalar, scalar}, *gef[2] = {shape, fidx};
+    node_spec ge = NODE("GatherElements", 13, 2, 1);
+    check_fails(&ge, ge0, "0-D");
+    check_fails(&ge, gef, "float32; it must be int32 or int64");
+    node_spec sp = NODE("Split", 13, 1, 2);
+    check_fails(&sp, &scalar, "0-D");
+    tide_release(scalar);
+    tide_release(fidx);
     tide_release(x);
     tide_release(shape);
     tide_release(depth);

@@ -269,7 +269,7 @@ int onnx_run_unique(onnx_ctx *c)
     const Onnx__AttributeProto *a = onnx_attr(c->node, "axis");
     bool sorted = onnx_attr_int(c->node, "sorted", 1) != 0;
     int axis = 0;
-    if (a && onnx_axis(c, a->i, tide_ndim(c->in[0]), &axis) < 0)
+    if (a && onnx_dim_axis(c, a->i, tide_ndim(c->in[0]), &axis) < 0)
         return -1;
     int64_t numel = tide_numel(c->in[0]);
     tide_tensor *x = a ? tide_retain(c->in[0]) : tide_reshape(c->in[0], 1, &numel);

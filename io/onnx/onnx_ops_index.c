@@ -21,7 +21,8 @@ static int run_where(onnx_ctx *c)
 static int run_gather_elements(onnx_ctx *c)
 {
     int axis;
-    if (onnx_axis(c, onnx_attr_int(c->node, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
+    if (onnx_check_index(c, 1) < 0 ||
+        onnx_dim_axis(c, onnx_attr_int(c->node, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
         return -1;
     tide_tensor *idx = onnx_wrap_negative_by(c, c->in[1], tide_shape(c->in[0])[axis]);
     tide_tensor *out = idx ? tide_gather(c->in[0], axis, idx) : NULL;
@@ -57,7 +58,8 @@ static int run_scatter_elements(onnx_ctx *c)
     int axis;
     const char *reduce;
     reduction_of(c->node, &reduce);
-    if (onnx_axis(c, onnx_attr_int(c->node, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
+    if (onnx_check_index(c, 1) < 0 ||
+        onnx_dim_axis(c, onnx_attr_int(c->node, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
         return -1;
     tide_tensor *idx = onnx_wrap_negative_by(c, c->in[1], tide_shape(c->in[0])[axis]);
     tide_tensor *out = idx ? tide_scatter(c->in[0], axis, idx, c->in[2], reduce) : NULL;
@@ -118,6 +120,8 @@ static int check_nd(onnx_ctx *c, int b)
 {
     const tide_tensor *data = c->in[0], *indices = c->in[1];
     int dr = tide_ndim(data), ir = tide_ndim(indices);
+    if (onnx_check_index(c, 1) < 0)
+        return -1;
     if (ir < 1 || b < 0 || b >= ir || b > dr)
         return onnx_error(c, "data has %d dims, indices %d, batch_dims is %d", dr, ir, b);
     int64_t m = tide_shape(indices)[ir - 1];
@@ -267,7 +271,7 @@ static int run_compress(onnx_ctx *c)
     tide_tensor *x = a ? tide_retain(c->in[0]) : tide_reshape(c->in[0], 1, &n);
     if (!x)
         return onnx_fail(c);
-    if (a && onnx_axis(c, a->i, tide_ndim(x), &axis) < 0) {
+    if (a && onnx_dim_axis(c, a->i, tide_ndim(x), &axis) < 0) {
         tide_release(x);
         return -1;
     }
@@ -305,8 +309,8 @@ static int run_reverse_sequence(onnx_ctx *c)
 {
     const tide_tensor *x = c->in[0];
     int rank = tide_ndim(x), ta, ba, n;
-    if (onnx_axis(c, onnx_attr_int(c->node, "time_axis", 0), rank, &ta) < 0 ||
-        onnx_axis(c, onnx_attr_int(c->node, "batch_axis", 1), rank, &ba) < 0)
+    if (onnx_dim_axis(c, onnx_attr_int(c->node, "time_axis", 0), rank, &ta) < 0 ||
+        onnx_dim_axis(c, onnx_attr_int(c->node, "batch_axis", 1), rank, &ba) < 0)
         return -1;
     int64_t T = tide_shape(x)[ta], B = tide_shape(x)[ba];
     if (ta == ba || tide_numel(c->in[1]) != B)

@@ -19,6 +19,10 @@ tide_tensor *onnx_int64_tensor(const onnx_ctx *c, const int64_t *v, int ndim,
 tide_tensor *onnx_wrap_negative(const tide_tensor *idx, const tide_tensor *size);
 /* The same with one size for every element. */
 tide_tensor *onnx_wrap_negative_by(const onnx_ctx *c, const tide_tensor *idx, int64_t size);
+/* onnx_axis for an op that indexes a dim of its input: a 0-D input (no dims) is an error. */
+int onnx_dim_axis(const onnx_ctx *c, int64_t axis, int rank, int *out);
+/* Input k must hold indices (int32 or int64): else an error naming the op. */
+int onnx_check_index(const onnx_ctx *c, int k);
 /* Releases n tensors (NULL-safe). */
 void onnx_release_all(tide_tensor **ts, int n);
 

@@ -105,7 +105,7 @@ static int run_squeeze(onnx_ctx *c)
     bool drop[TIDE_MAX_DIMS] = {false};
     for (int i = 0; i < n; i++) {
         int a;
-        if (onnx_axis(c, axes[i], rank, &a) < 0)
+        if (onnx_dim_axis(c, axes[i], rank, &a) < 0)
             return -1;
         if (tide_shape(c->in[0])[a] != 1)
             return onnx_error(c, "axis %d has size %lld; only a size-1 dim squeezes", a,
@@ -168,7 +168,7 @@ static int run_concat(onnx_ctx *c)
     for (int k = 0; k < c->nin; k++)
         if (!c->in[k])
             return onnx_error(c, "input %d is missing", k);
-    if (onnx_axis(c, onnx_attr_int(c->node, "axis", dflt), tide_ndim(c->in[0]), &axis) < 0)
+    if (onnx_dim_axis(c, onnx_attr_int(c->node, "axis", dflt), tide_ndim(c->in[0]), &axis) < 0)
         return -1;
     return onnx_set(c, tide_cat(c->in, c->nin, axis));
 }
@@ -179,7 +179,8 @@ static int run_gather(onnx_ctx *c)
 {
     const tide_tensor *x = c->in[0], *idx = c->in[1];
     int rank = tide_ndim(x), axis;
-    if (onnx_axis(c, onnx_attr_int(c->node, "axis", 0), rank, &axis) < 0)
+    if (onnx_check_index(c, 1) < 0 ||
+        onnx_dim_axis(c, onnx_attr_int(c->node, "axis", 0), rank, &axis) < 0)
         return -1;
     int64_t dim = tide_shape(x)[axis];
     if (rank - 1 + tide_ndim(idx) > TIDE_MAX_DIMS)
@@ -271,8 +272,8 @@ static int block_input(onnx_ctx *c, int64_t s[4], int64_t *b)
 {
     *b = onnx_attr_int(c->node, "blocksize", 0);
     if (tide_ndim(c->in[0]) != 4 || *b < 1 || *b > (1 << 20))
-        return onnx_error(c, "needs a 4-D input and a blocksize in [1, 2^20]; got %d dims, blocksize "
-                          "%lld", tide_ndim(c->in[0]), (long long)*b);
+        return onnx_error(c, "needs a 4-D input and a blocksize in [1, 2^20]; got %d dims, "
+                          "blocksize %lld", tide_ndim(c->in[0]), (long long)*b);
     memcpy(s, tide_shape(c->in[0]), sizeof *s * 4);
     return 0;
 }

@@ -41,6 +41,22 @@ tide_tensor *onnx_wrap_negative_by(const onnx_ctx *c, const tide_tensor *idx, in
     return out;
 }
 
+int onnx_dim_axis(const onnx_ctx *c, int64_t axis, int rank, int *out)
+{
+    if (rank == 0)
+        return onnx_error(c, "the input is 0-D: it has no axis %lld", (long long)axis);
+    return onnx_axis(c, axis, rank, out);
+}
+
+int onnx_check_index(const onnx_ctx *c, int k)
+{
+    tide_dtype d = tide_get_dtype(c->in[k]);
+    if (d != TIDE_INT32 && d != TIDE_INT64)
+        return onnx_error(c, "input %d (indices) is %s; it must be int32 or int64", k,
+                          tide_dtype_name(d));
+    return 0;
+}
+
 void onnx_release_all(tide_tensor **ts, int n)
 {
     for (int i = 0; i < n; i++)
@@ -104,7 +120,7 @@ int onnx_run_slice(onnx_ctx *c)
     for (int i = 0; i < ns && cur; i++) {
         int d;
         int64_t step = nst ? steps[i] : 1;
-        int bad = onnx_axis(c, na ? axes[i] : i, rank, &d) < 0 ? -1
+        int bad = onnx_dim_axis(c, na ? axes[i] : i, rank, &d) < 0 ? -1
                   : seen[d] || step == 0 || step == INT64_MIN
                       ? onnx_error(c, "axis %d is repeated or its step (%lld) is out of range", d,
                                    (long long)step)
@@ -166,7 +182,7 @@ int onnx_run_split(onnx_ctx *c)
     int axis, nout = c->nout;
     if (nout < 1)
         return onnx_error(c, "no outputs");
-    if (onnx_axis(c, onnx_attr_int(c->node, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
+    if (onnx_dim_axis(c, onnx_attr_int(c->node, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
         return -1;
     int64_t *sizes = td_malloc(sizeof *sizes * (size_t)nout);
     if (!sizes)
@@ -235,7 +251,7 @@ static int read_pads(onnx_ctx *c, int rank, int64_t *begin, int64_t *end)
         begin[d] = end[d] = 0;
     for (int i = 0; i < na; i++) {
         int d;
-        if (onnx_axis(c, axes[i], rank, &d) < 0)
+        if (onnx_dim_axis(c, axes[i], rank, &d) < 0)
             return -1;
         begin[d] = pads[i];
         end[d] = pads[na + i];
