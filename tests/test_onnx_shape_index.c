@@ -229,6 +229,11 @@ static void test_nd(void)
     ins[2] = upd;
     node_spec sc = NODE("ScatterND", 16, 3, 1);
     check_fails(&sc, ins, "ScatterND");
+    tide_tensor *upd2 = vec(2, (int64_t[]){1, 2});
+    ins[2] = upd2;
+    check_fails(&sc, ins, "updates must have");
+    tide_release(upd2);
+    ins[2] = upd;
     node_spec gb = NODE("GatherND", 13, 2, 1, INT("batch_dims", 2));
     ins[1] = good;
     check_fails(&gb, ins, "batch_dims is 2");

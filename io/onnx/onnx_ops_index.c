@@ -53,6 +53,12 @@ static int check_reduction(const onnx_node *n, char *why, size_t size)
     return 1;
 }
 
+static bool same_shape(const tide_tensor *a, const tide_tensor *b)
+{
+    return tide_ndim(a) == tide_ndim(b) &&
+           !memcmp(tide_shape(a), tide_shape(b), sizeof(int64_t) * (size_t)tide_ndim(a));
+}
+
 static int run_scatter_elements(onnx_ctx *c)
 {
     int axis;
@@ -61,6 +67,10 @@ static int run_scatter_elements(onnx_ctx *c)
     if (onnx_check_index(c, 1) < 0 ||
         onnx_dim_axis(c, onnx_attr_int(c->node, "axis", 0), tide_ndim(c->in[0]), &axis) < 0)
         return -1;
+    if (!same_shape(c->in[1], c->in[2]))
+        return onnx_error(c, "indices and updates differ in shape (%d and %d dims, %lld and "
+                          "%lld elements)", tide_ndim(c->in[1]), tide_ndim(c->in[2]),
+                          (long long)tide_numel(c->in[1]), (long long)tide_numel(c->in[2]));
     tide_tensor *idx = onnx_wrap_negative_by(c, c->in[1], tide_shape(c->in[0])[axis]);
     tide_tensor *out = idx ? tide_scatter(c->in[0], axis, idx, c->in[2], reduce) : NULL;
     tide_release(idx);
@@ -208,7 +218,16 @@ static int run_scatter_nd(onnx_ctx *c)
     if (check_nd(c, 0) < 0)
         return -1;
     const tide_tensor *data = c->in[0], *indices = c->in[1];
-    int ir = tide_ndim(indices), m = (int)tide_shape(indices)[ir - 1];
+    int ir = tide_ndim(indices), m = (int)tide_shape(indices)[ir - 1], k = 0;
+    int64_t want[2 * TIDE_MAX_DIMS];
+    for (int d = 0; d < ir - 1; d++)
+        want[k++] = tide_shape(indices)[d];
+    for (int d = m; d < tide_ndim(data); d++)
+        want[k++] = tide_shape(data)[d];
+    if (tide_ndim(c->in[2]) != k ||
+        memcmp(tide_shape(c->in[2]), want, sizeof *want * (size_t)k))
+        return onnx_error(c, "updates must have indices.shape[:-1] + data.shape[%d:] (%d dims); "
+                          "it has %d dims", m, k, tide_ndim(c->in[2]));
     tide_tensor *rows = nd_rows(c, 0);
     tide_tensor *view = rows ? rows_view(data, m) : NULL;
     int vr = view ? tide_ndim(view) : 0;
