@@ -200,6 +200,31 @@ static void test_split_pad(void)
               equals(out, 1, (int64_t[]){6}, (int64_t[]){2, 3, 4, 5, 5, 5}, 6),
           "Pad opset 6 crop and edge: %s", tide_last_error());
     tide_release(out);
+    node_spec p1 = NODE("Pad", 1, 1, 1, INTS("paddings", 2, 1, 0), STR("mode", "reflect"));
+    out = NULL;
+    CHECK(run_node(&p1, &x, &out) == 0 &&
+              equals(out, 1, (int64_t[]){7}, (int64_t[]){1, 0, 1, 2, 3, 4, 5}, 7),
+          "Pad opset 1 reflect: %s", tide_last_error());
+    tide_release(out);
+    /* Split opset 1 takes the sizes as an input; Tile before opset 6 one count for one axis */
+    tide_tensor *sizes = vec(2, (int64_t[]){1, 5}), *sp_in[2] = {x, sizes};
+    node_spec s1 = NODE("Split", 1, 2, 2);
+    CHECK(run_node(&s1, sp_in, outs) == 0 && equals(outs[0], 1, (int64_t[]){1}, v, 1) &&
+              equals(outs[1], 1, (int64_t[]){5}, v + 1, 5),
+          "Split opset 1 [1, 5]: %s", tide_last_error());
+    for (int k = 0; k < 2; k++)
+        tide_release(outs[k]), outs[k] = NULL;
+    tide_tensor *two = vec(1, (int64_t[]){2}), *zero = vec(1, (int64_t[]){0});
+    tide_tensor *tile_in[3] = {sizes, two, zero};
+    node_spec t5 = NODE("Tile", 5, 3, 1);
+    out = NULL;
+    CHECK(run_node(&t5, tile_in, &out) == 0 &&
+              equals(out, 1, (int64_t[]){4}, (int64_t[]){1, 5, 1, 5}, 4),
+          "Tile opset 5: %s", tide_last_error());
+    tide_release(out);
+    tide_release(sizes);
+    tide_release(two);
+    tide_release(zero);
     node_spec pc = NODE("Pad", 6, 1, 1, INTS("pads", 2, -5, -2));
     check_fails(&pc, &x, "crop away");
     node_spec pm = NODE("Pad", 6, 1, 1, INTS("pads", 2, 1, 1), STR("mode", "odd"));

@@ -242,11 +242,22 @@ static int run_expand(onnx_ctx *c)
     return onnx_set(c, out);
 }
 
+/* Tile: repeats per dim (an input of rank entries); before opset 6 one count (`tiles`) for one
+ * `axis`, both inputs. */
 static int run_tile(onnx_ctx *c)
 {
     int64_t reps[TIDE_MAX_DIMS];
     int n, rank = tide_ndim(c->in[0]);
-    if (onnx_input_ints(c, 1, reps, TIDE_MAX_DIMS, &n) < 0)
+    if (c->m->opset < 6) {
+        int64_t tiles, axis;
+        int a;
+        if (onnx_input_ints(c, 1, &tiles, 1, &n) < 0 || onnx_input_ints(c, 2, &axis, 1, &n) < 0 ||
+            onnx_dim_axis(c, axis, rank, &a) < 0)
+            return -1;
+        for (int d = 0; d < rank; d++)
+            reps[d] = d == a ? tiles : 1;
+        n = rank;
+    } else if (onnx_input_ints(c, 1, reps, TIDE_MAX_DIMS, &n) < 0)
         return -1;
     if (n != rank)
         return onnx_error(c, "repeats has %d values for a tensor of %d dims", n, rank);
@@ -332,14 +343,16 @@ const onnx_op onnx_ops_shape[] = {
     {"Concat", 1, 0, 1, -1, NULL, run_concat, 0},
     {"Gather", 1, 0, 2, 2, NULL, run_gather, 0},
     {"Expand", 8, 0, 2, 2, NULL, run_expand, 0},
+    {"Tile", 1, 5, 3, 3, NULL, run_tile, 0},
     {"Tile", 6, 0, 2, 2, NULL, run_tile, 0},
     {"DepthToSpace", 1, 0, 1, 1, check_depth_to_space, run_depth_to_space, 0},
     {"SpaceToDepth", 1, 0, 1, 1, NULL, run_space_to_depth, 0},
     {"Slice", 1, 9, 1, 1, NULL, onnx_run_slice, 0},
     {"Slice", 10, 0, 3, 5, NULL, onnx_run_slice, 0},
+    {"Split", 1, 1, 1, 2, NULL, onnx_run_split, 0},
     {"Split", 2, 12, 1, 1, NULL, onnx_run_split, 0},
     {"Split", 13, 0, 1, 2, NULL, onnx_run_split, 0},
-    {"Pad", 2, 10, 1, 1, onnx_check_pad, onnx_run_pad, 0},
+    {"Pad", 1, 10, 1, 1, onnx_check_pad, onnx_run_pad, 0},
     {"Pad", 11, 0, 2, 4, onnx_check_pad, onnx_run_pad, 0},
     {0},
 };

@@ -139,15 +139,16 @@ int onnx_run_slice(onnx_ctx *c)
 
 /* ---- Split ---------------------------------------------------------------------------------- */
 
-/* The sizes of Split's outputs along a dim of size dim: given (input from opset 13, attribute
- * before), num_outputs (opset 18: ceil-sized chunks, the last smaller), or equal parts. */
+/* The sizes of Split's outputs along a dim of size dim: given (an input at opset 1 and from
+ * opset 13, the attribute otherwise), num_outputs (opset 18: ceil-sized chunks, the last smaller), or equal parts. */
 static int split_sizes(onnx_ctx *c, int64_t dim, int64_t *sizes, int nout)
 {
     int n = 0;
-    if (c->m->opset >= 13 && c->nin > 1 && c->in[1]) {
+    if ((c->m->opset >= 13 || c->m->opset == 1) && c->nin > 1 && c->in[1]) {
         if (onnx_input_ints(c, 1, sizes, nout, &n) < 0)
             return -1;
     } else if (c->m->opset < 13 && onnx_attr(c->node, "split")) {
+        /* opsets 1-12 */
         const int64_t *a = onnx_attr_ints(c->node, "split", &n);
         if (n != nout)
             return onnx_error(c, "split has %d sizes for %d outputs", n, nout);
@@ -240,7 +241,8 @@ static int read_pads(onnx_ctx *c, int rank, int64_t *begin, int64_t *end)
         if (has_axes && onnx_input_ints(c, 3, axes, TIDE_MAX_DIMS, &na) < 0)
             return -1;
     } else {
-        const int64_t *a = onnx_attr_ints(c->node, "pads", &np);
+        const char *name = c->m->opset < 2 ? "paddings" : "pads"; /* renamed at opset 2 */
+        const int64_t *a = onnx_attr_ints(c->node, name, &np);
         if (np > 2 * TIDE_MAX_DIMS)
             return onnx_error(c, "pads has %d values", np);
         memcpy(pads, a, sizeof *pads * (size_t)np);
