@@ -3,7 +3,7 @@
  * Scatter, ScatterND, OneHot, Compress, NonZero, ReverseSequence, and the table entries of the
  * generators in onnx_ops_gen.c (Range, ConstantOfShape, EyeLike, Trilu, Unique,
  * the Hann, Hamming and Blackman windows) and of
- * onnx_ops_select.c (NonMaxSuppression).
+ * onnx_ops_select.c (NonMaxSuppression) and onnx_ops_spectral.c (DFT).
  * Index tensors stay on the device: ONNX's negative indices are wrapped with tide ops and the
  * N-D forms flatten their leading dims into one linear index (tide_index_select, tide_scatter).
  */
@@ -378,6 +378,7 @@ const onnx_op onnx_ops_index[] = {
     {"HannWindow", 17, 0, 1, 1, NULL, onnx_run_hann_window, 0},
     {"HammingWindow", 17, 0, 1, 1, NULL, onnx_run_hamming_window, 0},
     {"BlackmanWindow", 17, 0, 1, 1, NULL, onnx_run_blackman_window, 0},
+    {"DFT", 17, 19, 1, 2, NULL, onnx_run_dft, 0},
     {"NonMaxSuppression", 10, 0, 2, 5, NULL, onnx_run_non_max_suppression, 0},
     {0},
 };

@@ -1,7 +1,7 @@
 /*
  * onnx_ops_move.h — what the shape and indexing handler files share: helpers for int64 index
  * tensors, and the handlers that live in their own files (onnx_ops_slice.c, onnx_ops_gen.c,
- * onnx_ops_select.c) but
+ * onnx_ops_select.c, onnx_ops_spectral.c) but
  * are listed in onnx_ops_shape.c's and onnx_ops_index.c's tables.
  */
 #ifndef TIDE_ONNX_OPS_MOVE_H
@@ -46,5 +46,8 @@ int onnx_run_blackman_window(onnx_ctx *c);
 
 /* onnx_ops_select.c */
 int onnx_run_non_max_suppression(onnx_ctx *c);
+
+/* onnx_ops_spectral.c */
+int onnx_run_dft(onnx_ctx *c);
 
 #endif /* TIDE_ONNX_OPS_MOVE_H */

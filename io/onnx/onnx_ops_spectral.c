@@ -1,0 +1,116 @@
+/*
+ * onnx_ops_spectral.c — ONNX's DFT and STFT as matrix products: the cos/sin matrices of the
+ * transform are built on the host in double and the signal, in float64, is multiplied by them
+ * (tide_matmul), so the result carries no more rounding than the float32 it is cast back to.
+ * O(n^2) per signal, meant for the short signals models carry, not as an FFT. Listed in
+ * onnx_ops_index.c's table.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "onnx_ops_move.h"
+
+/* The [n, k] cos and sin matrices of a length-n transform with k output bins. */
+static int dft_matrices(const onnx_ctx *c, int64_t n, int64_t k, tide_tensor **cs,
+                        tide_tensor **sn)
+{
+    double *m = td_malloc(sizeof *m * (size_t)(2 * n * k + 1));
+    if (!m)
+        return onnx_fail(c);
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t f = 0; f < k; f++) {
+            double t = 2 * M_PI * (double)((j * f) % n) / (double)n; /* exact phase mod 2 pi */
+            m[j * k + f] = cos(t);
+            m[n * k + j * k + f] = sin(t);
+        }
+    int64_t shape[2] = {n, k};
+    *cs = tide_from_data_on(onnx_device_of(c), m, 2, shape, TIDE_FLOAT64);
+    *sn = *cs ? tide_from_data_on(onnx_device_of(c), m + n * k, 2, shape, TIDE_FLOAT64) : NULL;
+    free(m);
+    return *sn ? 0 : onnx_fail(c);
+}
+
+/* re, im [..., n] (float64) to the transform's [..., k] parts: forward e^{-i}, inverse e^{+i}
+ * divided by n. */
+static int dft_last(const onnx_ctx *c, tide_tensor *re, tide_tensor *im, int64_t k, bool inverse,
+                    tide_tensor **ore, tide_tensor **oim)
+{
+    int64_t n = tide_shape(re)[tide_ndim(re) - 1];
+    tide_tensor *cs = NULL, *sn = NULL;
+    if (dft_matrices(c, n, k, &cs, &sn) < 0)
+        return -1;
+    tide_tensor *rc = tide_matmul(re, cs), *rs = tide_matmul(re, sn);
+    tide_tensor *ic = tide_matmul(im, cs), *is = tide_matmul(im, sn);
+    tide_tensor *r = NULL, *i = NULL;
+    if (rc && rs && ic && is) {
+        r = inverse ? tide_sub(rc, is) : tide_add(rc, is);
+        i = inverse ? tide_add(ic, rs) : tide_sub(ic, rs);
+    }
+    *ore = r && inverse ? tide_div_scalar(r, (double)n) : tide_retain(r);
+    *oim = i && inverse ? tide_div_scalar(i, (double)n) : tide_retain(i);
+    tide_tensor *tmp[] = {cs, sn, rc, rs, ic, is, r, i};
+    onnx_release_all(tmp, 8);
+    return *ore && *oim ? 0 : onnx_fail(c);
+}
+
+/* x [..., 1 or 2] as float64 real and imaginary parts (zeros for a real signal). */
+static int split_complex(const onnx_ctx *c, const tide_tensor *x, tide_tensor **re,
+                         tide_tensor **im)
+{
+    int last = tide_ndim(x) - 1;
+    int64_t parts = tide_shape(x)[last];
+    if (parts != 1 && parts != 2)
+        return onnx_error(c, "the last dim has %lld entries; it must be 1 (real) or 2 (complex)",
+                          (long long)parts);
+    tide_tensor *d = tide_cast(x, TIDE_FLOAT64);
+    *re = d ? tide_select(d, last, 0) : NULL;
+    *im = !*re ? NULL
+          : parts == 2 ? tide_select(d, last, 1)
+                       : tide_zeros_on(tide_device_name(*re), tide_ndim(*re), tide_shape(*re),
+                                       TIDE_FLOAT64);
+    tide_release(d);
+    return *im ? 0 : onnx_fail(c);
+}
+
+int onnx_run_dft(onnx_ctx *c)
+{
+    const tide_tensor *x = c->in[0];
+    int rank = tide_ndim(x), axis;
+    if (rank < 2 || onnx_dim_axis(c, onnx_attr_int(c->node, "axis", 1), rank - 1, &axis) < 0)
+        return rank < 2 ? onnx_error(c, "the input needs at least 2 dims") : -1;
+    bool inverse = onnx_attr_int(c->node, "inverse", 0) != 0;
+    bool onesided = onnx_attr_int(c->node, "onesided", 0) != 0;
+    int64_t len = tide_shape(x)[axis];
+    int n;
+    if (c->nin > 1 && c->in[1] && onnx_input_ints(c, 1, &len, 1, &n) < 0)
+        return -1;
+    if (len < 1 || (onesided && inverse))
+        return onnx_error(c, "dft_length %lld, onesided %d with inverse %d", (long long)len,
+                          onesided, inverse);
+    tide_tensor *re = NULL, *im = NULL;
+    if (split_complex(c, x, &re, &im) < 0)
+        return -1;
+    int last = rank - 2; /* of re and im */
+    int64_t have = tide_shape(re)[axis], pads[2] = {0, len > have ? len - have : 0};
+    tide_tensor *parts[2] = {re, im}, *moved[2] = {NULL, NULL}, *fit[2] = {NULL, NULL};
+    for (int p = 0; p < 2; p++) {
+        moved[p] = parts[p] ? tide_movedim(parts[p], 1, &axis, &last) : NULL;
+        fit[p] = !moved[p] ? NULL : len > have ? tide_pad(moved[p], pads, 2, 0)
+                                               : tide_slice(moved[p], last, 0, len, 1);
+    }
+    tide_tensor *ore = NULL, *oim = NULL, *back[2] = {NULL, NULL}, *st = NULL, *out = NULL;
+    int rc = fit[0] && fit[1] ? dft_last(c, fit[0], fit[1], onesided ? len / 2 + 1 : len,
+                                         inverse, &ore, &oim)
+                              : onnx_fail(c);
+    if (rc == 0) {
+        back[0] = tide_movedim(ore, 1, &last, &axis);
+        back[1] = back[0] ? tide_movedim(oim, 1, &last, &axis) : NULL;
+        st = back[1] ? tide_stack(back, 2, rank - 1) : NULL;
+        out = st ? tide_cast(st, tide_get_dtype(x)) : NULL;
+        rc = onnx_set(c, out);
+    }
+    tide_tensor *tmp[] = {re, im, moved[0], moved[1], fit[0], fit[1], ore, oim, back[0],
+                          back[1], st};
+    onnx_release_all(tmp, 11);
+    return rc;
+}
