@@ -49,5 +49,6 @@ int onnx_run_non_max_suppression(onnx_ctx *c);
 
 /* onnx_ops_spectral.c */
 int onnx_run_dft(onnx_ctx *c);
+int onnx_run_stft(onnx_ctx *c);
 
 #endif /* TIDE_ONNX_OPS_MOVE_H */

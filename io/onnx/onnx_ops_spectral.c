@@ -114,3 +114,57 @@ int onnx_run_dft(onnx_ctx *c)
     onnx_release_all(tmp, 11);
     return rc;
 }
+
+/* The frame length and step of STFT and its window (float64, NULL when absent), checked. */
+static int stft_frames(onnx_ctx *c, int64_t *length, int64_t *step, tide_tensor **window)
+{
+    int n;
+    *window = NULL;
+    if (onnx_input_ints(c, 1, step, 1, &n) < 0)
+        return -1;
+    bool has_window = c->nin > 2 && c->in[2], has_length = c->nin > 3 && c->in[3];
+    if (has_length && onnx_input_ints(c, 3, length, 1, &n) < 0)
+        return -1;
+    if (has_window) {
+        if (tide_ndim(c->in[2]) != 1 || (has_length && tide_numel(c->in[2]) != *length))
+            return onnx_error(c, "the window must be 1-D of frame_length entries");
+        *length = tide_numel(c->in[2]);
+    } else if (!has_length)
+        return onnx_error(c, "needs a window or a frame_length");
+    int64_t signal = tide_shape(c->in[0])[1];
+    if (*step < 1 || *length < 1 || *length > signal)
+        return onnx_error(c, "frame_step %lld and frame_length %lld for a signal of %lld",
+                          (long long)*step, (long long)*length, (long long)signal);
+    *window = has_window ? tide_cast(c->in[2], TIDE_FLOAT64) : NULL;
+    return has_window && !*window ? onnx_fail(c) : 0;
+}
+
+/* STFT: signal [batch, length, 1 or 2] cut into frames (times the window) and each one
+ * transformed: [batch, frames, bins, 2], bins frame_length / 2 + 1 when onesided. */
+int onnx_run_stft(onnx_ctx *c)
+{
+    if (tide_ndim(c->in[0]) != 3)
+        return onnx_error(c, "the signal must be [batch, length, 1 or 2]");
+    int64_t length = 0, step = 0;
+    tide_tensor *window = NULL, *re = NULL, *im = NULL;
+    if (stft_frames(c, &length, &step, &window) < 0 || split_complex(c, c->in[0], &re, &im) < 0) {
+        tide_release(window);
+        return -1;
+    }
+    bool onesided = onnx_attr_int(c->node, "onesided", 1) != 0;
+    tide_tensor *fr[2] = {tide_unfold(re, 1, length, step), tide_unfold(im, 1, length, step)};
+    tide_tensor *win[2] = {NULL, NULL}, *ore = NULL, *oim = NULL, *st = NULL;
+    for (int p = 0; p < 2; p++)
+        win[p] = !fr[p] ? NULL : window ? tide_mul(fr[p], window) : tide_retain(fr[p]);
+    int rc = win[0] && win[1] ? dft_last(c, win[0], win[1], onesided ? length / 2 + 1 : length,
+                                         false, &ore, &oim)
+                              : onnx_fail(c);
+    if (rc == 0) {
+        tide_tensor *parts[2] = {ore, oim};
+        st = tide_stack(parts, 2, 3);
+        rc = onnx_set(c, st ? tide_cast(st, tide_get_dtype(c->in[0])) : NULL);
+    }
+    tide_tensor *tmp[] = {window, re, im, fr[0], fr[1], win[0], win[1], ore, oim, st};
+    onnx_release_all(tmp, 10);
+    return rc;
+}
