@@ -1,7 +1,7 @@
 /*
  * test_onnx_shape_index.c — the importer's shape, movement and indexing handlers
  * (io/onnx/onnx_ops_shape.c, onnx_ops_slice.c, onnx_ops_index.c, onnx_ops_gen.c,
- * onnx_ops_select.c) on one-node models written with tests/onnx_build.h: the corner cases the
+ * onnx_ops_select.c, onnx_ops_spectral.c) on one-node models written with tests/onnx_build.h: the corner cases the
  * ONNX backend data leave out (negative steps past the ends, crops, out-of-range index rows,
  * opset-6 attribute forms), and malformed attributes, which must be errors naming the node,
  * never crashes or wrong values. Every value compared is an integer or a copy of an input:
@@ -338,6 +338,18 @@ static void test_bad_attributes(void)
     check_fails(&sp, &scalar, "0-D");
     tide_release(scalar);
     tide_release(fidx);
+    /* DFT wants a last dim of 1 (real) or 2 (complex); STFT a window or a frame_length */
+    tide_tensor *sig = tide_zeros(3, (int64_t[]){1, 8, 3}, TIDE_FLOAT32);
+    node_spec dft = NODE("DFT", 17, 1, 1);
+    check_fails(&dft, &sig, "1 (real) or 2 (complex)");
+    tide_tensor *sig1 = tide_zeros(3, (int64_t[]){1, 8, 1}, TIDE_FLOAT32);
+    tide_tensor *step = tide_from_data((int64_t[]){2}, 0, NULL, TIDE_INT64);
+    tide_tensor *stft_in[2] = {sig1, step};
+    node_spec stft = NODE("STFT", 17, 2, 1);
+    check_fails(&stft, stft_in, "needs a window or a frame_length");
+    tide_release(sig);
+    tide_release(sig1);
+    tide_release(step);
     tide_release(x);
     tide_release(shape);
     tide_release(depth);

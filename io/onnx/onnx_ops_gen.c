@@ -106,54 +106,6 @@ int onnx_run_trilu(onnx_ctx *c)
     return onnx_set(c, upper ? tide_triu(c->in[0], k) : tide_tril(c->in[0], k));
 }
 
-/* ---- windows ------------------------------------------------------------------------------ */
-
-/* The cosine-sum windows: w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), N = size
- * (periodic) or size - 1 (symmetric), computed in double on the host, then cast to
- * output_datatype (float32 by default). */
-static int cosine_window(onnx_ctx *c, double a0, double a1, double a2)
-{
-    int64_t size;
-    int n;
-    if (onnx_input_ints(c, 0, &size, 1, &n) < 0)
-        return -1;
-    if (size < 0)
-        return onnx_error(c, "size is %lld", (long long)size);
-    int dt = onnx_dtype((int32_t)onnx_attr_int(c->node, "output_datatype", 1));
-    if (dt < 0)
-        return onnx_unsupported(c, "output_datatype %lld",
-                                (long long)onnx_attr_int(c->node, "output_datatype", 1));
-    bool periodic = onnx_attr_int(c->node, "periodic", 1) != 0;
-    double *w = td_malloc(sizeof *w * (size_t)(size + 1));
-    if (!w)
-        return onnx_fail(c);
-    double den = periodic ? (double)size : (double)(size - 1);
-    for (int64_t i = 0; i < size; i++) {
-        double t = den > 0 ? 2 * M_PI * (double)i / den : 0;
-        w[i] = a0 - a1 * cos(t) + a2 * cos(2 * t);
-    }
-    tide_tensor *d = tide_from_data_on(onnx_device_of(c), w, 1, &size, TIDE_FLOAT64);
-    free(w);
-    tide_tensor *out = d ? tide_cast(d, (tide_dtype)dt) : NULL;
-    tide_release(d);
-    return onnx_set(c, out);
-}
-
-int onnx_run_hann_window(onnx_ctx *c)
-{
-    return cosine_window(c, 0.5, 0.5, 0);
-}
-
-int onnx_run_hamming_window(onnx_ctx *c)
-{
-    return cosine_window(c, 25.0 / 46, 21.0 / 46, 0);
-}
-
-int onnx_run_blackman_window(onnx_ctx *c)
-{
-    return cosine_window(c, 0.42, 0.5, 0.08);
-}
-
 /* ---- Unique --------------------------------------------------------------------------------- */
 
 /* The rows (slices along the axis) Unique compares, on the host as doubles. */

@@ -40,9 +40,6 @@ int onnx_run_eye_like(onnx_ctx *c);
 int onnx_check_eye_like(const onnx_node *n, char *why, size_t size);
 int onnx_run_trilu(onnx_ctx *c);
 int onnx_run_unique(onnx_ctx *c);
-int onnx_run_hann_window(onnx_ctx *c);
-int onnx_run_hamming_window(onnx_ctx *c);
-int onnx_run_blackman_window(onnx_ctx *c);
 
 /* onnx_ops_select.c */
 int onnx_run_non_max_suppression(onnx_ctx *c);
@@ -50,5 +47,9 @@ int onnx_run_non_max_suppression(onnx_ctx *c);
 /* onnx_ops_spectral.c */
 int onnx_run_dft(onnx_ctx *c);
 int onnx_run_stft(onnx_ctx *c);
+int onnx_run_hann_window(onnx_ctx *c);
+int onnx_run_hamming_window(onnx_ctx *c);
+int onnx_run_blackman_window(onnx_ctx *c);
+int onnx_run_mel_weight_matrix(onnx_ctx *c);
 
 #endif /* TIDE_ONNX_OPS_MOVE_H */

@@ -140,7 +140,8 @@ int onnx_run_slice(onnx_ctx *c)
 /* ---- Split ---------------------------------------------------------------------------------- */
 
 /* The sizes of Split's outputs along a dim of size dim: given (an input at opset 1 and from
- * opset 13, the attribute otherwise), num_outputs (opset 18: ceil-sized chunks, the last smaller), or equal parts. */
+ * opset 13, the attribute otherwise), num_outputs (opset 18: ceil-sized chunks, the last
+ * smaller), or equal parts. */
 static int split_sizes(onnx_ctx *c, int64_t dim, int64_t *sizes, int nout)
 {
     int n = 0;

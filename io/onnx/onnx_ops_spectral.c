@@ -1,9 +1,10 @@
 /*
- * onnx_ops_spectral.c — ONNX's DFT and STFT as matrix products: the cos/sin matrices of the
- * transform are built on the host in double and the signal, in float64, is multiplied by them
- * (tide_matmul), so the result carries no more rounding than the float32 it is cast back to.
- * O(n^2) per signal, meant for the short signals models carry, not as an FFT. Listed in
- * onnx_ops_index.c's table.
+ * onnx_ops_spectral.c — ONNX's signal ops. DFT and STFT are matrix products: the cos/sin
+ * matrices of the transform are built on the host in double and the signal, in float64, is
+ * multiplied by them (tide_matmul), so the result carries no more rounding than the float32 it
+ * is cast back to; O(n^2) per signal, meant for the short signals models carry, not as an FFT.
+ * The Hann, Hamming and Blackman windows and MelWeightMatrix are computed on the host in
+ * double. Listed in onnx_ops_index.c's table.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -167,4 +168,116 @@ int onnx_run_stft(onnx_ctx *c)
     tide_tensor *tmp[] = {window, re, im, fr[0], fr[1], win[0], win[1], ore, oim, st};
     onnx_release_all(tmp, 10);
     return rc;
+}
+
+/* ---- windows ------------------------------------------------------------------------------ */
+
+/* The cosine-sum windows: w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), N = size
+ * (periodic) or size - 1 (symmetric), computed in double on the host, then cast to
+ * output_datatype (float32 by default). */
+static int cosine_window(onnx_ctx *c, double a0, double a1, double a2)
+{
+    int64_t size;
+    int n;
+    if (onnx_input_ints(c, 0, &size, 1, &n) < 0)
+        return -1;
+    if (size < 0)
+        return onnx_error(c, "size is %lld", (long long)size);
+    int dt = onnx_dtype((int32_t)onnx_attr_int(c->node, "output_datatype", 1));
+    if (dt < 0)
+        return onnx_unsupported(c, "output_datatype %lld",
+                                (long long)onnx_attr_int(c->node, "output_datatype", 1));
+    bool periodic = onnx_attr_int(c->node, "periodic", 1) != 0;
+    double *w = td_malloc(sizeof *w * (size_t)(size + 1));
+    if (!w)
+        return onnx_fail(c);
+    double den = periodic ? (double)size : (double)(size - 1);
+    for (int64_t i = 0; i < size; i++) {
+        double t = den > 0 ? 2 * M_PI * (double)i / den : 0;
+        w[i] = a0 - a1 * cos(t) + a2 * cos(2 * t);
+    }
+    tide_tensor *d = tide_from_data_on(onnx_device_of(c), w, 1, &size, TIDE_FLOAT64);
+    free(w);
+    tide_tensor *out = d ? tide_cast(d, (tide_dtype)dt) : NULL;
+    tide_release(d);
+    return onnx_set(c, out);
+}
+
+int onnx_run_hann_window(onnx_ctx *c)
+{
+    return cosine_window(c, 0.5, 0.5, 0);
+}
+
+int onnx_run_hamming_window(onnx_ctx *c)
+{
+    return cosine_window(c, 25.0 / 46, 21.0 / 46, 0);
+}
+
+int onnx_run_blackman_window(onnx_ctx *c)
+{
+    return cosine_window(c, 0.42, 0.5, 0.08);
+}
+
+/* ---- MelWeightMatrix ------------------------------------------------------------------------ */
+
+/* The band edges of MelWeightMatrix: num_mel_bins + 2 points evenly spaced in mel between the
+ * edges (the step divides by the point count, as ONNX's reference does), as DFT bin numbers. */
+static int mel_edges(onnx_ctx *c, int64_t bins, int64_t dft_length, double rate, int64_t *edge)
+{
+    double lo, hi;
+    if (onnx_input_scalar(c, 3, &lo) < 0 || onnx_input_scalar(c, 4, &hi) < 0)
+        return -1;
+    double mel_lo = 2595 * log10(1 + lo / 700), mel_hi = 2595 * log10(1 + hi / 700);
+    double step = (mel_hi - mel_lo) / (double)(bins + 2);
+    int64_t spectrum = dft_length / 2 + 1;
+    for (int64_t i = 0; i < bins + 2; i++) {
+        double hz = 700 * (pow(10, ((double)i * step + mel_lo) / 2595) - 1);
+        double bin = floor((double)(dft_length + 1) * hz / rate);
+        if (!(bin >= 0 && bin < (double)spectrum))
+            return onnx_error(c, "mel band edge %lld falls on DFT bin %g, outside [0, %lld)",
+                              (long long)i, bin, (long long)spectrum);
+        edge[i] = (int64_t)bin;
+    }
+    return 0;
+}
+
+/* MelWeightMatrix: [dft_length / 2 + 1, num_mel_bins] triangles rising from each band's left
+ * edge to its center and falling to its right edge. */
+int onnx_run_mel_weight_matrix(onnx_ctx *c)
+{
+    int64_t bins, dft_length;
+    double rate;
+    int n;
+    if (onnx_input_ints(c, 0, &bins, 1, &n) < 0 || onnx_input_ints(c, 1, &dft_length, 1, &n) < 0 ||
+        onnx_input_scalar(c, 2, &rate) < 0)
+        return -1;
+    if (bins < 1 || bins > (1 << 20) || dft_length < 1 || dft_length > (1 << 24) || !(rate > 0))
+        return onnx_error(c, "num_mel_bins %lld, dft_length %lld, sample_rate %g",
+                          (long long)bins, (long long)dft_length, rate);
+    int dt = onnx_dtype((int32_t)onnx_attr_int(c->node, "output_datatype", 1));
+    if (dt < 0)
+        return onnx_unsupported(c, "output_datatype %lld",
+                                (long long)onnx_attr_int(c->node, "output_datatype", 1));
+    int64_t spectrum = dft_length / 2 + 1, shape[2] = {spectrum, bins};
+    int64_t *edge = td_malloc(sizeof *edge * (size_t)(bins + 2));
+    double *w = edge ? td_calloc((size_t)(spectrum * bins), sizeof *w) : NULL;
+    int rc = !w ? onnx_fail(c) : mel_edges(c, bins, dft_length, rate, edge);
+    for (int64_t i = 0; i < bins && rc == 0; i++) {
+        int64_t l = edge[i], m = edge[i + 1], r = edge[i + 2];
+        if (m == l)
+            w[m * bins + i] = 1;
+        for (int64_t j = l; j <= m && m > l; j++)
+            w[j * bins + i] = (double)(j - l) / (double)(m - l);
+        for (int64_t j = m; j < r; j++)
+            w[j * bins + i] = (double)(r - j) / (double)(r - m);
+    }
+    tide_tensor *d = rc == 0 ? tide_from_data_on(onnx_device_of(c), w, 2, shape, TIDE_FLOAT64)
+                             : NULL;
+    free(edge);
+    free(w);
+    if (rc < 0)
+        return rc;
+    tide_tensor *out = d ? tide_cast(d, (tide_dtype)dt) : NULL;
+    tide_release(d);
+    return onnx_set(c, out);
 }
