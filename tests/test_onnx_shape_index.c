@@ -15,7 +15,7 @@
 #include "test_util.h"
 #include "tide.h"
 
-#define MAX_ATTRS 4
+#define MAX_ATTRS 8
 
 /* One attribute: ints (n > 0 or is_list), one int, or a string. */
 typedef struct attr_spec {
@@ -349,6 +349,21 @@ static void test_bad_attributes(void)
     check_fails(&stft, stft_in, "needs a window or a frame_length");
     tide_release(sig);
     tide_release(sig1);
+    /* TfIdfVectorizer: unigrams 1 and 2 count into 0 and 2, the bigram (2, 3) into 1; the
+     * pool's sections must hold whole n-grams */
+    tide_tensor *tokens = vec(3, (int64_t[]){2, 2, 3});
+    node_spec tf = NODE("TfIdfVectorizer", 9, 1, 1, STR("mode", "TF"),
+                        INTS("pool_int64s", 4, 1, 2, 2, 3), INTS("ngram_counts", 2, 0, 2),
+                        INTS("ngram_indexes", 3, 0, 2, 1), INT("min_gram_length", 1),
+                        INT("max_gram_length", 2));
+    tide_tensor *counts = NULL;
+    CHECK(run_node(&tf, &tokens, &counts) == 0 &&
+              equals(counts, 1, (int64_t[]){3}, (int64_t[]){0, 1, 2}, 3),
+          "TfIdfVectorizer: %s", tide_last_error());
+    tf.attrs[2] = (attr_spec)INTS("ngram_counts", 2, 0, 1);
+    check_fails(&tf, &tokens, "does not split pool_int64s");
+    tide_release(counts);
+    tide_release(tokens);
     tide_release(step);
     tide_release(x);
     tide_release(shape);

@@ -3,7 +3,7 @@
  * Scatter, ScatterND, OneHot, Compress, NonZero, ReverseSequence, and the table entries of
  * onnx_ops_gen.c (Range, ConstantOfShape, EyeLike, Trilu, Unique), onnx_ops_select.c
  * (NonMaxSuppression) and onnx_ops_spectral.c (DFT, STFT, the Hann, Hamming and Blackman
- * windows, MelWeightMatrix).
+ * windows, MelWeightMatrix) and onnx_ops_text.c (TfIdfVectorizer).
  * Index tensors stay on the device: ONNX's negative indices are wrapped with tide ops and the
  * N-D forms flatten their leading dims into one linear index (tide_index_select, tide_scatter).
  */
@@ -378,6 +378,7 @@ const onnx_op onnx_ops_index[] = {
     {"HannWindow", 17, 0, 1, 1, NULL, onnx_run_hann_window, 0},
     {"HammingWindow", 17, 0, 1, 1, NULL, onnx_run_hamming_window, 0},
     {"BlackmanWindow", 17, 0, 1, 1, NULL, onnx_run_blackman_window, 0},
+    {"TfIdfVectorizer", 9, 0, 1, 1, onnx_check_tfidf, onnx_run_tfidf, 0},
     {"MelWeightMatrix", 17, 0, 5, 5, NULL, onnx_run_mel_weight_matrix, 0},
     {"DFT", 17, 19, 1, 2, NULL, onnx_run_dft, 0},
     {"STFT", 17, 0, 2, 4, NULL, onnx_run_stft, 0},

@@ -1,7 +1,7 @@
 /*
  * onnx_ops_move.h — what the shape and indexing handler files share: helpers for int64 index
  * tensors, and the handlers that live in their own files (onnx_ops_slice.c, onnx_ops_gen.c,
- * onnx_ops_select.c, onnx_ops_spectral.c) but
+ * onnx_ops_select.c, onnx_ops_spectral.c, onnx_ops_text.c) but
  * are listed in onnx_ops_shape.c's and onnx_ops_index.c's tables.
  */
 #ifndef TIDE_ONNX_OPS_MOVE_H
@@ -51,5 +51,9 @@ int onnx_run_hann_window(onnx_ctx *c);
 int onnx_run_hamming_window(onnx_ctx *c);
 int onnx_run_blackman_window(onnx_ctx *c);
 int onnx_run_mel_weight_matrix(onnx_ctx *c);
+
+/* onnx_ops_text.c */
+int onnx_check_tfidf(const onnx_node *n, char *why, size_t size);
+int onnx_run_tfidf(onnx_ctx *c);
 
 #endif /* TIDE_ONNX_OPS_MOVE_H */
