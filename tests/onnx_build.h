@@ -115,6 +115,20 @@ static inline void ob_attr_int(ob_model *b, Onnx__NodeProto *n, const char *name
     n->attribute[n->n_attribute++] = a;
 }
 
+static inline void ob_attr_string(ob_model *b, Onnx__NodeProto *n, const char *name,
+                                  const char *v)
+{
+    Onnx__AttributeProto *a = ob_alloc(b, sizeof *a);
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    a->has_s = 1;
+    a->s.data = (uint8_t *)v;
+    a->s.len = strlen(v);
+    n->attribute[n->n_attribute++] = a;
+}
+
 /* An initializer (or the tensor of a value) of float32 or int64 values. */
 static inline Onnx__TensorProto *ob_tensor(ob_model *b, const char *name, int dtype, int ndim,
                                     const int64_t *shape, const void *data)

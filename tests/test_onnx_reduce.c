@@ -26,19 +26,6 @@ static int onnx_type(tide_dtype d)
     return d == TIDE_FLOAT32 ? F32 : d == TIDE_INT32 ? I32 : I64;
 }
 
-static void ob_attr_string(ob_model *b, Onnx__NodeProto *n, const char *name, const char *s)
-{
-    Onnx__AttributeProto *a = ob_alloc(b, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = (char *)name;
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
-    a->has_s = 1;
-    a->s.len = strlen(s);
-    a->s.data = (uint8_t *)s;
-    n->attribute[n->n_attribute++] = a;
-}
-
 /* Writes b with inputs named by `names` ("|"-separated, in xs' dtypes and shapes) and nout
  * outputs "y0".."y3" (declared float: the run does not check them), runs it on xs. 0, or -1
  * with tide's error (from opening or running). */
