@@ -57,7 +57,8 @@ static bool is_integer(const tide_tensor *t)
     return d == TIDE_INT32 || d == TIDE_INT64 || d == TIDE_UINT8;
 }
 
-/* Integer Div truncates toward zero (C's division), in float64: exact below 2^53. */
+/* Integer Div truncates toward zero (C's division), in float64: exact below 2^53. A division by
+ * zero gives 0, as numpy's integer division does (C's is undefined). */
 static int run_div(onnx_ctx *c)
 {
     if (!is_integer(c->in[0]))
@@ -65,11 +66,13 @@ static int run_div(onnx_ctx *c)
     tide_tensor *a = tide_cast(c->in[0], TIDE_FLOAT64), *b = tide_cast(c->in[1], TIDE_FLOAT64);
     tide_tensor *q = a && b ? tide_div(a, b) : NULL;
     tide_tensor *t = q ? tide_trunc(q) : NULL;
-    tide_tensor *out = t ? tide_cast(t, tide_get_dtype(c->in[0])) : NULL;
-    tide_release(a);
-    tide_release(b);
-    tide_release(q);
-    tide_release(t);
+    tide_tensor *zero = t ? tide_full_on(tide_device_name(t), 0, NULL, 0.0, TIDE_FLOAT64) : NULL;
+    tide_tensor *by_zero = zero ? tide_eq(b, zero) : NULL;
+    tide_tensor *safe = by_zero ? tide_where(by_zero, zero, t) : NULL;
+    tide_tensor *out = safe ? tide_cast(safe, tide_get_dtype(c->in[0])) : NULL;
+    tide_tensor *tmp[] = {a, b, q, t, zero, by_zero, safe};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++)
+        tide_release(tmp[i]);
     return onnx_set(c, out);
 }
 
