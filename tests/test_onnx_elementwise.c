@@ -187,6 +187,46 @@ static void test_integer_div_mod(void)
     tide_release(sh[1]);
 }
 
+/* Integer unary ops keep the dtype; int32 overflow wraps as numpy's does; Round is half to
+ * even; Pow with a negative base: exact for an integer exponent, NaN for a fractional one. */
+static void test_int_unary_round_pow(void)
+{
+    int32_t a[4] = {-5, 0, 7, INT32_MAX};
+    int64_t s4[1] = {4};
+    tide_tensor *x = tide_from_data(a, 1, s4, TIDE_INT32);
+    node_spec neg = {6, "Neg", "x", {0}, {0}, {0}, {0}, 0, 0};
+    check_values(run_node(&neg, &x, 1), TIDE_INT32, (double[]){5, 0, -7, -INT32_MAX}, 4, 0, "Neg");
+    node_spec abs_node = {6, "Abs", "x", {0}, {0}, {0}, {0}, 0, 0};
+    check_values(run_node(&abs_node, &x, 1), TIDE_INT32, (double[]){5, 0, 7, INT32_MAX}, 4, 0,
+                 "Abs");
+    node_spec sign = {13, "Sign", "x", {0}, {0}, {0}, {0}, 0, 0};
+    check_values(run_node(&sign, &x, 1), TIDE_INT32, (double[]){-1, 0, 1, 1}, 4, 0, "Sign");
+    int32_t one[1] = {1};
+    tide_tensor *xy[2] = {x, tide_from_data(one, 1, (int64_t[]){1}, TIDE_INT32)};
+    node_spec add = {14, "Add", "x|b", {0}, {0}, {0}, {0}, 0, 0};
+    check_values(run_node(&add, xy, 2), TIDE_INT32, (double[]){-4, 1, 8, INT32_MIN}, 4, 0,
+                 "int32 Add wraps");
+    tide_release(xy[1]);
+    tide_release(x);
+
+    float r[4] = {2.5f, -0.5f, 1.5f, -2.5f};
+    x = f32(1, s4, r);
+    node_spec round = {11, "Round", "x", {0}, {0}, {0}, {0}, 0, 0};
+    check_values(run_node(&round, &x, 1), TIDE_FLOAT32, (double[]){2, 0, 2, -2}, 4, 0, "Round");
+    float e[4] = {3.0f, 3.0f, 2.0f, 0.5f}; /* bases 2.5, -0.5, 1.5, -2.5 */
+    tide_tensor *pe[2] = {x, f32(1, s4, e)};
+    node_spec pow = {13, "Pow", "x|e", {0}, {0}, {0}, {0}, 0, 0};
+    /* powf is within 1 ulp: 1e-5 at 15.6, 1e-7 at 0.125 */
+    tide_tensor *p = run_node(&pow, pe, 2);
+    float got[4] = {0};
+    CHECK(p && tide_to_buffer(p, got, sizeof got) == 0 && fabsf(got[0] - 15.625f) < 1e-5f &&
+              fabsf(got[1] + 0.125f) < 1e-7f && fabsf(got[2] - 2.25f) < 1e-6f && isnan(got[3]),
+          "Pow with negative bases: %g %g %g %g", got[0], got[1], got[2], got[3]);
+    tide_release(p);
+    tide_release(pe[1]);
+    tide_release(x);
+}
+
 /* ---- float math and activations ------------------------------------------------------------ */
 static void test_math_and_activations(void)
 {
@@ -257,6 +297,7 @@ int main(void)
         tide_set_default_device(pass ? "vulkan" : "cpu");
         test_legacy_broadcast();
         test_integer_div_mod();
+        test_int_unary_round_pow();
         test_math_and_activations();
     }
     tide_set_default_device("cpu");
