@@ -1,7 +1,8 @@
 /*
  * onnx_ops_elementwise.c — ONNX's elementwise ops on tide's: unary math, binary arithmetic and
- * comparisons with numpy broadcasting (opset 7 on: earlier ones have the `broadcast` attribute),
- * casts, Identity, Constant.
+ * comparisons with numpy broadcasting (opset 7 on) or the `broadcast`/`axis` attributes (opsets
+ * 1-6), Mod, Clip, IsInf, the inverse hyperbolics, BitShift (uint8), casts, Identity, Constant.
+ * Integer edge cases follow numpy, which made the test data: a division by zero gives 0.
  */
 #include <math.h>
 #include <string.h>
