@@ -19,12 +19,14 @@ enum {
     F32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
     I32 = ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
     I64 = ONNX__TENSOR_PROTO__DATA_TYPE__INT64,
-    U8 = ONNX__TENSOR_PROTO__DATA_TYPE__UINT8
+    U8 = ONNX__TENSOR_PROTO__DATA_TYPE__UINT8,
+    BOOL = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL
 };
 
 static int onnx_type(tide_dtype d)
 {
-    return d == TIDE_FLOAT32 ? F32 : d == TIDE_INT32 ? I32 : d == TIDE_UINT8 ? U8 : I64;
+    return d == TIDE_FLOAT32 ? F32 : d == TIDE_INT32 ? I32 : d == TIDE_UINT8 ? U8
+         : d == TIDE_BOOL  ? BOOL : I64;
 }
 
 static void attr_float(ob_model *b, Onnx__NodeProto *n, const char *name, float v)
@@ -207,6 +209,17 @@ static void test_int_unary_round_pow(void)
     check_values(run_node(&add, xy, 2), TIDE_INT32, (double[]){-4, 1, 8, INT32_MIN}, 4, 0,
                  "int32 Add wraps");
     tide_release(xy[1]);
+    /* Cast int32 -> bool (nonzero is true), then Equal on bools */
+    node_spec cast = {13, "Cast", "x", {"to"}, {BOOL}, {0}, {0}, 0, 0};
+    tide_tensor *bools = run_node(&cast, &x, 1);
+    tide_tensor *bb[2] = {bools, bools ? tide_logical_not(bools) : NULL};
+    check_values(tide_retain(bools), TIDE_BOOL, (double[]){1, 0, 1, 1}, 4, 0, "Cast to bool");
+    node_spec eq = {13, "Equal", "x|b", {0}, {0}, {0}, {0}, 0, 0};
+    if (bb[1]) /* else check_values above failed already */
+        check_values(run_node(&eq, bb, 2), TIDE_BOOL, (double[]){0, 0, 0, 0}, 4, 0,
+                     "Equal on bools");
+    tide_release(bb[0]);
+    tide_release(bb[1]);
     tide_release(x);
 
     float r[4] = {2.5f, -0.5f, 1.5f, -2.5f};
