@@ -185,6 +185,10 @@ static void test_integer_div_mod(void)
     check_values(run_node(&left, sh, 2), TIDE_UINT8, (double[]){144, 12, 128}, 3, 0, "<<");
     node_spec right = {11, "BitShift", "a|b", {0}, {0}, {0}, {0}, "direction", "RIGHT"};
     check_values(run_node(&right, sh, 2), TIDE_UINT8, (double[]){100, 0, 1}, 3, 0, ">>");
+    node_spec up = {11, "BitShift", "a|b", {0}, {0}, {0}, {0}, "direction", "UP"};
+    CHECK(!run_node(&up, sh, 2) && strstr(tide_last_error(), "BitShift") &&
+              strstr(tide_last_error(), "'UP'"),
+          "an unknown direction: \"%s\"", tide_last_error());
     tide_release(sh[0]);
     tide_release(sh[1]);
 }
