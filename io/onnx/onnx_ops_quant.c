@@ -1,10 +1,13 @@
 /*
  * onnx_ops_quant.c — ONNX's linear quantization ops on uint8 (tide has no int8: models with
  * int8 tensors stay unsupported at load): QuantizeLinear, DequantizeLinear (per tensor and per
- * axis), DynamicQuantizeLinear, MatMulInteger and QLinearMatMul. Composed from tide ops in
- * float32 as the ONNX reference computes (round half to even, saturate to [0, 255]); the integer
- * matrix products run in float64, exact for any product of uint8 differences with K < 2^37.
+ * axis), DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, and 2-D ConvInteger and
+ * QLinearConv (tide_conv2d). Composed from tide ops in float32 as the ONNX reference computes
+ * (round half to even, saturate to [0, 255]); the integer products and convolutions run in
+ * float64, exact for any sum of uint8 difference products with fewer than 2^37 terms.
  */
+#include <string.h>
+
 #include "onnx_ops_move.h"
 
 /* A scale or zero point for x of rank `rank`: a scalar or 1-element tensor as is, a 1-D one of
@@ -199,11 +202,111 @@ static int run_qlinear_matmul(onnx_ctx *c)
     return onnx_set(c, out);
 }
 
+/* ConvInteger/QLinearConv attributes tide_conv2d can take: 2-D, NOTSET auto_pad, symmetric
+ * pads. */
+static int check_qconv(const onnx_node *n, char *why, size_t size)
+{
+    char buf[16];
+    const char *ap = onnx_attr_string(n, "auto_pad", "NOTSET", buf, sizeof buf);
+    int np = 0, ns = 0, nd = 0, nk = 0;
+    const int64_t *p = onnx_attr_ints(n, "pads", &np);
+    onnx_attr_ints(n, "strides", &ns);
+    onnx_attr_ints(n, "dilations", &nd);
+    onnx_attr_ints(n, "kernel_shape", &nk);
+    if (strcmp(ap, "NOTSET"))
+        return snprintf(why, size, "auto_pad %s is not supported", ap), 1;
+    if ((np && np != 4) || (ns && ns != 2) || (nd && nd != 2) || (nk && nk != 2))
+        return snprintf(why, size, "only 2-D convolutions are supported"), 1;
+    if (np && (p[0] != p[2] || p[1] != p[3] || p[0] < 0 || p[1] < 0 || p[0] > 1 << 20 ||
+               p[1] > 1 << 20))
+        return snprintf(why, size, "only symmetric non-negative pads are supported"), 1;
+    return 0;
+}
+
+/* conv2d of (x - x_zp) and (w - w_zp) in float64 (exact as integer_matmul), from inputs kx,
+ * kxzp, kw, kwzp; w_zp per output channel is shaped [O, 1, 1, 1]. */
+static tide_tensor *integer_conv(onnx_ctx *c, int kx, int kxzp, int kw, int kwzp)
+{
+    if (check_u8(c, kx, "x") || check_u8(c, kw, "w") || check_u8(c, kxzp, "x_zero_point") ||
+        check_u8(c, kwzp, "w_zero_point"))
+        return NULL;
+    if (tide_ndim(c->in[kx]) != 4 || tide_ndim(c->in[kw]) != 4) {
+        onnx_unsupported(c, "only 2-D convolutions (4-D x and w) are supported");
+        return NULL;
+    }
+    const onnx_node *n = c->node;
+    int np = 0, ns = 0, nd = 0;
+    const int64_t *p = onnx_attr_ints(n, "pads", &np), *s = onnx_attr_ints(n, "strides", &ns);
+    const int64_t *d = onnx_attr_ints(n, "dilations", &nd);
+    int pad[2] = {np ? (int)p[0] : 0, np ? (int)p[1] : 0};
+    int stride[2] = {ns ? (int)s[0] : 1, ns ? (int)s[1] : 1};
+    int dil[2] = {nd ? (int)d[0] : 1, nd ? (int)d[1] : 1};
+    int groups = (int)onnx_attr_int(n, "group", 1);
+    const tide_tensor *wzp = kwzp < c->nin ? c->in[kwzp] : NULL;
+    tide_tensor *wz = NULL;
+    if (wzp && tide_numel(wzp) > 1) {
+        int64_t shape[4] = {tide_numel(wzp), 1, 1, 1};
+        wz = tide_reshape(wzp, 4, shape);
+    } else if (wzp)
+        wz = tide_retain((tide_tensor *)wzp);
+    tide_tensor *x = centered(c->in[kx], kxzp < c->nin ? c->in[kxzp] : NULL, false);
+    tide_tensor *w = x && (wz || !wzp) ? centered(c->in[kw], wz, false) : NULL;
+    tide_tensor *y = w ? tide_conv2d(x, w, NULL, stride, pad, dil, groups) : NULL;
+    if (!y)
+        onnx_fail(c);
+    tide_tensor *tmp[] = {wz, x, w};
+    onnx_release_all(tmp, 3);
+    return y;
+}
+
+static int run_conv_integer(onnx_ctx *c)
+{
+    tide_tensor *y = integer_conv(c, 0, 2, 1, 3);
+    if (!y)
+        return -1;
+    tide_tensor *out = tide_cast(y, TIDE_INT32);
+    tide_release(y);
+    return onnx_set(c, out);
+}
+
+/* saturate(round((conv + bias) * (x_scale * w_scale / y_scale)) + y_zp); w_scale may be per
+ * output channel. */
+static int run_qlinear_conv(onnx_ctx *c)
+{
+    if (check_u8(c, 7, "y_zero_point"))
+        return -1;
+    tide_tensor *y = integer_conv(c, 0, 2, 3, 5);
+    if (!y)
+        return -1;
+    int64_t cshape[3] = {tide_numel(c->in[4]), 1, 1};
+    tide_tensor *ws = tide_numel(c->in[4]) > 1 ? tide_reshape(c->in[4], 3, cshape)
+                                               : tide_retain(c->in[4]);
+    tide_tensor *xw = ws ? tide_mul(c->in[1], ws) : NULL;
+    tide_tensor *f32 = xw ? tide_div(xw, c->in[6]) : NULL;
+    tide_tensor *f = f32 ? tide_cast(f32, TIDE_FLOAT64) : NULL;
+    tide_tensor *b = NULL, *yb = NULL;
+    if (c->nin > 8 && c->in[8]) {
+        int64_t bshape[3] = {tide_numel(c->in[8]), 1, 1};
+        tide_tensor *br = tide_reshape(c->in[8], 3, bshape);
+        b = br ? tide_cast(br, TIDE_FLOAT64) : NULL;
+        tide_release(br);
+        yb = b ? tide_add(y, b) : NULL;
+    } else
+        yb = tide_retain(y);
+    tide_tensor *v = f && yb ? tide_mul(yb, f) : NULL;
+    tide_tensor *out = v ? saturate_u8(c, v, c->in[7]) : NULL;
+    tide_tensor *tmp[] = {y, ws, xw, f32, f, b, yb, v};
+    onnx_release_all(tmp, 8);
+    return onnx_set(c, out);
+}
+
 const onnx_op onnx_ops_quant[] = {
     {"QuantizeLinear", 10, 0, 2, 3, check_blocked, run_quantize_linear, 0},
     {"DequantizeLinear", 10, 0, 2, 3, check_blocked, run_dequantize_linear, 0},
     {"DynamicQuantizeLinear", 11, 0, 1, 1, NULL, run_dynamic_quantize_linear, 0},
     {"MatMulInteger", 10, 0, 2, 4, NULL, run_matmul_integer, 0},
     {"QLinearMatMul", 10, 0, 8, 8, NULL, run_qlinear_matmul, 0},
+    {"ConvInteger", 10, 0, 2, 4, check_qconv, run_conv_integer, 0},
+    {"QLinearConv", 10, 0, 8, 9, check_qconv, run_qlinear_conv, 0},
     {0},
 };
