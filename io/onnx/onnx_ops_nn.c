@@ -1,5 +1,6 @@
 /*
- * onnx_ops_nn.c — ONNX's neural-network ops: MatMul, Gemm.
+ * onnx_ops_nn.c — ONNX's neural-network ops: MatMul, Gemm, BatchNormalization (inference),
+ * PRelu.
  */
 #include "onnx_internal.h"
 
@@ -32,8 +33,66 @@ static int run_gemm(onnx_ctx *c)
     return onnx_set(c, out);
 }
 
+static bool output_wanted(const onnx_node *n, int k) { return n->nout > k && n->out[k] >= 0; }
+
+/* Inference only: opset 6 needs is_test = 1 and spatial = 1; 14+ training_mode = 0; the running
+ * statistics outputs (training) are not produced. */
+static int check_batch_norm(const onnx_node *n, char *why, size_t size)
+{
+    const char *bad = NULL;
+    if (n->op->since < 7 && !onnx_attr_int(n, "is_test", 0))
+        bad = "is_test = 0 (training) is not supported";
+    else if (n->op->since < 7 && !onnx_attr_int(n, "spatial", 1))
+        bad = "spatial = 0 is not supported";
+    else if (onnx_attr_int(n, "training_mode", 0))
+        bad = "training_mode = 1 is not supported";
+    for (int k = 1; !bad && k < 5; k++)
+        if (output_wanted(n, k))
+            bad = "the statistics outputs (training) are not supported";
+    if (bad)
+        snprintf(why, size, "%s", bad);
+    return bad != NULL;
+}
+
+static int run_batch_norm(onnx_ctx *c)
+{
+    if (tide_ndim(c->in[0]) < 2)
+        return onnx_error(c, "X must have at least 2 dims; it has %d", tide_ndim(c->in[0]));
+    double eps = onnx_attr_float(c->node, "epsilon", 1e-5f);
+    return onnx_set(c, tide_batch_norm(c->in[0], c->in[3], c->in[4], c->in[1], c->in[2], false,
+                                       0.0, eps));
+}
+
+/* PRelu: max(x, 0) + slope * min(x, 0). Before opset 7 a 1-D slope of C values applies per
+ * channel (dim 1), as PyTorch's exporter wrote it; from 7 it broadcasts as numpy. */
+static int run_prelu(onnx_ctx *c)
+{
+    const tide_tensor *x = c->in[0];
+    tide_tensor *slope = tide_retain(c->in[1]);
+    int nd = tide_ndim(x);
+    if (c->m->opset < 7 && nd > 2 && tide_ndim(slope) == 1 &&
+        tide_shape(slope)[0] == tide_shape(x)[1] && tide_shape(slope)[0] != 1) {
+        int64_t shape[8] = {-1, 1, 1, 1, 1, 1, 1, 1};
+        tide_tensor *r = tide_reshape(slope, nd - 1, shape);
+        tide_release(slope);
+        slope = r;
+    }
+    tide_tensor *pos = slope ? tide_relu(x) : NULL;
+    tide_tensor *negpart = pos ? tide_sub(x, pos) : NULL; /* min(x, 0) */
+    tide_tensor *scaled = negpart ? tide_mul(negpart, slope) : NULL;
+    tide_tensor *out = scaled ? tide_add(pos, scaled) : NULL;
+    tide_release(slope);
+    tide_release(pos);
+    tide_release(negpart);
+    tide_release(scaled);
+    return onnx_set(c, out);
+}
+
 const onnx_op onnx_ops_nn[] = {
     {"MatMul", 1, 0, 2, 2, NULL, run_matmul, false},
-    {"Gemm", 7, 0, 2, 3, NULL, run_gemm, false},
+    {"Gemm", 1, 0, 2, 3, NULL, run_gemm, false}, /* before 7: `broadcast` changes nothing here */
+    {"BatchNormalization", 1, 6, 5, 5, check_batch_norm, run_batch_norm, 0},
+    {"BatchNormalization", 7, 0, 5, 5, check_batch_norm, run_batch_norm, 0},
+    {"PRelu", 1, 0, 2, 2, NULL, run_prelu, 0},
     {0},
 };
