@@ -1,6 +1,6 @@
 /*
  * onnx_ops_nn.c — ONNX's neural-network ops: MatMul, Gemm, BatchNormalization (inference),
- * PRelu.
+ * InstanceNormalization, LayerNormalization, Dropout (inference), PRelu.
  */
 #include "onnx_internal.h"
 
@@ -88,11 +88,84 @@ static int run_prelu(onnx_ctx *c)
     return onnx_set(c, out);
 }
 
+static int run_instance_norm(onnx_ctx *c)
+{
+    if (tide_ndim(c->in[0]) < 3)
+        return onnx_error(c, "input must have spatial dims after [N, C]; it has %d dims",
+                          tide_ndim(c->in[0]));
+    double eps = onnx_attr_float(c->node, "epsilon", 1e-5f);
+    return onnx_set(c, tide_instance_norm(c->in[0], c->in[1], c->in[2], eps));
+}
+
+/* LayerNormalization over dims [axis, rank): Y = (X - Mean) * InvStdDev * Scale + B, with the
+ * optional Mean and InvStdDev outputs (kept dims of size 1). The statistics are computed in
+ * X's dtype (stash_type asks float32; for float32 inputs that is the same). */
+static int run_layer_norm(onnx_ctx *c)
+{
+    const tide_tensor *x = c->in[0];
+    int axis, dims[8], nd = 0;
+    if (onnx_axis(c, onnx_attr_int(c->node, "axis", -1), tide_ndim(x), &axis) < 0)
+        return -1;
+    for (int d = axis; d < tide_ndim(x); d++)
+        dims[nd++] = d;
+    double eps = onnx_attr_float(c->node, "epsilon", 1e-5f);
+    tide_tensor *mean = tide_mean(x, dims, nd, true);
+    tide_tensor *centered = mean ? tide_sub(x, mean) : NULL;
+    tide_tensor *sq = centered ? tide_mul(centered, centered) : NULL;
+    tide_tensor *var = sq ? tide_mean(sq, dims, nd, true) : NULL;
+    tide_tensor *var_eps = var ? tide_add_scalar(var, eps) : NULL;
+    tide_tensor *inv = var_eps ? tide_rsqrt(var_eps) : NULL;
+    tide_tensor *norm = inv ? tide_mul(centered, inv) : NULL;
+    tide_tensor *scaled = norm ? tide_mul(norm, c->in[1]) : NULL;
+    tide_tensor *y = scaled && c->nin > 2 && c->in[2] ? tide_add(scaled, c->in[2])
+                                                      : tide_retain(scaled);
+    tide_release(centered);
+    tide_release(sq);
+    tide_release(var);
+    tide_release(var_eps);
+    tide_release(norm);
+    tide_release(scaled);
+    if (y && c->nout > 1)
+        c->out[1] = tide_retain(mean);
+    if (y && c->nout > 2)
+        c->out[2] = tide_retain(inv);
+    tide_release(mean);
+    tide_release(inv);
+    return onnx_set(c, y);
+}
+
+/* Dropout in inference: the identity; training_mode given as an input is rejected. */
+static int check_dropout(const onnx_node *n, char *why, size_t size)
+{
+    bool training = n->p->n_input > 2 && n->p->input[2] && n->p->input[2][0];
+    if (training || (n->op->since < 7 && !onnx_attr_int(n, "is_test", 0))) {
+        snprintf(why, size, "training mode (random) is not supported");
+        return 1;
+    }
+    return 0;
+}
+
+static int run_dropout(onnx_ctx *c)
+{
+    if (c->nout > 1 && c->node->out[1] >= 0) {
+        const tide_tensor *x = c->in[0];
+        tide_dtype dt = c->m->opset < 7 ? tide_get_dtype(x) : TIDE_BOOL;
+        c->out[1] = tide_ones_on(tide_device_name(x), tide_ndim(x), tide_shape(x), dt);
+        if (!c->out[1])
+            return onnx_fail(c);
+    }
+    return onnx_set(c, tide_retain(c->in[0]));
+}
+
 const onnx_op onnx_ops_nn[] = {
     {"MatMul", 1, 0, 2, 2, NULL, run_matmul, false},
     {"Gemm", 1, 0, 2, 3, NULL, run_gemm, false}, /* before 7: `broadcast` changes nothing here */
     {"BatchNormalization", 1, 6, 5, 5, check_batch_norm, run_batch_norm, 0},
     {"BatchNormalization", 7, 0, 5, 5, check_batch_norm, run_batch_norm, 0},
     {"PRelu", 1, 0, 2, 2, NULL, run_prelu, 0},
+    {"InstanceNormalization", 1, 0, 3, 3, NULL, run_instance_norm, 0},
+    {"LayerNormalization", 17, 0, 2, 3, NULL, run_layer_norm, 0},
+    {"Dropout", 1, 6, 1, 1, check_dropout, run_dropout, 0},
+    {"Dropout", 7, 0, 1, 3, check_dropout, run_dropout, 0},
     {0},
 };
