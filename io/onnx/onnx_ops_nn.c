@@ -1,6 +1,7 @@
 /*
  * onnx_ops_nn.c — ONNX's neural-network ops: MatMul, Gemm, BatchNormalization (inference),
- * InstanceNormalization, LayerNormalization, Dropout (inference), PRelu.
+ * InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization, Dropout (inference),
+ * PRelu.
  */
 #include "onnx_internal.h"
 
@@ -134,6 +135,77 @@ static int run_layer_norm(onnx_ctx *c)
     return onnx_set(c, y);
 }
 
+/* LRN: x / (bias + alpha / size * (sum of x^2 over the channel window))^beta; the window is
+ * [c - floor((size-1)/2), c + ceil((size-1)/2)], clipped: summed as slices of a zero-padded x^2. */
+static int run_lrn(onnx_ctx *c)
+{
+    const tide_tensor *x = c->in[0];
+    int64_t size = onnx_attr_int(c->node, "size", 0);
+    if (size < 1 || size > 4096 || tide_ndim(x) < 3)
+        return onnx_error(c, "size = %lld must be in [1, 4096] and X have at least 3 dims "
+                          "(it has %d)", (long long)size, tide_ndim(x));
+    double alpha = onnx_attr_float(c->node, "alpha", 1e-4f);
+    double beta = onnx_attr_float(c->node, "beta", 0.75f);
+    double bias = onnx_attr_float(c->node, "bias", 1.0f);
+    int64_t pads[16] = {0}, channels = tide_shape(x)[1];
+    int at = 2 * (tide_ndim(x) - 2);
+    pads[at] = (size - 1) / 2;
+    pads[at + 1] = size / 2;
+    tide_tensor *sq = tide_mul(x, x);
+    tide_tensor *padded = sq ? tide_pad(sq, pads, at + 2, 0.0) : NULL;
+    tide_tensor *sum = padded ? tide_slice(padded, 1, 0, channels, 1) : NULL;
+    for (int64_t k = 1; sum && k < size; k++) {
+        tide_tensor *part = tide_slice(padded, 1, k, k + channels, 1);
+        tide_tensor *next = part ? tide_add(sum, part) : NULL;
+        tide_release(part);
+        tide_release(sum);
+        sum = next;
+    }
+    tide_tensor *scaled = sum ? tide_mul_scalar(sum, alpha / (double)size) : NULL;
+    tide_tensor *base = scaled ? tide_add_scalar(scaled, bias) : NULL;
+    tide_tensor *denom = base ? tide_pow_scalar(base, beta) : NULL;
+    tide_tensor *y = denom ? tide_div(x, denom) : NULL;
+    tide_release(sq);
+    tide_release(padded);
+    tide_release(sum);
+    tide_release(scaled);
+    tide_release(base);
+    tide_release(denom);
+    return onnx_set(c, y);
+}
+
+/* MeanVarianceNormalization: (X - mean) / (sqrt(mean(X^2) - mean^2) + 1e-9) over axes (default
+ * [0, 2, 3]), as ONNX's reference computes it. */
+static int run_mvn(onnx_ctx *c)
+{
+    const tide_tensor *x = c->in[0];
+    int count = 0, dims[8];
+    const int64_t *axes = onnx_attr_ints(c->node, "axes", &count);
+    static const int64_t dflt[] = {0, 2, 3};
+    if (!axes) {
+        axes = dflt;
+        count = 3;
+    }
+    if (count > 8)
+        return onnx_error(c, "axes has %d values; at most 8", count);
+    for (int i = 0; i < count; i++)
+        if (onnx_axis(c, axes[i], tide_ndim(x), &dims[i]) < 0)
+            return -1;
+    tide_tensor *mean = tide_mean(x, dims, count, true);
+    tide_tensor *sq = mean ? tide_mul(x, x) : NULL;
+    tide_tensor *sq_mean = sq ? tide_mean(sq, dims, count, true) : NULL;
+    tide_tensor *mean_sq = sq_mean ? tide_mul(mean, mean) : NULL;
+    tide_tensor *var = mean_sq ? tide_sub(sq_mean, mean_sq) : NULL;
+    tide_tensor *std = var ? tide_sqrt(var) : NULL;
+    tide_tensor *std_eps = std ? tide_add_scalar(std, 1e-9) : NULL;
+    tide_tensor *centered = std_eps ? tide_sub(x, mean) : NULL;
+    tide_tensor *y = centered ? tide_div(centered, std_eps) : NULL;
+    tide_tensor *all[] = {mean, sq, sq_mean, mean_sq, var, std, std_eps, centered};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        tide_release(all[i]);
+    return onnx_set(c, y);
+}
+
 /* Dropout in inference: the identity; training_mode given as an input is rejected. */
 static int check_dropout(const onnx_node *n, char *why, size_t size)
 {
@@ -165,6 +237,8 @@ const onnx_op onnx_ops_nn[] = {
     {"PRelu", 1, 0, 2, 2, NULL, run_prelu, 0},
     {"InstanceNormalization", 1, 0, 3, 3, NULL, run_instance_norm, 0},
     {"LayerNormalization", 17, 0, 2, 3, NULL, run_layer_norm, 0},
+    {"LRN", 1, 0, 1, 1, NULL, run_lrn, 0},
+    {"MeanVarianceNormalization", 1, 0, 1, 1, NULL, run_mvn, 0},
     {"Dropout", 1, 6, 1, 1, check_dropout, run_dropout, 0},
     {"Dropout", 7, 0, 1, 3, check_dropout, run_dropout, 0},
     {0},
