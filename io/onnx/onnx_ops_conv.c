@@ -289,7 +289,8 @@ static int run_avg_pool(onnx_ctx *c)
     bool ceil = onnx_attr_int(c->node, "ceil_mode", 0) != 0;
     int sym[MAX_SP];
     tide_tensor *xp = pad_uneven(c->in[0], &g, 0.0, fits, sym);
-    tide_tensor *y = xp ? tide_avg_pool_nd(g.nd, xp, g.kernel, g.stride, sym, ceil, include || !fits)
+    bool counted = include || !fits; /* pre-padded: the share is divided out below */
+    tide_tensor *y = xp ? tide_avg_pool_nd(g.nd, xp, g.kernel, g.stride, sym, ceil, counted)
                         : NULL;
     tide_release(xp);
     if (y && !fits && !include) {

@@ -1,8 +1,11 @@
 /*
  * onnx_ops_nn.c — ONNX's neural-network ops: MatMul, Gemm, BatchNormalization (inference),
  * InstanceNormalization, LayerNormalization, LRN, MeanVarianceNormalization, Dropout (inference),
- * PRelu.
+ * PRelu, Upsample (nearest).
  */
+#include <math.h>
+#include <string.h>
+
 #include "onnx_internal.h"
 
 static int run_matmul(onnx_ctx *c) { return onnx_set(c, tide_matmul(c->in[0], c->in[1])); }
@@ -229,6 +232,49 @@ static int run_dropout(onnx_ctx *c)
     return onnx_set(c, tide_retain(c->in[0]));
 }
 
+/* Upsample (opsets 7-9): only mode nearest, which is src = floor(dst / scale), as tide's
+ * NEAREST with the scales given; N and C must keep their size. */
+static int check_upsample(const onnx_node *n, char *why, size_t size)
+{
+    char buf[32];
+    if (strcmp(onnx_attr_string(n, "mode", "nearest", buf, sizeof buf), "nearest")) {
+        snprintf(why, size, "mode '%s' is not supported (only nearest)", buf);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_upsample(onnx_ctx *c)
+{
+    const tide_tensor *x = c->in[0];
+    int count = 0, nd = tide_ndim(x);
+    float sf[8];
+    if (c->nin > 1) {
+        tide_tensor *s = tide_cast(c->in[1], TIDE_FLOAT32);
+        count = s ? (int)tide_numel(s) : -1;
+        size_t bytes = sizeof(float) * (size_t)(count > 0 ? count : 0);
+        if (!s || count > 8 || tide_to_buffer(s, sf, bytes))
+            count = -1;
+        tide_release(s);
+    } else {
+        const float *v = onnx_attr_floats(c->node, "scales", &count);
+        for (int i = 0; v && i < count && i < 8; i++)
+            sf[i] = v[i];
+    }
+    if (count != nd || nd < 3 || nd > 5 || sf[0] != 1.0f || sf[1] != 1.0f)
+        return onnx_error(c, "scales must have one value per dim of X (3 to 5 dims, it has %d), "
+                          "1 for N and C", nd);
+    double scales[3];
+    int64_t sizes[3];
+    for (int i = 0; i < nd - 2; i++) {
+        if (!(sf[i + 2] >= 1.0f) || sf[i + 2] > 1e6f)
+            return onnx_error(c, "scales[%d] = %g must be in [1, 1e6]", i + 2, sf[i + 2]);
+        sizes[i] = (int64_t)floor((double)tide_shape(x)[i + 2] * sf[i + 2]);
+        scales[i] = sf[i + 2];
+    }
+    return onnx_set(c, tide_interpolate(x, nd - 2, sizes, scales, TIDE_INTERP_NEAREST, false));
+}
+
 const onnx_op onnx_ops_nn[] = {
     {"MatMul", 1, 0, 2, 2, NULL, run_matmul, false},
     {"Gemm", 1, 0, 2, 3, NULL, run_gemm, false}, /* before 7: `broadcast` changes nothing here */
@@ -237,6 +283,8 @@ const onnx_op onnx_ops_nn[] = {
     {"PRelu", 1, 0, 2, 2, NULL, run_prelu, 0},
     {"InstanceNormalization", 1, 0, 3, 3, NULL, run_instance_norm, 0},
     {"LayerNormalization", 17, 0, 2, 3, NULL, run_layer_norm, 0},
+    {"Upsample", 7, 8, 1, 1, check_upsample, run_upsample, 0},
+    {"Upsample", 9, 9, 2, 2, check_upsample, run_upsample, 0},
     {"LRN", 1, 0, 1, 1, NULL, run_lrn, 0},
     {"MeanVarianceNormalization", 1, 0, 1, 1, NULL, run_mvn, 0},
     {"Dropout", 1, 6, 1, 1, check_dropout, run_dropout, 0},
