@@ -95,6 +95,7 @@ numeric_c=(
   onnx
   onnx_reduce
   onnx_elementwise
+  onnx_conv
   onnx_shape_index
 )
 numeric_lua=(
