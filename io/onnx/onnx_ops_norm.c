@@ -14,7 +14,10 @@ static bool is_float(const tide_tensor *t)
     return d == TIDE_FLOAT32 || d == TIDE_FLOAT64 || d == TIDE_FLOAT16 || d == TIDE_BFLOAT16;
 }
 
-static bool wants_output(const onnx_node *n, int k) { return n->nout > k && n->out[k] >= 0; }
+static bool wants_output(const onnx_node *n, int k)
+{
+    return n->p->n_output > (size_t)k && n->p->output[k][0];
+}
 
 /* Inference only: opset < 7 runs in training unless is_test; 14 on has training_mode; the extra
  * outputs (running and saved statistics) exist only in training. */
