@@ -87,6 +87,7 @@ extern const onnx_op onnx_ops_index[];
 extern const onnx_op onnx_ops_conv[];
 extern const onnx_op onnx_ops_pool[];
 extern const onnx_op onnx_ops_norm[];
+extern const onnx_op onnx_ops_resize[];
 extern const onnx_op onnx_ops_activation[];
 extern const onnx_op onnx_ops_rnn[];
 extern const onnx_op onnx_ops_quant[];
