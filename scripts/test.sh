@@ -95,6 +95,7 @@ numeric_c=(
   onnx
   onnx_reduce
   onnx_shape_index
+  onnx_nn
 )
 numeric_lua=(
   ops
