@@ -1,6 +1,6 @@
 /*
  * onnx_ops_pool.c — ONNX's pools: MaxPool (with Indices), AveragePool, LpPool, GlobalAveragePool,
- * GlobalMaxPool, GlobalLpPool. Windows tide's pools take (pads equal on both sides and at most
+ * GlobalMaxPool, GlobalLpPool, MaxUnpool. Windows tide's pools take (pads equal on both sides and at most
  * half the kernel, no dilation) go to tide_max_pool_nd / tide_avg_pool_nd; the others are
  * composed from strided slices of the padded input, one per kernel offset.
  */
@@ -285,7 +285,54 @@ static int run_global_average_pool(onnx_ctx *c) { return run_global(c, POOL_AVG)
 static int run_global_max_pool(onnx_ctx *c) { return run_global(c, POOL_MAX); }
 static int run_global_lp_pool(onnx_ctx *c) { return run_global(c, POOL_LP); }
 
+/* MaxUnpool: zeros of the default shape ((in - 1) * stride - pads + kernel) with X written at
+ * the flat positions I, then padded with zeros at the end of each dim up to output_shape
+ * (input 2) when given, as the reference does. */
+static int run_max_unpool(onnx_ctx *c)
+{
+    const tide_tensor *x = c->in[0], *idx = c->in[1];
+    onnx_window w;
+    int rank = tide_ndim(x), count = 0;
+    int64_t shape[2 + ONNX_MAX_SPATIAL], want[2 + ONNX_MAX_SPATIAL], total = 1;
+    if (onnx_window_read(c, x, NULL, false, &w))
+        return -1;
+    shape[0] = tide_shape(x)[0];
+    shape[1] = tide_shape(x)[1];
+    for (int i = 0; i < w.nd; i++)
+        shape[i + 2] = (w.in[i] - 1) * w.stride[i] - w.begin[i] - w.end[i] + w.kernel[i];
+    memcpy(want, shape, sizeof shape);
+    if (c->nin > 2 && c->in[2]) {
+        if (onnx_input_ints(c, 2, want, 2 + ONNX_MAX_SPATIAL, &count))
+            return -1;
+        if (count != rank)
+            return onnx_error(c, "output_shape has %d entries for %d dims", count, rank);
+    }
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] < 1 || shape[i] > (1 << 24) || want[i] < shape[i] || want[i] > (1 << 24))
+            return onnx_error(c, "output dim %d = %lld is invalid (at least %lld)", i,
+                              (long long)want[i], (long long)shape[i]);
+        total *= shape[i];
+    }
+    if (tide_numel(idx) != tide_numel(x))
+        return onnx_error(c, "I has %lld elements; X has %lld", (long long)tide_numel(idx),
+                          (long long)tide_numel(x));
+    int64_t flat = -1, pads[2 * ONNX_MAX_SPATIAL] = {0};
+    for (int i = 0; i < w.nd; i++)
+        pads[2 * (w.nd - 1 - i) + 1] = want[i + 2] - shape[i + 2];
+    tide_tensor *zero = tide_zeros_on(tide_device_name(x), 1, &total, tide_get_dtype(x));
+    tide_tensor *xf = zero ? tide_reshape(x, 1, &flat) : NULL;
+    tide_tensor *i64 = xf ? tide_cast(idx, TIDE_INT64) : NULL;
+    tide_tensor *iflat = i64 ? tide_reshape(i64, 1, &flat) : NULL;
+    tide_tensor *put = iflat ? tide_scatter(zero, 0, iflat, xf, NULL) : NULL;
+    tide_tensor *y = put ? tide_reshape(put, rank, shape) : NULL;
+    tide_tensor *padded = y ? tide_pad(y, pads, 2 * w.nd, 0.0) : NULL;
+    tide_tensor *tmp[] = {zero, xf, i64, iflat, put, y};
+    onnx_release_all(tmp, 6);
+    return onnx_set(c, padded);
+}
+
 const onnx_op onnx_ops_pool[] = {
+    {"MaxUnpool", 9, 0, 2, 3, onnx_check_auto_pad, run_max_unpool, 0},
     {"MaxPool", 1, 0, 1, 1, check_max_pool, run_max_pool, 0},
     {"AveragePool", 1, 0, 1, 1, onnx_check_auto_pad, run_average_pool, 0},
     {"LpPool", 2, 0, 1, 1, onnx_check_auto_pad, run_lp_pool, 0},
