@@ -97,6 +97,7 @@ numeric_c=(
   onnx_elementwise
   onnx_conv
   onnx_shape_index
+  onnx_nn
 )
 numeric_lua=(
   ops

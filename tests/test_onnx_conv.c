@@ -105,11 +105,11 @@ static void expect_error(const char *op, const char *attr, const int64_t *v, siz
 static void test_errors(void)
 {
     int64_t one[1] = {1}, neg[2] = {-1, 2}, k2[2] = {2, 2};
-    expect_error("Conv", "strides", one, 1, "strides has 1 values for 2 spatial dims");
-    expect_error("Conv", "dilations", neg, 2, "must be positive");
-    expect_error("MaxPool", NULL, NULL, 0, "kernel_shape is required");
-    expect_error("AveragePool", "kernel_shape", neg, 2, "must be positive");
-    expect_error("Conv", "kernel_shape", k2, 2, "differs from W's");
+    expect_error("Conv", "strides", one, 1, "strides has 1 entries for 2 spatial dims");
+    expect_error("Conv", "dilations", neg, 2, "must be in [1, 2^20]");
+    expect_error("MaxPool", NULL, NULL, 0, "kernel_shape is missing");
+    expect_error("AveragePool", "kernel_shape", neg, 2, "kernel size -1 in dim 0 is invalid");
+    expect_error("Conv", "kernel_shape", k2, 2, "(weight has 4)");
 }
 
 int main(void)
