@@ -4,7 +4,8 @@
  * to bench_onnx_ort.py (ONNX Runtime on the same models, inputs and thread count) and prints
  * the ratios; alone it times tide only.
  *
- *   bench_onnx [--threads N] [--slices S] [--seconds T] [--batches 1,64] model.onnx...
+ *   bench_onnx [--threads N] [--slices S] [--seconds T] [--batches 1,64] [--reference 0|1]
+ *              model.onnx...
  *
  * Each model gets one graph per batch size (the free dim "batch" captured at that size, so no
  * run recompiles). Slices of calls (>= T seconds each, default 0.2) go round every
@@ -200,13 +201,15 @@ static void report(bench_case *c, int slices, int threads)
 
 int main(int argc, char **argv)
 {
-    int threads = 1, slices = 5, nbatch = 2, ncase = 0;
+    int threads = 1, slices = 5, nbatch = 2, ncase = 0, reference = 1;
     int64_t batches[8] = {1, 64};
     double seconds = 0.2;
     static bench_case cases[MAX_CASES];
     int a = 1;
     for (; a + 1 < argc && strncmp(argv[a], "--", 2) == 0; a += 2) {
-        if (strcmp(argv[a], "--threads") == 0)
+        if (strcmp(argv[a], "--reference") == 0) /* 0: no sgemm figure (for profiles) */
+            reference = atoi(argv[a + 1]);
+        else if (strcmp(argv[a], "--threads") == 0)
             threads = atoi(argv[a + 1]);
         else if (strcmp(argv[a], "--slices") == 0)
             slices = atoi(argv[a + 1]);
@@ -221,7 +224,7 @@ int main(int argc, char **argv)
     }
     if (a >= argc || threads < 1 || slices < 1 || slices > MAX_SLICES || nbatch < 1) {
         fprintf(stderr, "usage: bench_onnx [--threads N] [--slices S (1..%d)] [--seconds T] "
-                        "[--batches 1,64] model.onnx...\n", MAX_SLICES);
+                        "[--batches 1,64] [--reference 0|1] model.onnx...\n", MAX_SLICES);
         return 2;
     }
     tide_set_num_threads(threads);
@@ -251,6 +254,7 @@ int main(int argc, char **argv)
         tide_release(cases[i].x);
         tide_graph_free(cases[i].g);
     }
-    printf("sgemm_512_t%d_openblas: %.1f GFLOP/s\n", threads, sgemm_reference(seconds));
+    if (reference)
+        printf("sgemm_512_t%d_openblas: %.1f GFLOP/s\n", threads, sgemm_reference(seconds));
     return 0;
 }
