@@ -6,7 +6,8 @@
 # The two run alternately, ROUNDS times (default 3), each round a few slices per case, and each
 # figure is the median over rounds: these VMs drift, and alternating spreads the drift over
 # both. Prints each side's lines (tide_*, ort_*), the output checksums of both (they must
-# agree), and the ratios: latency tide/ORT (goal <= 1) and throughput tide/ORT.
+# agree), and the ratios: latency tide/ORT (goal <= 1) and throughput tide/ORT, by wall time and
+# (_cpu_ lines) by each process's CPU time per call, which other jobs on the machine disturb less.
 # ONNX Runtime and numpy come from PyPI into BUILD_DIR/bench-venv (made when missing); the models
 # go to BUILD_DIR/bench-onnx (made when missing, with Debian's python3-torch). Not part of the
 # tests; ~5 minutes on 2 cores.
@@ -63,7 +64,7 @@ for t in $threads_list; do
             <(grep '^# .*checksum' "$log/ort.1.1" | sed 's/^# .*checksum/ORT/')
     fi
     echo "sgemm_512_t${t}_openblas: $(median_of_rounds "$log/tide.$t" "sgemm_512_t${t}_openblas") GFLOP/s"
-    for name in $(grep -hoE '^[a-z0-9]+_b[0-9]+_t[0-9]+_(latency|throughput)' "$log/tide.$t.1"); do
+    for name in $(grep -hoE '^[a-z0-9]+_b[0-9]+_t[0-9]+_(cpu_)?(latency|throughput)' "$log/tide.$t.1"); do
         tv=$(median_of_rounds "$log/tide.$t" "$name")
         ov=$(median_of_rounds "$log/ort.$t" "$name")
         unit=$(grep -h "^$name:" "$log/tide.$t.1" | awk '{print $3}')

@@ -6,7 +6,8 @@ sizes, thread count, slices and output lines as bench_onnx.c.
 Run in the virtual environment bench_onnx.sh makes (onnxruntime, numpy from PyPI); never needed
 by the tests. The session is ONNX Runtime's default CPU one with intra_op_num_threads = N,
 inter_op_num_threads = 1, sequential execution, all graph optimizations. Each timed call is
-session.run on a numpy input already made, as a C caller would hand it a buffer.
+session.run on a numpy input already made, as a C caller would hand it a buffer. Figures by wall
+time and (cpu_ lines) by the process's CPU time per call, as bench_onnx.c prints them.
 """
 import argparse
 import os
@@ -42,7 +43,7 @@ class Case:
         self.input_name = inp.name
         shape = [batch if not isinstance(d, int) else d for d in inp.shape]
         self.feed = {self.input_name: input_values(shape)}
-        self.slices = []
+        self.slices, self.cpu_slices = [], []
 
     def run_once(self):
         t0 = time.perf_counter()
@@ -50,11 +51,12 @@ class Case:
         return time.perf_counter() - t0, out
 
     def slice(self, seconds):
-        total, runs = 0.0, 0
+        total, runs, cpu0 = 0.0, 0, time.process_time()
         while total < seconds or runs < 2:
             total += self.run_once()[0]
             runs += 1
         self.slices.append(total / runs)
+        self.cpu_slices.append((time.process_time() - cpu0) / runs)
 
 
 def main():
@@ -83,12 +85,13 @@ def main():
         for c in cases:
             c.slice(args.seconds)
     for c in cases:
-        t = float(np.median(c.slices))
-        if c.batch == 1:
-            print("%s_b1_t%d_latency: %.1f us" % (c.name, args.threads, t * 1e6))
-        else:
-            print("%s_b%d_t%d_throughput: %.0f samples/s" % (c.name, c.batch, args.threads,
-                                                             c.batch / t))
+        for kind, v in (("", c.slices), ("cpu_", c.cpu_slices)):
+            t = float(np.median(v))
+            if c.batch == 1:
+                print("%s_b1_t%d_%slatency: %.1f us" % (c.name, args.threads, kind, t * 1e6))
+            else:
+                print("%s_b%d_t%d_%sthroughput: %.0f samples/s" % (c.name, c.batch, args.threads,
+                                                                   kind, c.batch / t))
 
 
 if __name__ == "__main__":
