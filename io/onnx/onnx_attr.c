@@ -87,6 +87,18 @@ int onnx_input_scalar(const onnx_ctx *c, int k, double *value)
     return 0;
 }
 
+bool onnx_const_scalar(const onnx_ctx *c, int k, double *value)
+{
+    if (k >= c->nin || !c->in[k] || !c->in_const || !c->in_const[k] || tide_numel(c->in[k]) != 1)
+        return false;
+    void *paused = tide_jit_pause();
+    int rc = tide_item(c->in[k], value);
+    tide_jit_resume(paused);
+    if (rc < 0)
+        tide_clear_error();
+    return rc == 0;
+}
+
 int onnx_axis(const onnx_ctx *c, int64_t axis, int rank, int *out)
 {
     if (axis < -rank || axis >= (rank ? rank : 1))

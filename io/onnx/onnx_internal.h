@@ -58,6 +58,7 @@ typedef struct onnx_ctx {
     int nin;
     tide_tensor **out;
     int nout;
+    const bool *in_const; /* per input: a constant of the run (onnx_run.c), read freely */
 } onnx_ctx;
 
 /* One entry of the op table: the ONNX op `name` for models whose ai.onnx opset is in
@@ -125,6 +126,9 @@ const char *onnx_attr_string(const onnx_node *n, const char *name, const char *d
 int onnx_input_ints(const onnx_ctx *c, int k, int64_t *dst, int max, int *count);
 /* A one-element input as a double. */
 int onnx_input_scalar(const onnx_ctx *c, int k, double *value);
+/* Whether input k is a one-element constant (an initializer, a Constant, folded arithmetic)
+ * and its value: read with the trace paused, so reading it is never a graph break. */
+bool onnx_const_scalar(const onnx_ctx *c, int k, double *value);
 /* Normalizes ONNX's axis (negative counts from the end) against rank: -1 with an error naming
  * the op when it is out of range. */
 int onnx_axis(const onnx_ctx *c, int64_t axis, int rank, int *out);

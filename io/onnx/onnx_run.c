@@ -88,16 +88,24 @@ static bool folds(const run_state *s, const onnx_node *n)
 static int run_node(run_state *s, const onnx_node *n)
 {
     tide_tensor *in_small[16], *out_small[16];
+    bool const_small[16];
     tide_tensor **in = n->nin <= 16 ? in_small : td_calloc((size_t)n->nin, sizeof *in);
     tide_tensor **out = n->nout <= 16 ? out_small : td_calloc((size_t)n->nout, sizeof *out);
-    onnx_ctx c = {s->m, n, in, n->nin, out, n->nout};
-    if (!in || !out) {
+    bool *in_const = n->nin <= 16 ? const_small : td_calloc((size_t)n->nin, sizeof *in_const);
+    onnx_ctx c = {s->m, n, in, n->nin, out, n->nout, in_const};
+    if (!in || !out || !in_const) {
         if (in != in_small)
             free(in);
+        if (out != out_small)
+            free(out);
+        if (in_const != const_small)
+            free(in_const);
         return onnx_error(&c, "out of memory");
     }
-    for (int k = 0; k < n->nin; k++)
+    for (int k = 0; k < n->nin; k++) {
         in[k] = n->in[k] >= 0 ? s->vals[n->in[k]] : NULL;
+        in_const[k] = n->in[k] >= 0 && s->constant[n->in[k]];
+    }
     for (int k = 0; k < n->nout; k++)
         out[k] = NULL;
     bool fold = folds(s, n);
@@ -119,6 +127,8 @@ static int run_node(run_state *s, const onnx_node *n)
         free(in);
     if (out != out_small)
         free(out);
+    if (in_const != const_small)
+        free(in_const);
     return rc;
 }
 
