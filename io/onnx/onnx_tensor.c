@@ -187,15 +187,18 @@ tide_tensor *onnx_tensor_from_proto(const td_io_ctx *io, const Onnx__TensorProto
                          "most %d", name, t->n_dims, TIDE_MAX_DIMS);
         return NULL;
     }
-    int64_t shape[TIDE_MAX_DIMS], numel = 1;
+    /* span: the product of the dims counting a 0 as 1, bounded too, so an empty tensor with
+     * huge other dims (whose strides would overflow) is refused like a huge one */
+    int64_t shape[TIDE_MAX_DIMS], numel = 1, span = 1;
     for (size_t i = 0; i < t->n_dims; i++) {
         shape[i] = t->dims[i];
-        if (shape[i] < 0 || (shape[i] && numel > (INT64_C(1) << 40) / shape[i])) {
+        if (shape[i] < 0 || (shape[i] && span > (INT64_C(1) << 40) / shape[i])) {
             td_io_error(io, "tensor '%s' has dim %zu of size %lld", name, i,
                         (long long)shape[i]);
             return NULL;
         }
         numel *= shape[i];
+        span *= shape[i] ? shape[i] : 1;
     }
     size_t nbytes = (size_t)numel * elem_size((tide_dtype)dt);
     void *buf = NULL;
