@@ -94,6 +94,7 @@ numeric_c=(
   math_ops
   onnx
   onnx_reduce
+  onnx_elementwise
   onnx_shape_index
 )
 numeric_lua=(
