@@ -58,6 +58,8 @@ section "bench_vulkan (issue 7)"
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$vk_icd" ]; then export VK_DRIVER_FILES=$vk_icd; fi
 "$build/bench/bench_vulkan"
 section "bench_embed (issue 8) [TIDE_CPU_ISA=$best]"; bash "$here/bench_embed.sh" "$build"
+section "bench_onnx (issue 25) [TIDE_CPU_ISA=$best]"
+bash "$here/bench_onnx.sh" "$build" 2>&1 | tee "$log/onnx"
 
 # The summary: per tier, the references of that tier's sections and every target line.
 refs='^(stream_copy_f32|stream_triad_f32|stream_triad_all|sgemm_1024_tide|sgemm_1024_openblas_best|chain_tanh_eager|chain_tanh_jit|chain_tanh_sleef_loop_[a-z0-9]*|tanh_f32_worst_ulp|sigmoid_f32_worst_ulp|softmax_4096x4096_(eager|jit|memory_floor)|mlp_b(128|32)_(eager|jit)):'
@@ -76,3 +78,5 @@ section "summary: Llama generation [TIDE_CPU_ISA=$best]"
 grep -E '(met|NOT met)\)?$|_(tok_s|floor|llama2c_tok_s):' "$log/llama"
 section "summary: the GPT step [TIDE_CPU_ISA=$best]"
 grep -E '^gpt_(step_(jit|gemms_openblas|target)|generate_(b1|floor|target[a-z_]*)):' "$log/gpt"
+section "summary: ONNX models against ONNX Runtime [TIDE_CPU_ISA=$best]"
+grep -E '_ratio:' "$log/onnx"

@@ -95,7 +95,9 @@ numeric_c=(
   onnx
   onnx_reduce
   onnx_elementwise
+  onnx_conv
   onnx_shape_index
+  onnx_nn
 )
 numeric_lua=(
   ops

@@ -9,7 +9,7 @@
 
 static const onnx_op *const families[] = {
     onnx_ops_elementwise, onnx_ops_activation, onnx_ops_shape, onnx_ops_index, onnx_ops_reduce,
-    onnx_ops_loss,        onnx_ops_nn,         onnx_ops_conv,  onnx_ops_rnn,   onnx_ops_quant,
+    onnx_ops_loss,        onnx_ops_nn,         onnx_ops_conv,  onnx_ops_rnn,   onnx_ops_quant, onnx_ops_pool, onnx_ops_norm, onnx_ops_resize,
 };
 
 const onnx_op *onnx_find_op(const char *op_type, int opset)
