@@ -96,7 +96,7 @@ ok["chain"] = model([h.make_node("Transpose", ["X"], ["t"], perm=[1, 0]),
                     [X23], [Y([2, 2])], [init(i64([0]), "ax"), init(i64([1]), "st"), init(i64([3]), "en")])
 # Valid, but their ops are not in tide's table yet: named run_* (they must only not crash) until
 # they are, then ok_*.
-PENDING = {"conv"}
+PENDING = set()
 for k, m in ok.items():
     if k != "external_data":  # the checker wants weights.bin beside it
         onnx.checker.check_model(m)
@@ -310,6 +310,14 @@ ops = {
                          [init(i64([1, 2, 2]), "l")]),
     "scatter_elements": ([h.make_node("ScatterElements", ["X", "i", "u"], ["Y"], axis=2)],
                          [init(i64(np.zeros((2, 3, 1), dtype=np.int64)), "i"), init(f32(np.ones((2, 3, 1))), "u")]),
+    "conv_transpose": ([h.make_node("Reshape", ["X", "s"], ["r"]),
+                        h.make_node("ConvTranspose", ["r", "W"], ["Y"], strides=[2, 2], output_padding=[1, 0])],
+                       [init(i64([1, 2, 3, 4]), "s"), init(f32(np.ones((2, 1, 2, 2)) * 0.5), "W")]),
+    "conv_group_dilated": ([h.make_node("Reshape", ["X", "s"], ["r"]),
+                            h.make_node("Conv", ["r", "W"], ["Y"], group=2, dilations=[1, 2], auto_pad="SAME_UPPER")],
+                           [init(i64([1, 2, 3, 4]), "s"), init(f32(np.ones((2, 1, 2, 2))), "W")]),
+    "dropout_prelu": ([h.make_node("Dropout", ["X"], ["d"]), h.make_node("PRelu", ["d", "sl"], ["Y"])],
+                      [init(f32([0.1, 0.2, 0.3, 0.4]), "sl")]),
     "space_to_depth": ([h.make_node("Reshape", ["X", "s"], ["r"]),
                         h.make_node("SpaceToDepth", ["r"], ["Y"], blocksize=2)], [init(i64([1, 1, 4, 6]), "s")]),
 }
