@@ -83,7 +83,7 @@ int tide_fuzz_onnx(const uint8_t *data, size_t size)
     /* A model may ask for any size (ConstantOfShape to 2^40 elements is a valid request): tide's
      * cap turns that into an error, below libFuzzer's -malloc_limit_mb, which then catches
      * only a giant allocation outside tensors (the parser, the loader's tables). */
-    tide_set_memory_limit((size_t)1 << 30);
+    tide_set_memory_limit((size_t)256 << 20);
     const char *path = fuzz_folder_write("model.onnx", data, size);
     tide_onnx_model *m = tide_onnx_open(path, "cpu");
     if (!m) {
