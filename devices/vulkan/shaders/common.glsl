@@ -434,7 +434,8 @@ vec4 binary_f(uint op, vec4 a, vec4 b)
     case VK_OP_ADD: return a + b;
     case VK_OP_SUB: return a - b;
     case VK_OP_MUL: return a * b;
-    case VK_OP_DIV: return a / b;
+    // correctly rounded as on the CPU: a quotient near a tie feeds round() (ONNX's quantizers)
+    case VK_OP_DIV: return vec4(div_rn(a.x, b.x), div_rn(a.y, b.y), div_rn(a.z, b.z), div_rn(a.w, b.w));
     case VK_OP_POW: return vec4(pow1(a.x, b.x), pow1(a.y, b.y), pow1(a.z, b.z), pow1(a.w, b.w));
     case VK_OP_MAXIMUM: return sel(b, a, or4(greaterThan(a, b), isnan4(a)));
     case VK_OP_MINIMUM: return sel(b, a, or4(lessThan(a, b), isnan4(a)));
