@@ -247,6 +247,10 @@ tide_tensor *tide_slice(const tide_tensor *x, int dim, int64_t start, int64_t en
         return NULL;
     }
     int64_t size = x->shape[d];
+    /* a step past the dim's size takes at most one element, as step == size does; clamping it
+     * keeps the length and stride arithmetic from overflowing (an ONNX Slice step of 2^62) */
+    if (step > size)
+        step = size > 0 ? size : 1;
     int64_t s = clamp_index(start, size), e = clamp_index(end, size);
     int64_t len = e > s ? (e - s + step - 1) / step : 0;
     int64_t sh[TIDE_MAX_DIMS], st[TIDE_MAX_DIMS];

@@ -256,6 +256,11 @@ static void test_slice_select(void)
         }
         tide_release(s);
     }
+    /* a step far past the size: one element, and no overflow in the stride (UBSan) */
+    int64_t one = 1;
+    tide_tensor *huge_step = tide_slice(x, 0, 2, 10, INT64_MAX - 1);
+    ref_check_tensor("slice([10], 0, 2, 10, 2^63-2)", huge_step, I32, 1, &one, (double[]){2}, 0);
+    tide_release(huge_step);
     tide_release(x);
 
     int64_t s345[3] = {3, 4, 5};

@@ -1,16 +1,23 @@
 /* cpu_features.c — detects the vector ISA once (cpuid through gcc's builtins); see cpu_isa.h. */
 #include "cpu_isa.h"
 
+#include <cpuid.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* F16C through cpuid itself: clang's __builtin_cpu_supports does not know "f16c". */
+static int has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
 
 static td_isa_level detect(void)
 {
     __builtin_cpu_init();
     td_isa_level best = TD_ISA_BASELINE;
     /* the avx2 tier is compiled with -mf16c too (float16 casts: cpu_half_isa.c) */
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
         best = TD_ISA_AVX2;
     if (best == TD_ISA_AVX2 && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&

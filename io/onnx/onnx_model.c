@@ -314,16 +314,17 @@ static int plan_frees(builder *b)
 static int read_opset(builder *b)
 {
     const Onnx__ModelProto *p = b->m->proto;
-    b->m->opset = -1;
+    int64_t opset = -1; /* checked before it becomes an int */
     for (size_t i = 0; i < p->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *o = p->opset_import[i];
         if ((!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx")) && o->has_version)
-            b->m->opset = (int)o->version;
+            opset = o->version;
     }
-    if (b->m->opset < 0)
-        b->m->opset = 1; /* IR version 1-2 models may import nothing: opset 1 */
-    if (b->m->opset < 1 || b->m->opset > 10000)
-        return td_io_error(&b->io, "the ai.onnx opset is %d", b->m->opset);
+    if (opset < 0)
+        opset = 1; /* IR version 1-2 models may import nothing: opset 1 */
+    if (opset < 1 || opset > 10000)
+        return td_io_error(&b->io, "the ai.onnx opset is %lld", (long long)opset);
+    b->m->opset = (int)opset;
     if (!p->graph)
         return td_io_error(&b->io, "the model has no graph");
     return 0;

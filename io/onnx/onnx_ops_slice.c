@@ -75,7 +75,8 @@ static int slice_list(onnx_ctx *c, const char *attr, int k, int64_t *dst, int *c
     const int64_t *a = onnx_attr_ints(c->node, attr, &n);
     if (n > TIDE_MAX_DIMS)
         return onnx_error(c, "attribute %s has %d values; at most %d", attr, n, TIDE_MAX_DIMS);
-    memcpy(dst, a, sizeof *dst * (size_t)n);
+    if (n) /* a is NULL when the attribute is absent: memcpy from NULL is undefined */
+        memcpy(dst, a, sizeof *dst * (size_t)n);
     *count = n;
     return 0;
 }

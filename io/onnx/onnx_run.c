@@ -87,7 +87,9 @@ static bool folds(const run_state *s, const onnx_node *n)
 
 static int run_node(run_state *s, const onnx_node *n)
 {
-    tide_tensor *in_small[16], *out_small[16];
+    /* out_small is all NULL: a handler that sets out[0] (onnx_set) or a second output the node
+     * does not list (a node with no outputs, TopK with one) writes here, released below */
+    tide_tensor *in_small[16], *out_small[16] = {0};
     bool const_small[16];
     tide_tensor **in = n->nin <= 16 ? in_small : td_calloc((size_t)n->nin, sizeof *in);
     tide_tensor **out = n->nout <= 16 ? out_small : td_calloc((size_t)n->nout, sizeof *out);
@@ -123,6 +125,8 @@ static int run_node(run_state *s, const onnx_node *n)
             tide_release(out[k]);
         }
     }
+    for (int k = n->nout; out == out_small && k < 16; k++)
+        tide_release(out_small[k]);
     if (in != in_small)
         free(in);
     if (out != out_small)

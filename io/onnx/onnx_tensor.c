@@ -98,7 +98,7 @@ static int parse_u64(const char *s, uint64_t *v)
 /* Reads nbytes of external data into dst: location must be a relative path inside dir (no
  * "..", no absolute path, and its real path under dir's), offset/length as given. */
 static int read_external(const td_io_ctx *io, const Onnx__TensorProto *t, const char *dir,
-                         void *dst, size_t nbytes)
+                         void **dst, size_t nbytes)
 {
     const char *loc = external_key(t, "location");
     if (!loc || !*loc)
@@ -134,15 +134,19 @@ static int read_external(const td_io_ctx *io, const Onnx__TensorProto *t, const 
                          (unsigned long long)size);
     else if (fseeko(f, (off_t)offset, SEEK_SET) != 0)
         rc = td_io_error(&ext, "cannot seek to %llu", (unsigned long long)offset);
+    else if (!(*dst = td_malloc(nbytes ? nbytes : 1)))
+        rc = td_io_error(&ext, "out of memory for %zu bytes", nbytes);
     else
-        rc = td_io_read_exact(&ext, f, dst, nbytes, "external data");
+        rc = td_io_read_exact(&ext, f, *dst, nbytes, "external data");
     fclose(f);
     return rc;
 }
 
-/* Fills dst (nbytes, numel elements of d) from whichever field t holds its data in. */
+/* The tensor's bytes (nbytes, numel elements of d) in a new buffer (*dst), from whichever field
+ * t holds them in. The size is checked against what the file holds before allocating, so a
+ * small file declaring a huge shape is an error, not a huge allocation. */
 static int fill_data(const td_io_ctx *io, const Onnx__TensorProto *t, tide_dtype d,
-                     const char *dir, void *dst, int64_t numel, size_t nbytes)
+                     const char *dir, void **dst, int64_t numel, size_t nbytes)
 {
     const char *name = t->name ? t->name : "";
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
@@ -152,17 +156,19 @@ static int fill_data(const td_io_ctx *io, const Onnx__TensorProto *t, tide_dtype
             return td_io_error(io, "tensor '%s': raw_data has %zu bytes; %lld elements of %s "
                                "need %zu", name, t->raw_data.len, (long long)numel,
                                tide_dtype_name(d), nbytes);
-        if (nbytes)
-            memcpy(dst, t->raw_data.data, nbytes);
-        if (d == TIDE_BOOL)
-            td_io_normalize_bools(dst, nbytes);
-        return 0;
-    }
-    int64_t n = typed_count(t, d);
-    if (n != numel)
+    } else if (typed_count(t, d) != numel) {
         return td_io_error(io, "tensor '%s': holds %lld values; its shape has %lld elements",
-                           name, (long long)n, (long long)numel);
-    typed_copy(t, d, dst, numel);
+                           name, (long long)typed_count(t, d), (long long)numel);
+    }
+    if (!(*dst = td_malloc(nbytes ? nbytes : 1)))
+        return td_io_error(io, "tensor '%s': out of memory for %zu bytes", name, nbytes);
+    if (!t->has_raw_data) {
+        typed_copy(t, d, *dst, numel);
+    } else if (nbytes) {
+        memcpy(*dst, t->raw_data.data, nbytes);
+        if (d == TIDE_BOOL)
+            td_io_normalize_bools(*dst, nbytes);
+    }
     return 0;
 }
 
@@ -181,24 +187,23 @@ tide_tensor *onnx_tensor_from_proto(const td_io_ctx *io, const Onnx__TensorProto
                          "most %d", name, t->n_dims, TIDE_MAX_DIMS);
         return NULL;
     }
-    int64_t shape[TIDE_MAX_DIMS], numel = 1;
+    /* span: the product of the dims counting a 0 as 1, bounded too, so an empty tensor with
+     * huge other dims (whose strides would overflow) is refused like a huge one */
+    int64_t shape[TIDE_MAX_DIMS], numel = 1, span = 1;
     for (size_t i = 0; i < t->n_dims; i++) {
         shape[i] = t->dims[i];
-        if (shape[i] < 0 || (shape[i] && numel > (INT64_C(1) << 40) / shape[i])) {
+        if (shape[i] < 0 || (shape[i] && span > (INT64_C(1) << 40) / shape[i])) {
             td_io_error(io, "tensor '%s' has dim %zu of size %lld", name, i,
                         (long long)shape[i]);
             return NULL;
         }
         numel *= shape[i];
+        span *= shape[i] ? shape[i] : 1;
     }
     size_t nbytes = (size_t)numel * elem_size((tide_dtype)dt);
-    void *buf = td_malloc(nbytes ? nbytes : 1);
-    if (!buf) {
-        td_io_error(io, "tensor '%s': out of memory for %zu bytes", name, nbytes);
-        return NULL;
-    }
+    void *buf = NULL;
     tide_tensor *out = NULL;
-    if (fill_data(io, t, (tide_dtype)dt, dir, buf, numel, nbytes) == 0)
+    if (fill_data(io, t, (tide_dtype)dt, dir, &buf, numel, nbytes) == 0)
         out = tide_from_data_on(device ? device : tide_get_default_device(), buf, (int)t->n_dims,
                                 shape, (tide_dtype)dt);
     free(buf);

@@ -30,6 +30,8 @@
 int tide_fuzz_safetensors(const uint8_t *data, size_t size);
 int tide_fuzz_npy(const uint8_t *data, size_t size);
 int tide_fuzz_idx(const uint8_t *data, size_t size);
+int tide_fuzz_onnx(const uint8_t *data, size_t size);
+int tide_fuzz_onnx_tensor(const uint8_t *data, size_t size);
 
 enum { FUZZ_NFILES = 3 };
 static char fuzz_paths[FUZZ_NFILES][96];
@@ -65,6 +67,44 @@ static inline const char *fuzz_write_temp(int i, const uint8_t *data, size_t siz
     FUZZ_REQUIRE(f && (size == 0 || fwrite(data, 1, size, f) == size) && fclose(f) == 0,
                  "cannot write %s", p);
     return p;
+}
+
+/* The ONNX targets write into a private folder (made once per program, removed at exit) that
+ * also holds a fixed weights.bin (bytes 0..63), so external data has a known file inside the
+ * model's folder and nothing else of /tmp is in reach. fuzz_folder_write(name, ...) writes
+ * folder/name (name: "model.onnx" or "tensor.pb") and returns its path. */
+static char fuzz_folder[96];
+static const char *const fuzz_folder_names[] = {"model.onnx", "tensor.pb", "weights.bin"};
+
+static inline void fuzz_folder_remove(void)
+{
+    char p[160];
+    for (size_t i = 0; i < sizeof fuzz_folder_names / sizeof *fuzz_folder_names; i++) {
+        snprintf(p, sizeof p, "%s/%s", fuzz_folder, fuzz_folder_names[i]);
+        unlink(p);
+    }
+    rmdir(fuzz_folder);
+}
+
+static inline const char *fuzz_folder_write(const char *name, const uint8_t *data, size_t size)
+{
+    static char path[160];
+    if (!fuzz_folder[0]) {
+        const char *dir = getenv("TMPDIR");
+        snprintf(fuzz_folder, sizeof fuzz_folder, "%s/tide_fuzz_XXXXXX",
+                 dir && strlen(dir) < 60 ? dir : "/tmp");
+        FUZZ_REQUIRE(mkdtemp(fuzz_folder) != NULL, "cannot create a folder %s", fuzz_folder);
+        atexit(fuzz_folder_remove);
+        uint8_t w[64];
+        for (int i = 0; i < 64; i++)
+            w[i] = (uint8_t)i;
+        fuzz_folder_write("weights.bin", w, sizeof w);
+    }
+    snprintf(path, sizeof path, "%s/%s", fuzz_folder, name);
+    FILE *f = fopen(path, "wb");
+    FUZZ_REQUIRE(f && (size == 0 || fwrite(data, 1, size, f) == size) && fclose(f) == 0,
+                 "cannot write %s", path);
+    return path;
 }
 
 /* A rejection must say which function failed and on which file. */

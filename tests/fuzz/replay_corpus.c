@@ -81,5 +81,7 @@ int main(int argc, char **argv)
     replay(root, "safetensors", tide_fuzz_safetensors);
     replay(root, "npy", tide_fuzz_npy);
     replay(root, "idx", tide_fuzz_idx);
+    replay(root, "onnx", tide_fuzz_onnx);
+    replay(root, "onnx_tensor", tide_fuzz_onnx_tensor);
     return test_summary("test_fuzz_corpus");
 }
