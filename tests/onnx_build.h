@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "onnx.pb-c.h"
+#include "tide.h"
 
 typedef struct ob_model {
     void *ptrs[512];
@@ -129,6 +130,31 @@ static inline void ob_attr_string(ob_model *b, Onnx__NodeProto *n, const char *n
     n->attribute[n->n_attribute++] = a;
 }
 
+static inline void ob_attr_float(ob_model *b, Onnx__NodeProto *n, const char *name, float v)
+{
+    Onnx__AttributeProto *a = ob_alloc(b, sizeof *a);
+    onnx__attribute_proto__init(a);
+    a->name = (char *)name;
+    a->has_type = 1;
+    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    a->has_f = 1;
+    a->f = v;
+    n->attribute[n->n_attribute++] = a;
+}
+
+/* The ONNX element type of a tide dtype (the ones the tests build inputs of). */
+static inline int ob_onnx_type(tide_dtype d)
+{
+    switch (d) {
+    case TIDE_FLOAT64: return ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+    case TIDE_INT32: return ONNX__TENSOR_PROTO__DATA_TYPE__INT32;
+    case TIDE_INT64: return ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    case TIDE_UINT8: return ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
+    case TIDE_BOOL: return ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+    default: return ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    }
+}
+
 /* An initializer (or the tensor of a value) of float32 or int64 values. */
 static inline Onnx__TensorProto *ob_tensor(ob_model *b, const char *name, int dtype, int ndim,
                                     const int64_t *shape, const void *data)
@@ -226,6 +252,61 @@ static inline void ob_free(ob_model *b)
     for (int i = 0; i < b->nptrs; i++)
         free(b->ptrs[i]);
     b->nptrs = 0;
+}
+
+/* Completes b with graph inputs named by `ins` ("|"-separated, in xs' dtypes and shapes) and
+ * outputs named by `outs` (declared float of unknown shape: a run does not check them), writes
+ * it as dir/m.onnx (freeing b) and runs it on xs. 0, -1 with tide's error, or -2 when the
+ * file cannot be written. */
+static inline int ob_run(ob_model *b, const char *dir, const char *ins, tide_tensor *const *xs,
+                         int nx, const char *outs, tide_tensor **ys)
+{
+    size_t n;
+    char **in = ob_names(b, ins, &n), **out = ob_names(b, outs, &n);
+    for (int i = 0; i < nx; i++)
+        ob_input(b, in[i], ob_onnx_type(tide_get_dtype(xs[i])), tide_ndim(xs[i]),
+                 tide_shape(xs[i]), NULL);
+    for (size_t k = 0; k < n; k++)
+        ob_output(b, out[k], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0, NULL, NULL);
+    char path[128];
+    snprintf(path, sizeof path, "%s/m.onnx", dir);
+    int rc = ob_write(b, path);
+    ob_free(b);
+    if (rc < 0) {
+        fprintf(stderr, "onnx_build: cannot write %s\n", path);
+        return -2;
+    }
+    tide_onnx_model *m = tide_onnx_open(path, NULL);
+    rc = m ? tide_onnx_run(m, xs, nx, ys) : -1;
+    tide_onnx_close(m);
+    return rc;
+}
+
+/* Makes a temporary folder in dir (e.g. "/tmp/tide_onnx_XXXXXX", a buffer of its own) and runs
+ * body once with the CPU as the default device, then on Vulkan where there is one (inputs and
+ * the models' constants are made there), then removes the folder. 0, or 1 when the folder
+ * cannot be made. */
+static inline int ob_each_device(const char *name, char *dir, void (*body)(void))
+{
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        char why[256];
+        if (pass == 1 && !tide_vulkan_available(why, sizeof why)) {
+            printf("%s: Vulkan skipped: %s\n", name, why);
+            break;
+        }
+        tide_set_default_device(pass ? "vulkan" : "cpu");
+        body();
+    }
+    tide_set_default_device("cpu");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "%s: could not remove %s\n", name, dir);
+    return 0;
 }
 
 #endif

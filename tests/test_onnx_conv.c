@@ -14,23 +14,13 @@
 static char dir[64];
 enum { F32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT };
 
-/* Writes b with float inputs `names` (xs' shapes) and output "y", runs it: 0 or -1. */
+/* Writes b with inputs `names` (xs' dtypes and shapes) and output "y", runs it: 0 or -1. */
 static int run_model(ob_model *b, const char *names, tide_tensor *const *xs, int nx,
                      tide_tensor **out)
 {
-    size_t n;
-    char **in = ob_names(b, names, &n);
-    for (int i = 0; i < nx; i++)
-        ob_input(b, in[i], F32, tide_ndim(xs[i]), tide_shape(xs[i]), NULL);
-    ob_output(b, "y", F32, 0, NULL, NULL);
-    char path[128];
-    snprintf(path, sizeof path, "%s/m.onnx", dir);
-    CHECK(ob_write(b, path) == 0, "writing %s", path);
-    ob_free(b);
-    tide_onnx_model *m = tide_onnx_open(path, NULL);
-    int rc = m ? tide_onnx_run(m, xs, nx, out) : -1;
-    tide_onnx_close(m);
-    return rc;
+    int rc = ob_run(b, dir, names, xs, nx, "y", out);
+    CHECK(rc != -2, "writing the model");
+    return rc < 0 ? -1 : 0;
 }
 
 /* Exact small sums and products of floats: tolerance 1e-6. */
@@ -112,29 +102,18 @@ static void test_errors(void)
     expect_error("Conv", "kernel_shape", k2, 2, "(weight has 4)");
 }
 
+static void run_all(void)
+{
+    test_conv_uneven_pads();
+    test_prelu_per_channel();
+    test_errors();
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tide_onnx_conv_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
+    if (ob_each_device("test_onnx_conv", dir, run_all))
         return 1;
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        char why[256];
-        if (pass == 1 && !tide_vulkan_available(why, sizeof why)) {
-            printf("test_onnx_conv: Vulkan skipped: %s\n", why);
-            break;
-        }
-        tide_set_default_device(pass ? "vulkan" : "cpu");
-        test_conv_uneven_pads();
-        test_prelu_per_channel();
-        test_errors();
-    }
-    tide_set_default_device("cpu");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
     tide_shutdown();
     return test_summary("test_onnx_conv");
 }

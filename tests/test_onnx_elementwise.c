@@ -23,43 +23,14 @@ enum {
     BOOL = ONNX__TENSOR_PROTO__DATA_TYPE__BOOL
 };
 
-static int onnx_type(tide_dtype d)
-{
-    return d == TIDE_FLOAT32 ? F32 : d == TIDE_INT32 ? I32 : d == TIDE_UINT8 ? U8
-         : d == TIDE_BOOL  ? BOOL : I64;
-}
-
-static void attr_float(ob_model *b, Onnx__NodeProto *n, const char *name, float v)
-{
-    Onnx__AttributeProto *a = ob_alloc(b, sizeof *a);
-    onnx__attribute_proto__init(a);
-    a->name = (char *)name;
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
-    a->has_f = 1;
-    a->f = v;
-    n->attribute[n->n_attribute++] = a;
-}
-
 /* Writes b with inputs named by `names` in xs' dtypes and shapes and one output "y", runs it.
  * 0, or -1 with tide's error. */
 static int run_model(ob_model *b, const char *names, tide_tensor *const *xs, int nx,
                      tide_tensor **y)
 {
-    size_t n;
-    char **in = ob_names(b, names, &n);
-    for (int i = 0; i < nx; i++)
-        ob_input(b, in[i], onnx_type(tide_get_dtype(xs[i])), tide_ndim(xs[i]),
-                 tide_shape(xs[i]), NULL);
-    ob_output(b, "y", F32, 0, NULL, NULL);
-    char path[128];
-    snprintf(path, sizeof path, "%s/m.onnx", dir);
-    CHECK(ob_write(b, path) == 0, "writing %s", path);
-    ob_free(b);
-    tide_onnx_model *m = tide_onnx_open(path, NULL);
-    int rc = m ? tide_onnx_run(m, xs, nx, y) : -1;
-    tide_onnx_close(m);
-    return rc;
+    int rc = ob_run(b, dir, names, xs, nx, "y", y);
+    CHECK(rc != -2, "writing the model");
+    return rc < 0 ? -1 : 0;
 }
 
 /* t has dtype `dt` and `count` values, each within tol of want. */
@@ -97,7 +68,7 @@ static tide_tensor *run_node(const node_spec *s, tide_tensor *const *xs, int nx)
     for (int i = 0; i < 3 && s->int_names[i]; i++)
         ob_attr_int(&b, n, s->int_names[i], s->ints[i]);
     for (int i = 0; i < 3 && s->float_names[i]; i++)
-        attr_float(&b, n, s->float_names[i], s->floats[i]);
+        ob_attr_float(&b, n, s->float_names[i], s->floats[i]);
     if (s->str_name)
         ob_attr_string(&b, n, s->str_name, s->str);
     tide_tensor *y = NULL;
@@ -298,30 +269,19 @@ static void test_math_and_activations(void)
     tide_release(ps[1]);
 }
 
+static void run_all(void)
+{
+    test_legacy_broadcast();
+    test_integer_div_mod();
+    test_int_unary_round_pow();
+    test_math_and_activations();
+}
+
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/tide_onnx_elem_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
+    snprintf(dir, sizeof dir, "/tmp/tide_onnx_elementwise_XXXXXX");
+    if (ob_each_device("test_onnx_elementwise", dir, run_all))
         return 1;
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        char why[256];
-        if (pass == 1 && !tide_vulkan_available(why, sizeof why)) {
-            printf("test_onnx_elementwise: Vulkan skipped: %s\n", why);
-            break;
-        }
-        tide_set_default_device(pass ? "vulkan" : "cpu");
-        test_legacy_broadcast();
-        test_integer_div_mod();
-        test_int_unary_round_pow();
-        test_math_and_activations();
-    }
-    tide_set_default_device("cpu");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
     tide_shutdown();
     return test_summary("test_onnx_elementwise");
 }

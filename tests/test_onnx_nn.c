@@ -16,19 +16,12 @@ static char dir[64];
 
 enum { F32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT };
 
-/* Writes b with input "x" (xs' shape), output "y", runs it. 0, or -1 with tide's error. */
+/* Writes b with input "x" (x's shape), output "y", runs it. 0, or -1 with tide's error. */
 static int run_model(ob_model *b, tide_tensor *x, tide_tensor **y)
 {
-    ob_input(b, "x", F32, tide_ndim(x), tide_shape(x), NULL);
-    ob_output(b, "y", F32, 0, NULL, NULL);
-    char path[128];
-    snprintf(path, sizeof path, "%s/m.onnx", dir);
-    CHECK(ob_write(b, path) == 0, "writing %s", path);
-    ob_free(b);
-    tide_onnx_model *m = tide_onnx_open(path, NULL);
-    int rc = m ? tide_onnx_run(m, &x, 1, y) : -1;
-    tide_onnx_close(m);
-    return rc;
+    int rc = ob_run(b, dir, "x", &x, 1, "y", y);
+    CHECK(rc != -2, "writing the model");
+    return rc < 0 ? -1 : 0;
 }
 
 /* t holds count values within tol of want. */
@@ -118,28 +111,17 @@ static void test_errors(void)
     tide_release(x);
 }
 
+static void run_all(void)
+{
+    test_composed_pools();
+    test_errors();
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tide_onnx_nn_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
+    if (ob_each_device("test_onnx_nn", dir, run_all))
         return 1;
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        char why[256];
-        if (pass == 1 && !tide_vulkan_available(why, sizeof why)) {
-            printf("test_onnx_nn: Vulkan skipped: %s\n", why);
-            break;
-        }
-        tide_set_default_device(pass ? "vulkan" : "cpu");
-        test_composed_pools();
-        test_errors();
-    }
-    tide_set_default_device("cpu");
-    char path[128];
-    snprintf(path, sizeof path, "%s/m.onnx", dir);
-    unlink(path);
-    rmdir(dir);
     tide_shutdown();
     return test_summary("test_onnx_nn");
 }

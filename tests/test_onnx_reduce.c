@@ -21,32 +21,14 @@ enum {
     I64 = ONNX__TENSOR_PROTO__DATA_TYPE__INT64
 };
 
-static int onnx_type(tide_dtype d)
-{
-    return d == TIDE_FLOAT32 ? F32 : d == TIDE_INT32 ? I32 : I64;
-}
-
 /* Writes b with inputs named by `names` ("|"-separated, in xs' dtypes and shapes) and nout
- * outputs "y0".."y3" (declared float: the run does not check them), runs it on xs. 0, or -1
- * with tide's error (from opening or running). */
+ * outputs "y0".."y3", runs it on xs. 0, or -1 with tide's error (from opening or running). */
 static int run_model(ob_model *b, const char *names, tide_tensor *const *xs, int nx,
                      tide_tensor **outs, int nout)
 {
-    size_t n;
-    char **in = ob_names(b, names, &n);
-    for (int i = 0; i < nx; i++)
-        ob_input(b, in[i], onnx_type(tide_get_dtype(xs[i])), tide_ndim(xs[i]),
-                 tide_shape(xs[i]), NULL);
-    static const char *const out_names[] = {"y0", "y1", "y2", "y3"};
-    for (int k = 0; k < nout; k++)
-        ob_output(b, out_names[k], F32, 0, NULL, NULL);
-    char path[128];
-    snprintf(path, sizeof path, "%s/m.onnx", dir);
-    CHECK(ob_write(b, path) == 0, "writing %s", path);
-    ob_free(b);
-    tide_onnx_model *m = tide_onnx_open(path, NULL);
-    int rc = m ? tide_onnx_run(m, xs, nx, outs) : -1;
-    tide_onnx_close(m);
+    static const char *const out_names[] = {"", "y0", "y0|y1", "y0|y1|y2", "y0|y1|y2|y3"};
+    int rc = ob_run(b, dir, names, xs, nx, out_names[nout], outs);
+    CHECK(rc != -2, "writing the model");
     for (int k = 0; rc == 0 && k < nout; k++) /* results stay where the inputs are */
         CHECK(!strncmp(tide_device_name(outs[k]), tide_get_default_device(), 3),
               "output %d is on %s", k, tide_device_name(outs[k]));
@@ -354,36 +336,23 @@ static void test_errors(void)
     tide_release(x);
 }
 
+static void run_all(void)
+{
+    test_reduce_dtypes_and_axes();
+    test_empty_reductions();
+    test_cumsum();
+    test_softmax_family_flattens();
+    test_zero_dim();
+    test_nll_weights_ignore_index();
+    test_sce_log_prob();
+    test_errors();
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tide_onnx_reduce_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
+    if (ob_each_device("test_onnx_reduce", dir, run_all))
         return 1;
-    }
-    /* Everything once on the CPU, then on Vulkan (the default device makes the inputs and
-     * the models' constants there) where there is one. */
-    for (int pass = 0; pass < 2; pass++) {
-        char why[256];
-        if (pass == 1 && !tide_vulkan_available(why, sizeof why)) {
-            printf("test_onnx_reduce: Vulkan skipped: %s\n", why);
-            break;
-        }
-        tide_set_default_device(pass ? "vulkan" : "cpu");
-        test_reduce_dtypes_and_axes();
-        test_empty_reductions();
-        test_cumsum();
-        test_softmax_family_flattens();
-        test_zero_dim();
-        test_nll_weights_ignore_index();
-        test_sce_log_prob();
-        test_errors();
-    }
-    tide_set_default_device("cpu");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
     tide_shutdown();
     return test_summary("test_onnx_reduce");
 }
