@@ -49,12 +49,7 @@ static double clock_seconds(clockid_t clock)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_seconds(void) { return clock_seconds(CLOCK_MONOTONIC); }
 
 static int compare_doubles(const void *x, const void *y)
 {
