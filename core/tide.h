@@ -749,6 +749,20 @@ TIDE_API int tide_graph_output_info(const tide_graph *g, int i, tide_dtype *dtyp
                                     int64_t *shape, int max_dims);
 /* The name of input i's free dim d (ONNX dim_param), or NULL when that dim is fixed. */
 TIDE_API const char *tide_graph_dim_name(const tide_graph *g, int i, int d);
+/* A compiled graph as one file (docs/export.md): its ops, the tensors it captured (weights;
+ * aligned blobs, mapped on load), its dynamic dims, input and output names, a format version and
+ * checksums. tide_graph_save writes g (names NULL: the graph's own, "input0"...).
+ * tide_graph_load reads one back compiled for device (NULL: the device it was saved from), with
+ * no Lua needed: runs give the saved graph's bits on the CPU. Captured CPU tensors stay views of
+ * the mapped file. A file from a newer format, a damaged section (checksums) or nodes that do
+ * not hold together are errors naming the file and the fault. 0 / -1, the graph / NULL. */
+typedef struct tide_graph_save_options {
+    const char *const *input_names;  /* num_inputs names, or NULL */
+    const char *const *output_names; /* num_outputs names, or NULL */
+} tide_graph_save_options;
+TIDE_API int tide_graph_save(const tide_graph *g, const char *path,
+                             const tide_graph_save_options *opts);
+TIDE_API tide_graph *tide_graph_load(const char *path, const char *device);
 /* Pauses the calling thread's trace or capture: ops run eagerly until tide_jit_resume, and their
  * results are constants of the trace (an importer folds shape arithmetic this way). Returns a
  * token for tide_jit_resume (NULL when the thread was not tracing; resuming NULL does nothing).

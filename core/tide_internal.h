@@ -7,6 +7,7 @@
 #ifndef TIDE_INTERNAL_H
 #define TIDE_INTERNAL_H
 
+#include "primitive.h"
 #include "tide.h"
 
 #ifdef __cplusplus
@@ -16,6 +17,9 @@ extern "C" {
 /* fn(ctx) is called at each graph break of the current session before the pending segment is
  * compiled (Lua collects garbage there, so dead temporaries do not become results). */
 TIDE_API void tide_jit_trace_on_break(void (*fn)(void *ctx), void *ctx);
+/* Ends the calling thread's capture (tide_jit_begin) without compiling it: tide.export when
+ * the traced function raised. Does nothing when the thread does not capture. */
+TIDE_API void tide_jit_cancel(void);
 /* Runs what is pending now (a graph break without a read). 0 or -1. */
 TIDE_API int tide_jit_trace_flush(void);
 /* Whether this thread is in a trace session (tide.jit's function running). */
@@ -49,6 +53,45 @@ int td_onnx_op_entry(int i, const char **name, int *since, int *until);
 /* g takes info (allocated with malloc, with its strings and arrays) and frees it with itself. */
 void td_graph_set_info(tide_graph *g, tide_graph_info *info);
 void td_graph_info_free(tide_graph_info *info);
+
+/* A compiled graph as data (jit/graph_desc.c): what io/graph_file.c writes to a graph file and
+ * reads back. Nodes are the capture's, in program order: the inputs' and captured tensors'
+ * EXTERN nodes, ops, views (layout relative to their root), in-place writes. */
+enum { TD_GN_EXTERN, TD_GN_OP, TD_GN_VIEW, TD_GN_INPLACE };
+typedef struct td_graph_node {
+    int kind, op, dtype, ndim, flags;
+    bool on_host; /* on the CPU while the graph runs elsewhere (a wrapped number) */
+    int nin;
+    int in[6];
+    int root; /* VIEW: the root node */
+    int ext;  /* EXTERN: the extern's index (inputs first) */
+    int64_t shape[8], strides[8];
+    int64_t offset; /* VIEW: from its root's; EXTERN: from its blob's first element */
+    tide_attrs attrs;
+} td_graph_node;
+typedef struct td_graph_desc {
+    int nnodes;
+    td_graph_node *nodes;
+    int ninputs, nexterns, noutputs;
+    uint32_t *dyn;          /* per input its dynamic dims (bit d: dim d), or NULL */
+    int *out_node;          /* [noutputs] */
+    /* The captured tensors' values: each blob is the span of one storage they read (1-D,
+     * contiguous; references of the description's own); extern e >= ninputs views blob
+     * ext_blob[e] with its node's layout. */
+    int nblobs;
+    tide_tensor **blobs;
+    int *ext_blob; /* [nexterns], -1 for inputs */
+    const char *device;     /* the device it runs on ("cpu", "vulkan") */
+} td_graph_desc;
+/* g as data: d's arrays and blob references are its own (td_graph_desc_free). */
+int td_graph_describe(const tide_graph *g, td_graph_desc *d);
+void td_graph_desc_free(td_graph_desc *d);
+/* A graph from data, compiled for device (NULL: where d ran). Checks the nodes first (indices,
+ * dtypes, ranks, views inside their roots, shapes by each op's rule where the jit has one): a
+ * damaged description is an error naming the node, never a kernel given bad sizes. Blobs on
+ * the CPU are moved to the device here (a captured tensor of the CPU's stays a view of its
+ * blob: a mapped file's bytes). NULL with the error set. */
+tide_graph *td_graph_build(const td_graph_desc *d, const char *device);
 
 #ifdef __cplusplus
 }

@@ -214,6 +214,12 @@ tide_graph *tide_jit_end(tide_tensor *const *outputs, int noutputs)
     return g;
 }
 
+void tide_jit_cancel(void)
+{
+    if (jit_current && jit_current->capture)
+        jit_session_free(jit_current);
+}
+
 static const char *autocast_name(int dtype)
 {
     return dtype == TIDE_AUTOCAST_OFF ? "off" : tide_dtype_name((tide_dtype)dtype);
@@ -373,7 +379,7 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
         return td_error("tide_graph_run: outputs is NULL; the graph has %d", g->noutputs);
     if (jit_current)
         return td_error("tide_graph_run: called while this thread traces");
-    if (g->autocast != tide_get_autocast())
+    if (g->autocast != JIT_AUTOCAST_ANY && g->autocast != tide_get_autocast())
         return td_error("tide_graph_run: the graph was captured with autocast %s and runs with "
                         "autocast %s; capture it again under this autocast setting",
                         autocast_name(g->autocast), autocast_name(tide_get_autocast()));

@@ -100,6 +100,39 @@ static int per_sample_shape(const char *who, jit_node *nodes, const jit_node *ca
     return 0;
 }
 
+/* Whether op node i's attributes and inputs are what its shape rule reads: dims inside the
+ * ranks, enough inputs (a graph file's nodes are checked with the rules before they run). */
+static bool rule_can_read(const jit_node *nodes, int i)
+{
+    const jit_node *nd = &nodes[i];
+    tide_op op = (tide_op)nd->op;
+    const jit_node *a = nd->nin > 0 ? &nodes[nd->in[0]] : NULL;
+    int need = op == TIDE_OP_MATMUL || op == TIDE_OP_LINEAR_HALF || tide_op_is_binary(op) ? 2
+               : op == TIDE_OP_WHERE                                                   ? 3
+                                                                                       : 1;
+    if (nd->nin < need)
+        return false;
+    if (op == TIDE_OP_MATMUL && nd->ndim < 2)
+        return false;
+    if (op == TIDE_OP_QLINEAR || op == TIDE_OP_DEQUANTIZE || op == TIDE_OP_QUANTIZE ||
+        op == TIDE_OP_LINEAR_HALF)
+        return nd->ndim == 2 && a->ndim == 2 && (nd->nin < 2 || nodes[nd->in[1]].ndim >= 1);
+    bool same_rank = tide_op_is_unary(op) || op == TIDE_OP_CAST || op == TIDE_OP_TO ||
+                     op == TIDE_OP_CUMSUM || op == TIDE_OP_FLIP || op == TIDE_OP_SORT ||
+                     op == TIDE_OP_CAT;
+    bool broadcast = tide_op_is_binary(op) || op == TIDE_OP_WHERE;
+    for (int j = 0; j < nd->nin; j++)
+        if ((same_rank && nodes[nd->in[j]].ndim != nd->ndim) ||
+            (broadcast && nodes[nd->in[j]].ndim > nd->ndim))
+            return false;
+    bool dims = jit_is_reduce(op) || op == TIDE_OP_ARGMAX || op == TIDE_OP_ARGMIN ||
+                op == TIDE_OP_CAT;
+    for (int k = 0; dims && k < (jit_is_reduce(op) ? nd->attrs.nints : 1); k++)
+        if (nd->attrs.ints[k] < 0 || nd->attrs.ints[k] >= a->ndim)
+            return false;
+    return true;
+}
+
 /* The shape of op node i from its inputs' (node i's rank and attributes as captured). */
 static int op_shape(const char *who, jit_node *nodes, const jit_node *cap, int i)
 {
@@ -151,10 +184,18 @@ static int op_shape(const char *who, jit_node *nodes, const jit_node *cap, int i
             nd->shape[dim] += b->shape[dim];
         }
     } else {
-        return refuse(who, nodes, i, "the capture has no shape rule for this op yet");
+        return 1;
     }
     td_contiguous_strides(nd->ndim, nd->shape, nd->strides);
     return 0;
+}
+
+int jit_shape_rule(jit_node *nodes, int i)
+{
+    if (!rule_can_read(nodes, i))
+        return td_error("%s (node %d): its inputs or attributes are not what it takes",
+                        tide_op_name((tide_op)nodes[i].op), i);
+    return op_shape("load_graph", nodes, nodes, i);
 }
 
 /* A reshape at new sizes: its dims are cut into chunks whose element counts matched at capture;
@@ -288,6 +329,8 @@ int jit_replay_shapes(const jit_node *cap, jit_node *nodes, int n, const char *w
                  : nd->kind == JN_VIEW   ? view_layout(who, nodes, i, cap)
                  : nd->kind == JN_INPLACE ? inplace_shape(who, nodes, i)
                                           : refuse(who, nodes, i, "an unexpected node");
+        if (rc > 0)
+            rc = refuse(who, nodes, i, "the capture has no shape rule for this op yet");
         if (rc < 0)
             return -1;
     }

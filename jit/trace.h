@@ -75,6 +75,8 @@ extern _Thread_local jit_trace *jit_current;
  * steps and 241 groups, and 77 dead nodes go. */
 #define SEGMENT_MAX_NODES 16384
 
+#define JIT_AUTOCAST_ANY (-1000)
+
 typedef struct tide_graph {
     jit_compiled *plan;
     int nnodes;
@@ -90,7 +92,8 @@ typedef struct tide_graph {
     int *plan_index;      /* out i -> index in plan->outputs */
     int *out_node;        /* out i -> its node (a dynamic graph's output layouts are replayed) */
     uint32_t *dyn;        /* a dynamic graph: per input its dynamic dims; NULL: static */
-    int autocast;         /* the autocast dtype it was captured under (tide_get_autocast) */
+    int autocast;         /* the autocast dtype it was captured under (tide_get_autocast), or
+                             JIT_AUTOCAST_ANY (a loaded graph: its casts are nodes) */
     struct tide_graph_info *info; /* an importer's names, types and re-plan (graph_info.c) */
 } tide_graph;
 
@@ -143,6 +146,9 @@ int jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *b
  * strides and offset) its op gives on its inputs' new layouts. who names the caller in errors.
  * 0, or -1 with an error naming the op that cannot follow the sizes. */
 int jit_replay_shapes(const jit_node *cap, jit_node *nodes, int n, const char *who);
+/* Op node i's shape by its op's rule on its inputs' shapes, into nodes[i]: 0; 1 when the jit
+ * has no rule for the op; -1 with the error set when the inputs or attributes do not fit it. */
+int jit_shape_rule(jit_node *nodes, int i);
 /* segments (segment.c): ends the segment (forced: the capture's outputs; graph: receives the
  * capture's graph); resets the trace for the next one */
 int jit_flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_graph **graph);

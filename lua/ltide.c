@@ -499,6 +499,7 @@ int luaopen_tide(lua_State *L)
     lt_open_jit(L, mt, methods, module);
     lt_open_io(L, mt, methods, module);
     lt_open_onnx(L, mt, methods, module);
+    lt_open_export(L, mt, methods, module);
     lt_open_dtype(L, mt, methods, module);
 
     set_dtype_names(L, module);

@@ -177,6 +177,10 @@ void lt_open_jit(lua_State *L, int mt, int methods, int module);
 /* tide.save/load, npy, idx, isatty; the embedded Lua modules (tide.nn ...) in package.preload */
 void lt_open_io(lua_State *L, int mt, int methods, int module);
 void lt_open_onnx(lua_State *L, int mt, int methods, int module);
+/* tide.export, tide.load_graph (ltide_export.c) */
+void lt_open_export(lua_State *L, int mt, int methods, int module);
+/* The device option of a load's options table at arg, {device = "cpu"} (NULL: none given). */
+const char *lt_device_option(lua_State *L, int arg, const char *who);
 
 /* Pushes tostring(t) in PyTorch's layout. */
 void lt_pushtensorstring(lua_State *L, tide_tensor *t);

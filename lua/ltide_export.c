@@ -1,0 +1,199 @@
+/*
+ * ltide_export.c — compiled graphs as files from Lua (docs/export.md):
+ *   tide.export(fn, args, path [, {dynamic = {[i] = {dims}}, input_names = {...},
+ *               output_names = {...}}])
+ *       captures fn(args...) with grad off (a graph break is an error), and writes the graph,
+ *       the tensors it read (weights) and its dynamic dims (1-based, per argument) to path.
+ *   tide.load_graph(path [, {device = "cpu"}]) -> a callable model (ltide_model.h) that runs
+ *       the compiled graph: no Lua function behind it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/tide_internal.h"
+#include "ltide_model.h"
+
+#define EXPORT_MAX_IO 64
+
+static int graph_num_io(const void *g, bool output)
+{
+    return output ? tide_graph_num_outputs(g) : tide_graph_num_inputs(g);
+}
+
+static const char *graph_name(const void *g, int i, bool output)
+{
+    return output ? tide_graph_output_name(g, i) : tide_graph_input_name(g, i);
+}
+
+static int graph_info(const void *g, int i, bool output, tide_dtype *dtype, int *ndim,
+                      int64_t *shape, const char **dims)
+{
+    int rc = output ? tide_graph_output_info(g, i, dtype, ndim, shape, TIDE_MAX_DIMS)
+                    : tide_graph_input_info(g, i, dtype, ndim, shape, TIDE_MAX_DIMS);
+    for (int d = 0; rc == 0 && d < *ndim && d < TIDE_MAX_DIMS; d++)
+        dims[d] = output ? NULL : tide_graph_dim_name(g, i, d);
+    return rc;
+}
+
+static int graph_run(void *g, tide_tensor *const *ins, int nin, tide_tensor **outs)
+{
+    return tide_graph_run(g, ins, nin, outs);
+}
+
+static void graph_close(void *g) { tide_graph_free(g); }
+
+static const lt_model_ops graph_ops = {"graph", graph_num_io, graph_name, graph_info,
+                                       graph_run, graph_close};
+
+/* opts.dynamic: per argument (1-based) a list of its dynamic dims (1-based) -> masks. */
+static void dynamic_masks(lua_State *L, int opts, tide_tensor *const *ins, int n,
+                          uint32_t *masks)
+{
+    memset(masks, 0, sizeof *masks * (size_t)n);
+    if (opts == 0 || lua_getfield(L, opts, "dynamic") == LUA_TNIL) {
+        if (opts)
+            lua_pop(L, 1);
+        return;
+    }
+    luaL_argcheck(L, lua_istable(L, -1), 4, "export: dynamic must be {[argument] = {dims}}");
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_Integer a = lua_isinteger(L, -2) ? lua_tointeger(L, -2) : 0;
+        if (a < 1 || a > n || !lua_istable(L, -1))
+            luaL_error(L, "export: dynamic's keys are argument numbers 1..%d with a list of "
+                          "dims each", n);
+        for (lua_Integer k = 1, len = (lua_Integer)lua_rawlen(L, -1); k <= len; k++) {
+            lua_rawgeti(L, -1, k);
+            lua_Integer d = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+            lua_pop(L, 1);
+            int ndim = tide_ndim(ins[a - 1]);
+            if (d < 1 || d > ndim)
+                luaL_error(L, "export: dynamic dim %d of argument %d: it has %d dims (dims "
+                              "count from 1)", (int)d, (int)a, ndim);
+            masks[a - 1] |= 1u << (d - 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* opts[key]: a list of n strings into names (pointers into the table, which opts keeps), or
+ * none (*list NULL). A wrong list leaves the message in why and returns -1: the caller may hold
+ * a graph to free before raising it. */
+static int name_list(lua_State *L, int opts, const char *key, int n, const char **names,
+                     const char *const **list, char *why, size_t size)
+{
+    *list = NULL;
+    if (opts == 0)
+        return 0;
+    int type = lua_getfield(L, opts, key);
+    bool ok = type == LUA_TNIL || (type == LUA_TTABLE && (int)lua_rawlen(L, -1) == n);
+    for (int i = 0; ok && type == LUA_TTABLE && i < n; i++) {
+        ok = lua_rawgeti(L, -1, i + 1) == LUA_TSTRING;
+        names[i] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    if (!ok) {
+        snprintf(why, size, "export: %s must be a list of %d names (strings)", key, n);
+        return -1;
+    }
+    *list = type == LUA_TNIL ? NULL : names;
+    return 0;
+}
+
+/* Calls fn on the arguments inside a capture: the graph, or a Lua error (the capture ended). */
+static tide_graph *capture(lua_State *L, tide_tensor **ins, int n, const uint32_t *masks)
+{
+    bool grad = tide_set_grad_enabled(false);
+    if (tide_jit_begin_dynamic(ins, n, masks) < 0) {
+        tide_set_grad_enabled(grad);
+        lt_raise(L, "export: the capture could not begin");
+    }
+    int base = lua_gettop(L);
+    lua_pushvalue(L, 1);
+    for (int i = 0; i < n; i++)
+        lua_rawgeti(L, 2, i + 1);
+    if (lua_pcall(L, n, LUA_MULTRET, 0) != LUA_OK) {
+        tide_jit_cancel();
+        tide_set_grad_enabled(grad);
+        lua_error(L);
+    }
+    int nout = lua_gettop(L) - base;
+    tide_tensor *outs[EXPORT_MAX_IO];
+    for (int k = 0; k < nout; k++)
+        if (k >= EXPORT_MAX_IO || !(outs[k] = lt_totensor(L, base + 1 + k))) {
+            tide_jit_cancel();
+            tide_set_grad_enabled(grad);
+            luaL_error(L, "export: the function returned %s as result %d; it must return at "
+                          "most %d tensors", luaL_typename(L, base + 1 + k), k + 1,
+                       EXPORT_MAX_IO);
+        }
+    tide_graph *g = tide_jit_end(outs, nout);
+    tide_set_grad_enabled(grad);
+    lua_settop(L, base);
+    if (!g)
+        lt_raise(L, "export: the capture failed");
+    return g;
+}
+
+/* tide.export(fn, args, path [, opts]) */
+static int f_export(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    const char *path = luaL_checkstring(L, 3);
+    int opts = lua_isnoneornil(L, 4) ? 0 : 4;
+    if (opts) {
+        static const char *const keys[] = {"dynamic", "input_names", "output_names", NULL};
+        luaL_checktype(L, 4, LUA_TTABLE);
+        lt_checkkeys(L, 4, "export", keys);
+    }
+    int n = (int)lua_rawlen(L, 2);
+    if (n > EXPORT_MAX_IO)
+        return luaL_error(L, "export: %d arguments; at most %d", n, EXPORT_MAX_IO);
+    tide_tensor *ins[EXPORT_MAX_IO];
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, 2, i + 1);
+        if (!(ins[i] = lt_totensor(L, -1)))
+            return luaL_error(L, "export: argument %d must be a tensor, got %s", i + 1,
+                              luaL_typename(L, -1));
+        lua_pop(L, 1); /* args keeps it */
+    }
+    uint32_t masks[EXPORT_MAX_IO];
+    dynamic_masks(L, opts, ins, n, masks);
+    const char *in_names[EXPORT_MAX_IO], *out_names[EXPORT_MAX_IO];
+    const char *const *inn, *const *outn;
+    char why[120];
+    if (name_list(L, opts, "input_names", n, in_names, &inn, why, sizeof why) < 0)
+        return luaL_error(L, "%s", why);
+    tide_graph *g = capture(L, ins, n, masks);
+    if (name_list(L, opts, "output_names", tide_graph_num_outputs(g), out_names, &outn, why,
+                  sizeof why) < 0) {
+        tide_graph_free(g);
+        return luaL_error(L, "%s", why);
+    }
+    tide_graph_save_options so = {inn, outn};
+    int rc = tide_graph_save(g, path, &so);
+    tide_graph_free(g);
+    if (rc < 0)
+        return lt_raise(L, "export: failed");
+    return 0;
+}
+
+/* tide.load_graph(path [, {device = ...}]) */
+static int f_load_graph(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    const char *device = lt_device_option(L, 2, "load_graph");
+    return lt_push_model(L, tide_graph_load(path, device), &graph_ops, "load_graph: failed");
+}
+
+void lt_open_export(lua_State *L, int mt, int methods, int module)
+{
+    (void)methods;
+    static const lt_reg regs[] = {{"export", f_export, LT_FUNCTION},
+                                  {"load_graph", f_load_graph, LT_FUNCTION},
+                                  {NULL, NULL, 0}};
+    lt_setfuncs(L, regs, mt, 0, module);
+}
