@@ -32,6 +32,7 @@ int tide_fuzz_npy(const uint8_t *data, size_t size);
 int tide_fuzz_idx(const uint8_t *data, size_t size);
 int tide_fuzz_onnx(const uint8_t *data, size_t size);
 int tide_fuzz_onnx_tensor(const uint8_t *data, size_t size);
+int tide_fuzz_graph(const uint8_t *data, size_t size);
 
 enum { FUZZ_NFILES = 3 };
 static char fuzz_paths[FUZZ_NFILES][96];

@@ -83,5 +83,6 @@ int main(int argc, char **argv)
     replay(root, "idx", tide_fuzz_idx);
     replay(root, "onnx", tide_fuzz_onnx);
     replay(root, "onnx_tensor", tide_fuzz_onnx_tensor);
+    replay(root, "graph", tide_fuzz_graph);
     return test_summary("test_fuzz_corpus");
 }
