@@ -26,6 +26,7 @@
 #include <zlib.h>
 
 #include "core/tensor.h"
+#include "core/tide_internal.h"
 #include "test_util.h"
 
 /* How N goes: every N below dense, then about `samples` steps over the rest of the work's
@@ -494,6 +495,46 @@ fail:
     return -1;
 }
 
+static char graph_path[300];
+
+/* A dynamic graph saved to a file, loaded back (mapped, checked, replayed, compiled) and run at
+ * another batch size. */
+static int work_graph_file(values *out)
+{
+    bag B = {0};
+    tide_tensor *x, *w, *x2, *y, *y2 = NULL;
+    tide_graph *g = NULL, *g2 = NULL;
+    tide_jit_cache_clear();
+    int64_t sx[2] = {16, 24}, sw[2] = {24, 8}, sx2[2] = {5, 24};
+    uint32_t mask = 1;
+    NEW(x, pattern(2, sx, 2.0f, 31));
+    NEW(w, pattern(2, sw, 0.5f, 32)); /* captured: a weight of the file */
+    NEW(x2, pattern(2, sx2, 2.0f, 33));
+    OK(tide_jit_begin_dynamic(&x, 1, &mask));
+    if (!(y = graph_body(&B, x, w))) {
+        tide_jit_cancel();
+        goto fail;
+    }
+    if (!(g = tide_jit_end(&y, 1)))
+        goto fail;
+    OK(tide_graph_save(g, graph_path, NULL));
+    g2 = tide_graph_load(graph_path, NULL);
+    if (!g2)
+        goto fail;
+    OK(tide_graph_run(g2, &x2, 1, &y2));
+    NEW(y2, y2);
+    OK(keep(out, y2));
+    tide_graph_free(g);
+    tide_graph_free(g2);
+    bag_release(&B);
+    return 0;
+fail:
+    tide_graph_free(g);
+    tide_graph_free(g2);
+    bag_release(&B);
+    return -1;
+}
+
 /* A graph compiled once (outside the sweep), run in it: on the CPU and on Vulkan. */
 static tide_graph *run_graph;
 static tide_tensor *run_in[2];
@@ -797,6 +838,7 @@ int main(void)
     snprintf(npy_path, sizeof npy_path, "%s/c.npy", tmpdir);
     snprintf(idx_path, sizeof idx_path, "%s/l.idx", tmpdir);
     snprintf(gz_path, sizeof gz_path, "%s/l.idx.gz", tmpdir);
+    snprintf(graph_path, sizeof graph_path, "%s/g.tgraph", tmpdir);
     write_idx();
     double t0 = now_s();
 
@@ -804,6 +846,7 @@ int main(void)
     sweep("autograd backward", work_autograd, false);
     sweep("jit compile", work_jit_compile, false);
     sweep("dynamic graph", work_dynamic_graph, false);
+    sweep("graph file", work_graph_file, false);
     if (make_run_graph("cpu", 64, 96) == 0)
         sweep("graph run (cpu)", work_graph_run, false);
     else
@@ -842,6 +885,7 @@ int main(void)
     remove(npy_path);
     remove(idx_path);
     remove(gz_path);
+    remove(graph_path);
     rmdir(tmpdir);
     tide_jit_cache_clear();
     tide_shutdown();
