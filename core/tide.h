@@ -759,10 +759,19 @@ TIDE_API const char *tide_graph_dim_name(const tide_graph *g, int i, int d);
 typedef struct tide_graph_save_options {
     const char *const *input_names;  /* num_inputs names, or NULL */
     const char *const *output_names; /* num_outputs names, or NULL */
+    int nmetadata;                   /* string metadata: nmetadata key, value pairs */
+    const char *const *metadata;     /* key0, value0, key1, value1, ... */
 } tide_graph_save_options;
 TIDE_API int tide_graph_save(const tide_graph *g, const char *path,
                              const tide_graph_save_options *opts);
+/* A loaded graph runs inputs its plan does not take but its declared types do (a size 1 in a
+ * dynamic dim, strides other than the saved ones) through a plan of their own, made from the
+ * file's nodes at those layouts; a static dim at another size is an error naming it. */
 TIDE_API tide_graph *tide_graph_load(const char *path, const char *device);
+/* A loaded graph's metadata: the value of key, or NULL; the keys by index. */
+TIDE_API const char *tide_graph_metadata(const tide_graph *g, const char *key);
+TIDE_API int tide_graph_num_metadata(const tide_graph *g);
+TIDE_API const char *tide_graph_metadata_key(const tide_graph *g, int i);
 /* Pauses the calling thread's trace or capture: ops run eagerly until tide_jit_resume, and their
  * results are constants of the trace (an importer folds shape arithmetic this way). Returns a
  * token for tide_jit_resume (NULL when the thread was not tracing; resuming NULL does nothing).

@@ -45,6 +45,8 @@ typedef struct tide_graph_info {
     void *owner;
     tide_graph *(*replan)(void *owner, tide_tensor *const *inputs, int ninputs);
     void (*release)(void *owner);
+    int nmeta; /* string metadata: key, value pairs (a graph file's) */
+    char **meta_keys, **meta_values;
 } tide_graph_info;
 /* The ONNX importer's op table (io/onnx/onnx_table.c), entry i: the op and the range of ai.onnx
  * opsets it serves (until 0: every later one). 0, or -1 past the last entry. */
@@ -92,6 +94,13 @@ void td_graph_desc_free(td_graph_desc *d);
  * the CPU are moved to the device here (a captured tensor of the CPU's stays a view of its
  * blob: a mapped file's bytes). NULL with the error set. */
 tide_graph *td_graph_build(const td_graph_desc *d, const char *device);
+/* Re-planning a built graph for inputs its plan does not take but its declared types do (a size
+ * 1 in a dynamic dim, other strides): the owner takes d (its arrays and blobs; d is left empty) and builds
+ * a graph per input layout from it, replaying the nodes' shape rules at those sizes (at most
+ * 32 layouts; each kept until the owner is freed). For tide_graph_info's replan and release. */
+void *td_graph_replanner_new(td_graph_desc *d, const char *device);
+tide_graph *td_graph_replan(void *owner, tide_tensor *const *inputs, int ninputs);
+void td_graph_replanner_free(void *owner);
 
 #ifdef __cplusplus
 }

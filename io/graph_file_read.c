@@ -188,12 +188,30 @@ static int read_blobs(td_gf_cursor *m, td_graph_desc *d, blob_entry **blobs)
     return 0;
 }
 
+/* The metadata pairs into info. */
+static int read_metadata(td_gf_cursor *m, tide_graph_info *info)
+{
+    static char s[TD_GRAPH_NAME_MAX * 16];
+    uint32_t n = td_gf_get_u32(m);
+    if (!count_fits(m, n, 8) || !(info->meta_keys = td_calloc(n + 1, sizeof(char *))) ||
+        !(info->meta_values = td_calloc(n + 1, sizeof(char *))))
+        return -1;
+    info->nmeta = (int)n;
+    for (uint32_t i = 0; i < n && !m->failed; i++) {
+        td_gf_get_str(m, s, sizeof s);
+        info->meta_keys[i] = strdup(s);
+        td_gf_get_str(m, s, sizeof s);
+        info->meta_values[i] = strdup(s);
+    }
+    return 0;
+}
+
 /* The meta section into d, info and the blob table. 0, or -1 with the error set. */
 static int read_meta(const td_io_ctx *c, td_gf_cursor *m, td_graph_desc *d, char *device,
                      tide_graph_info *info, blob_entry **blobs)
 {
     td_gf_get_str(m, device, TD_GRAPH_NAME_MAX);
-    if (read_names(m, d, info) < 0 || read_blobs(m, d, blobs) < 0)
+    if (read_metadata(m, info) < 0 || read_names(m, d, info) < 0 || read_blobs(m, d, blobs) < 0)
         return m->failed ? td_io_error(c, "the meta section is damaged (its counts run past "
                                           "it)")
                          : td_io_error(c, "out of memory");
@@ -298,6 +316,15 @@ static tide_graph *load(const td_io_ctx *c, FILE *f, uint64_t size, const char *
     d->device = device;
     tide_graph *g = td_graph_build(d, device_arg);
     d->device = NULL;
+    if (g)
+        declare_types(d, info);
+    /* the owner of the file's nodes and blobs, for inputs the plan does not take */
+    if (g && !(info->owner = td_graph_replanner_new(d, device_arg ? device_arg : device))) {
+        tide_graph_free(g);
+        g = NULL;
+    }
+    info->replan = td_graph_replan;
+    info->release = td_graph_replanner_free;
     if (!g) {
         char why[512];
         snprintf(why, sizeof why, "%s", tide_last_error());
@@ -322,12 +349,10 @@ tide_graph *tide_graph_load(const char *path, const char *device)
     if (!info)
         td_io_error(&c, "out of memory");
     fclose(f);
-    if (g) {
-        declare_types(&d, info);
+    if (g)
         td_graph_set_info(g, info);
-    } else {
+    else
         td_graph_info_free(info);
-    }
     td_graph_desc_free(&d);
     if (map)
         mapping_release(NULL, map);

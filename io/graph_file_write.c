@@ -82,6 +82,13 @@ static void write_meta(td_io_buf *m, const tide_graph *g, const td_graph_desc *d
                        const uint32_t *crc)
 {
     td_gf_str(m, d->device);
+    int nmeta = o && o->metadata ? o->nmetadata : tide_graph_num_metadata(g);
+    td_gf_u32(m, (uint32_t)nmeta);
+    for (int i = 0; i < nmeta; i++) {
+        const char *key = o && o->metadata ? o->metadata[2 * i] : tide_graph_metadata_key(g, i);
+        td_gf_str(m, key);
+        td_gf_str(m, o && o->metadata ? o->metadata[2 * i + 1] : tide_graph_metadata(g, key));
+    }
     write_names(m, g, d, o);
     td_gf_u32(m, (uint32_t)d->nblobs);
     for (int b = 0; b < d->nblobs; b++) {
@@ -152,6 +159,20 @@ int tide_graph_save(const tide_graph *g, const char *path, const tide_graph_save
     td_io_ctx c = {"save_graph", path};
     if (!g)
         return td_io_error_code(&c, TIDE_ERR_INVALID_ARGUMENT, "graph is NULL");
+    for (int i = 0; opts && opts->metadata && i < 2 * opts->nmetadata; i++)
+        if (!opts->metadata[i] || strlen(opts->metadata[i]) >= TD_GRAPH_NAME_MAX * 16)
+            return td_io_error_code(&c, TIDE_ERR_INVALID_ARGUMENT, "metadata %s %d is %s", i % 2
+                                    ? "value" : "key", i / 2, opts->metadata[i] ? "too long"
+                                    : "NULL");
+    for (int k = 0; k < 2; k++) {
+        const char *const *names = !opts ? NULL : k ? opts->output_names : opts->input_names;
+        int n = k ? tide_graph_num_outputs(g) : tide_graph_num_inputs(g);
+        for (int i = 0; names && i < n; i++)
+            if (!names[i] || strlen(names[i]) >= TD_GRAPH_NAME_MAX)
+                return td_io_error_code(&c, TIDE_ERR_INVALID_ARGUMENT, "%s name %d is %s",
+                                        k ? "output" : "input", i,
+                                        names[i] ? "too long (255 bytes at most)" : "NULL");
+    }
     td_graph_desc d;
     if (td_graph_describe(g, &d) < 0)
         return -1;

@@ -4,6 +4,7 @@
  * re-plan that runs inputs of other sizes through a graph of their own.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../core/tide_internal.h"
 #include "trace.h"
@@ -24,7 +25,28 @@ void td_graph_info_free(tide_graph_info *info)
         }
         free(io);
     }
+    for (int i = 0; i < info->nmeta; i++) {
+        free(info->meta_keys ? info->meta_keys[i] : NULL);
+        free(info->meta_values ? info->meta_values[i] : NULL);
+    }
+    free(info->meta_keys);
+    free(info->meta_values);
     free(info);
+}
+
+int tide_graph_num_metadata(const tide_graph *g) { return g && g->info ? g->info->nmeta : 0; }
+
+const char *tide_graph_metadata_key(const tide_graph *g, int i)
+{
+    return i >= 0 && i < tide_graph_num_metadata(g) ? g->info->meta_keys[i] : NULL;
+}
+
+const char *tide_graph_metadata(const tide_graph *g, const char *key)
+{
+    for (int i = 0; key && i < tide_graph_num_metadata(g); i++)
+        if (g->info->meta_keys[i] && strcmp(g->info->meta_keys[i], key) == 0)
+            return g->info->meta_values[i];
+    return NULL;
 }
 
 void td_graph_set_info(tide_graph *g, tide_graph_info *info)

@@ -14,6 +14,7 @@
 #include "ltide_model.h"
 
 #define EXPORT_MAX_IO 64
+#define EXPORT_MAX_META 64
 
 static int graph_num_io(const void *g, bool output)
 {
@@ -42,8 +43,16 @@ static int graph_run(void *g, tide_tensor *const *ins, int nin, tide_tensor **ou
 
 static void graph_close(void *g) { tide_graph_free(g); }
 
-static const lt_model_ops graph_ops = {"graph", graph_num_io, graph_name, graph_info,
-                                       graph_run, graph_close};
+static int graph_num_meta(const void *g) { return tide_graph_num_metadata(g); }
+static const char *graph_meta_key(const void *g, int i) { return tide_graph_metadata_key(g, i); }
+static const char *graph_meta(const void *g, const char *key)
+{
+    return tide_graph_metadata(g, key);
+}
+
+static const lt_model_ops graph_ops = {"graph",        graph_num_io,   graph_name,
+                                       graph_info,     graph_run,      graph_close,
+                                       graph_num_meta, graph_meta_key, graph_meta};
 
 /* opts.dynamic: per argument (1-based) a list of its dynamic dims (1-based) -> masks. */
 static void dynamic_masks(lua_State *L, int opts, tide_tensor *const *ins, int n,
@@ -102,6 +111,54 @@ static int name_list(lua_State *L, int opts, const char *key, int n, const char 
     return 0;
 }
 
+/* opts.metadata ({key = value}, checked by check_metadata) as key, value pairs of strings, kept
+ * alive by a table this leaves on the stack. Their count. */
+static int metadata(lua_State *L, int opts, const char **pairs)
+{
+    lua_newtable(L);
+    int keep = lua_gettop(L), n = 0;
+    if (opts == 0 || lua_getfield(L, opts, "metadata") == LUA_TNIL) {
+        if (opts)
+            lua_pop(L, 1);
+        return 0;
+    }
+    lua_pushnil(L);
+    while (lua_next(L, -2) && n < EXPORT_MAX_META) {
+        lua_pushvalue(L, -2); /* the key converted on a copy: lua_next needs it as it is */
+        pairs[2 * n] = lua_tostring(L, -1);
+        lua_rawseti(L, keep, 2 * n + 1);
+        pairs[2 * n + 1] = lua_tostring(L, -1);
+        lua_rawseti(L, keep, 2 * n + 2);
+        n++;
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
+/* opts.metadata is a table of at most EXPORT_MAX_META string or number keys and values. */
+static void check_metadata(lua_State *L, int opts)
+{
+    if (opts == 0 || lua_getfield(L, opts, "metadata") == LUA_TNIL) {
+        if (opts)
+            lua_pop(L, 1);
+        return;
+    }
+    if (!lua_istable(L, -1))
+        luaL_error(L, "export: metadata must be a table of strings, {key = value}");
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        int kt = lua_type(L, -2), vt = lua_type(L, -1);
+        if ((kt != LUA_TSTRING && kt != LUA_TNUMBER) || (vt != LUA_TSTRING && vt != LUA_TNUMBER))
+            luaL_error(L, "export: metadata keys and values must be strings or numbers, got %s "
+                          "= %s", lua_typename(L, kt), lua_typename(L, vt));
+        if (++n > EXPORT_MAX_META)
+            luaL_error(L, "export: at most %d metadata entries", EXPORT_MAX_META);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 /* Calls fn on the arguments inside a capture: the graph, or a Lua error (the capture ended). */
 static tide_graph *capture(lua_State *L, tide_tensor **ins, int n, const uint32_t *masks)
 {
@@ -145,7 +202,8 @@ static int f_export(lua_State *L)
     const char *path = luaL_checkstring(L, 3);
     int opts = lua_isnoneornil(L, 4) ? 0 : 4;
     if (opts) {
-        static const char *const keys[] = {"dynamic", "input_names", "output_names", NULL};
+        static const char *const keys[] = {"dynamic", "input_names", "output_names",
+                                           "metadata", NULL};
         luaL_checktype(L, 4, LUA_TTABLE);
         lt_checkkeys(L, 4, "export", keys);
     }
@@ -167,13 +225,16 @@ static int f_export(lua_State *L)
     char why[120];
     if (name_list(L, opts, "input_names", n, in_names, &inn, why, sizeof why) < 0)
         return luaL_error(L, "%s", why);
+    check_metadata(L, opts);
     tide_graph *g = capture(L, ins, n, masks);
     if (name_list(L, opts, "output_names", tide_graph_num_outputs(g), out_names, &outn, why,
                   sizeof why) < 0) {
         tide_graph_free(g);
         return luaL_error(L, "%s", why);
     }
-    tide_graph_save_options so = {inn, outn};
+    const char *meta[2 * EXPORT_MAX_META];
+    int nmeta = metadata(L, opts, meta);
+    tide_graph_save_options so = {inn, outn, nmeta, meta};
     int rc = tide_graph_save(g, path, &so);
     tide_graph_free(g);
     if (rc < 0)

@@ -71,6 +71,16 @@ static int model_index(lua_State *L)
         lua_pushcfunction(L, model_gc);
         return 1;
     }
+    if (!strcmp(key, "metadata")) {
+        int n = b->ops->num_meta ? b->ops->num_meta(b->m) : 0;
+        lua_createtable(L, 0, n);
+        for (int i = 0; i < n; i++) {
+            const char *k = b->ops->meta_key(b->m, i);
+            lua_pushstring(L, b->ops->meta(b->m, k));
+            lua_setfield(L, -2, k);
+        }
+        return 1;
+    }
     if (!names && !infos)
         return 0;
     bool output = key[0] == 'o';

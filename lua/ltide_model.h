@@ -6,6 +6,7 @@
  *   model.input_names, model.output_names   (lists of names)
  *   model.inputs, model.outputs             ({name=, dtype=, shape={...}} each; a free dim is
  *                                            its name, or -1 when unnamed)
+ *   model.metadata                          ({key = value} strings, where the model has them)
  *   model:close()
  */
 #ifndef LTIDE_MODEL_H
@@ -23,6 +24,10 @@ typedef struct lt_model_ops {
                 const char **dims);
     int (*run)(void *m, tide_tensor *const *ins, int nin, tide_tensor **outs);
     void (*close)(void *m);
+    /* string metadata: its count and key i's; the value of a key (NULL: the model has none) */
+    int (*num_meta)(const void *m);
+    const char *(*meta_key)(const void *m, int i);
+    const char *(*meta)(const void *m, const char *key);
 } lt_model_ops;
 
 /* Pushes a model object owning m (closed by its __gc). m NULL: raises tide's error, naming

@@ -35,7 +35,7 @@ static int onnx_run(void *m, tide_tensor *const *ins, int nin, tide_tensor **out
 static void onnx_close(void *m) { tide_onnx_close(m); }
 
 static const lt_model_ops onnx_ops = {"onnx model", onnx_num_io, onnx_name, onnx_info,
-                                      onnx_run,     onnx_close};
+                                      onnx_run,     onnx_close, NULL, NULL, NULL};
 
 /* The device option of a load's options table at arg (NULL: the default). */
 const char *lt_device_option(lua_State *L, int arg, const char *who)

@@ -75,7 +75,8 @@ static void test_round_trip(void)
     tide_graph *g = capture(6, 0);
     CHECK(g, "capture: %s", tide_last_error());
     const char *names[1] = {"pixels"}, *outs[1] = {"logp"};
-    tide_graph_save_options o = {names, outs};
+    const char *meta[4] = {"model", "mlp", "accuracy", "0.8512"};
+    tide_graph_save_options o = {names, outs, 2, meta};
     CHECK(tide_graph_save(g, path, &o) == 0, "save: %s", tide_last_error());
     tide_graph *l = tide_graph_load(path, NULL);
     CHECK(l, "load: %s", tide_last_error());
@@ -83,6 +84,9 @@ static void test_round_trip(void)
         return;
     CHECK(!strcmp(tide_graph_input_name(l, 0), "pixels") &&
               !strcmp(tide_graph_output_name(l, 0), "logp"), "names");
+    CHECK(tide_graph_num_metadata(l) == 2 && !strcmp(tide_graph_metadata_key(l, 1), "accuracy") &&
+              !strcmp(tide_graph_metadata(l, "accuracy"), "0.8512") &&
+              tide_graph_metadata(l, "epochs") == NULL, "metadata");
     int64_t shape[8];
     int ndim;
     tide_dtype dt;
@@ -102,6 +106,12 @@ static void test_round_trip(void)
         CHECK(same_bits(a, b), "loaded graph vs saved graph, run %d", k);
         CHECK(same_bits(want, b), "loaded graph vs eager, run %d", k);
         tide_release(x);
+        /* a static graph's declared sizes hold: another batch is an error naming the dim */
+        tide_tensor *x2 = pattern(k + 1, 12, 2.0f, 50 + k), *b2 = NULL;
+        CHECK(tide_graph_run(l, &x2, 1, &b2) < 0 && strstr(tide_last_error(), "input 0") &&
+                  strstr(tide_last_error(), "dim 0 is not dynamic"), "static graph at batch "
+              "%d: %s", k + 1, tide_last_error());
+        tide_release(x2);
         tide_release(a);
         tide_release(b);
         tide_release(want);
@@ -124,8 +134,9 @@ static void test_dynamic(void)
     int ndim;
     CHECK(tide_graph_input_info(l, 0, NULL, &ndim, shape, 8) == 0 && shape[0] == -1 &&
               shape[1] == 12, "the dynamic dim is declared free");
-    int64_t sizes[] = {2, 3, 31, 128};
-    for (int k = 0; k < 4; k++) {
+    /* 1 is no size of the dynamic plan (broadcasting): a plan of its own, from the file */
+    int64_t sizes[] = {2, 3, 31, 128, 1};
+    for (int k = 0; k < 5; k++) {
         tide_tensor *x = pattern(sizes[k], 12, 1.5f, 20 + k), *b = NULL;
         tide_tensor *want = forward(x);
         CHECK(tide_graph_run(l, &x, 1, &b) == 0, "batch %lld: %s", (long long)sizes[k],
