@@ -20,7 +20,7 @@ local SCRIPT = "fashion_mnist.lua"
 -- ---- options ---------------------------------------------------------------------------------
 
 local USAGE = "usage: fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] "
-  .. "[--device cpu] [--limit N] [--test-limit N] [--checkpoint PATH] [--seed N] "
+  .. "[--device cpu] [--limit N] [--test-limit N] [--checkpoint PATH] [--export PATH] [--seed N] "
   .. "[--data DIR] [--autocast float32|bfloat16] [--eager] [--quiet] [--help]"
 local OPTIONS = [[
   --model mlp|cnn    MLP 784-512-256-10 (default) or a small CNN (2 conv+BN+pool, 2 linear)
@@ -33,6 +33,8 @@ local OPTIONS = [[
   --test-limit N     evaluate on the first N >= 1 test samples only
   --checkpoint PATH  where the model's state_dict goes (default fashion_mnist_<model>.safetensors);
                      checked to be writable before training starts
+  --export PATH      also write the trained model's forward pass (eval mode, logits) as a
+                     compiled graph file with a dynamic batch dim, for examples/embed
   --seed N           RNG seed, an integer (default 0)
   --data DIR         dataset folder (default /usr/share/datasets/fashion-mnist)
   --autocast DTYPE   float32 (default) or bfloat16: the training forward pass under
@@ -52,7 +54,8 @@ local args = cli.parse(arg, {
              data = data.FASHION_MNIST_ROOT, autocast = "float32" },
   numeric = { epochs = "count", batch_size = "count", lr = "positive", limit = "count",
               test_limit = "count", seed = "integer" },
-  strings = { model = true, device = true, checkpoint = true, data = true, autocast = true },
+  strings = { model = true, device = true, checkpoint = true, data = true, autocast = true,
+              export = true },
   flags = { eager = true, quiet = true },
 })
 if args.model ~= "mlp" and args.model ~= "cnn" then
@@ -73,6 +76,7 @@ do -- the device must exist: a clear error now rather than in the middle of trai
 end
 -- the checkpoint is written after training: find out now that it can be written
 cli.check_writable(SCRIPT, args.checkpoint, "--checkpoint")
+if args.export then cli.check_writable(SCRIPT, args.export, "--export") end
 
 tide.manual_seed(args.seed)
 local tty = tide.isatty(io.stdout)
@@ -99,7 +103,8 @@ local function prepare(images)
   return x:reshape(images:size(1), 1, 28, 28)
 end
 local train_set = data.TensorDataset(prepare(train_raw.images), train_raw.labels)
-local test_set = data.TensorDataset(prepare(test_raw.images), test_raw.labels)
+local test_x = prepare(test_raw.images)
+local test_set = data.TensorDataset(test_x, test_raw.labels)
 local loader = data.DataLoader(train_set, { batch_size = args.batch_size, shuffle = true,
                                             seed = args.seed })
 local test_loader = data.DataLoader(test_set, { batch_size = 1000 })
@@ -275,4 +280,20 @@ print(("checkpoint %s (%s model): reloaded, %s, test accuracy %.2f%%"):format(
   args.checkpoint, meta.model, same and "same weights" or "WEIGHTS DIFFER", 100 * acc2))
 if not same then
   os.exit(1)
+end
+
+-- ---- export ----------------------------------------------------------------------------------
+
+-- The forward pass in eval mode (BatchNorm with its running statistics) as one compiled graph
+-- with its weights, its batch dim dynamic: examples/embed runs it from C with no Lua and checks
+-- the accuracy recorded here.
+if args.export then
+  model:eval()
+  local example = to_device(test_x:narrow(1, 1, 2):contiguous()) -- any batch of 2 or more
+  tide.export(function(x) return model(x) end, { example }, args.export,
+              { dynamic = { [1] = { 1 } }, input_names = { "images" }, output_names = { "logits" },
+                metadata = { model = args.model, accuracy = ("%.4f"):format(acc),
+                             test_samples = #test_set } })
+  print(("exported %s: the %s model's forward pass with its weights"):format(args.export,
+                                                                           args.model))
 end

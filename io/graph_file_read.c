@@ -183,8 +183,10 @@ static int read_blobs(td_gf_cursor *m, td_graph_desc *d, blob_entry **blobs)
     if (!count_fits(m, n, 4) || !(d->ext_blob = td_calloc(n + 1, sizeof *d->ext_blob)))
         return -1;
     d->nexterns = (int)n;
-    for (uint32_t e = 0; e < n; e++)
-        d->ext_blob[e] = (int)td_gf_get_u32(m) - 1;
+    for (uint32_t e = 0; e < n; e++) { /* stored as blob + 1, 0 for an input */
+        uint32_t v = td_gf_get_u32(m);
+        d->ext_blob[e] = v <= (uint32_t)d->nblobs ? (int)v - 1 : -2;
+    }
     return 0;
 }
 

@@ -110,18 +110,19 @@ check "hello.c built with pkg-config --static (libtide.a)" \
 check "hello (static) runs" "$tmp/hello_static"
 
 # examples/embed against the install: pkg-config, and find_package through its CMakeLists.txt.
-# A checkpoint made by the installed tide program (random weights: accuracy is not compared).
-cat > "$tmp/make_ckpt.lua" <<'EOF'
+# A graph file exported by the installed tide program (random weights: accuracy is not compared).
+cat > "$tmp/make_graph.lua" <<'EOF'
 local tide = require "tide"
 local nn = require "tide.nn"
 tide.manual_seed(1)
 local m = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
                         nn.Linear(256, 10))
-tide.save(arg[1], m:state_dict(), { model = "mlp" })
-print("saved")
+tide.export(function(x) return m(x) end, { tide.zeros(2, 784) }, arg[1],
+            { dynamic = { [1] = { 1 } }, metadata = { model = "mlp" } })
+print("exported")
 EOF
 if [ -d "$src/lua/tide" ]; then
-  check "the installed tide program writes a checkpoint" "$prefix/bin/tide" "$tmp/make_ckpt.lua" "$tmp/m.safetensors"
+  check "the installed tide program exports a graph" "$prefix/bin/tide" "$tmp/make_graph.lua" "$tmp/m.tgraph"
 fi
 check "embed.c built with pkg-config" cc_pc "$tmp/embed_pc" "$src/examples/embed/embed.c" --libs
 cmake_args=(-DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release)
@@ -136,12 +137,12 @@ check "examples/embed configured with find_package(tide), tide::tide (shared)" \
 check "examples/embed built against libtide.so" cmake --build "$tmp/embed_shared"
 check "that build links the installed libtide.so" bash -c "ldd '$tmp/embed_shared/embed' | grep -q '$libdir/libtide.so'"
 dataset=${TIDE_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-if [ -e "$tmp/m.safetensors" ] && [ -e "$dataset/t10k-images-idx3-ubyte.gz" ]; then
-  check "embed (pkg-config build) classifies 100 images" "$tmp/embed_pc" --limit 100 --data "$dataset" "$tmp/m.safetensors"
-  check "embed (find_package build) classifies 100 images" "$tmp/embed_build/embed" --limit 100 --data "$dataset" "$tmp/m.safetensors"
-  check "embed (find_package, shared) classifies 100 images" "$tmp/embed_shared/embed" --limit 100 --data "$dataset" "$tmp/m.safetensors"
+if [ -e "$tmp/m.tgraph" ] && [ -e "$dataset/t10k-images-idx3-ubyte.gz" ]; then
+  check "embed (pkg-config build) classifies 100 images" "$tmp/embed_pc" --limit 100 --data "$dataset" "$tmp/m.tgraph"
+  check "embed (find_package build) classifies 100 images" "$tmp/embed_build/embed" --limit 100 --data "$dataset" "$tmp/m.tgraph"
+  check "embed (find_package, shared) classifies 100 images" "$tmp/embed_shared/embed" --limit 100 --data "$dataset" "$tmp/m.tgraph"
 else
-  echo "skip: running embed (no checkpoint or no dataset at $dataset)"
+  echo "skip: running embed (no graph file or no dataset at $dataset)"
 fi
 
 # The stock interpreter finds the installed module (paths point at the temporary prefix; with
