@@ -2,8 +2,8 @@
  * graph_file.h — what the writer and the reader of graph files share (docs/export.md has the
  * layout): the header, and the little-endian fields of the meta section. A graph file is a
  * 64-byte header, a meta section (names, nodes, externs, blobs) and a data section of blobs,
- * each 64-byte aligned so a mapped file gives aligned tensors. Checksums (CRC-32, zlib's) cover
- * the header, the meta section and each blob.
+ * each 64-byte aligned so a mapped file gives aligned tensors. Checksums (CRC-32C) cover the
+ * header, the meta section and each blob.
  */
 #ifndef TIDE_IO_GRAPH_FILE_H
 #define TIDE_IO_GRAPH_FILE_H
@@ -25,8 +25,10 @@ typedef struct td_graph_header {
  * CRC, and the CRC of the 56 bytes before it. */
 void td_graph_header_write(const td_graph_header *h, uint8_t out[TD_GRAPH_HEADER]);
 
-/* CRC-32 (zlib's) of n bytes, any n. */
+/* CRC-32C of n bytes (the crc32 instruction where the CPU has SSE4.2, else a table: the same
+ * value either way). */
 uint32_t td_gf_crc(const void *p, size_t n);
+uint32_t td_gf_crc_table(const void *p, size_t n);
 
 /* Meta fields, appended to a buffer: unsigned and signed little-endian integers, doubles as
  * their bits, strings as a u32 length and bytes. */

@@ -4,21 +4,60 @@
  * a bounded cursor.
  */
 #include <string.h>
-#include <zlib.h>
+#include <pthread.h>
 
 #include "graph_file.h"
 
+/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): x86's crc32 instruction computes it
+ * 8 bytes at a time, about 10 times zlib's CRC-32 here (a 14 GB model's weights checked in
+ * seconds, not a quarter of a minute); a table serves CPUs without SSE4.2. */
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void make_crc_table(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+uint32_t td_gf_crc_table(const void *data, size_t n)
+{
+    pthread_once(&crc_once, make_crc_table);
+    const uint8_t *p = data;
+    uint32_t c = ~0u;
+    while (n--)
+        c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
+    return ~c;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc_sse42(const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    uint64_t c = ~0u;
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return ~c32;
+}
+#endif
+
 uint32_t td_gf_crc(const void *p, size_t n)
 {
-    uLong crc = crc32(0, Z_NULL, 0);
-    const Bytef *b = p;
-    while (n > 0) { /* zlib takes at most 4 GiB at a time */
-        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        crc = crc32(crc, b, chunk);
-        b += chunk;
-        n -= chunk;
-    }
-    return (uint32_t)crc;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("sse4.2"))
+        return crc_sse42(p, n);
+#endif
+    return td_gf_crc_table(p, n);
 }
 
 static void put_le(uint8_t *p, uint64_t v, int bytes)

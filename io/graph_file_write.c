@@ -1,7 +1,7 @@
 /*
  * graph_file_write.c — tide_graph_save: a compiled graph into one file (graph_file.h,
  * docs/export.md): its nodes, names and dynamic dims in the meta section, the tensors it
- * captured (weights) as aligned blobs in the data section, each with a CRC-32.
+ * captured (weights) as aligned blobs in the data section, each with a CRC-32C.
  */
 #include <stdlib.h>
 #include <string.h>

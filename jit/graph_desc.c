@@ -11,7 +11,7 @@
 
 #include "../core/device.h"
 #include "../core/tide_internal.h"
-#include "trace.h"
+#include "graph_desc.h"
 
 _Static_assert((int)TD_GN_EXTERN == (int)JN_EXTERN && (int)TD_GN_OP == (int)JN_OP &&
                    (int)TD_GN_VIEW == (int)JN_VIEW && (int)TD_GN_INPLACE == (int)JN_INPLACE,
@@ -144,198 +144,13 @@ int td_graph_describe(const tide_graph *g, td_graph_desc *d)
         td_graph_desc_free(d);
         return -1;
     }
-    return 0;
-}
-
-/* ---- checks ---------------------------------------------------------------------------- */
-
-static int bad_node(int k, const char *why, long long value)
-{
-    return td_error("load_graph: node %d is damaged: %s (%lld)", k, why, value);
-}
-
-/* The highest element a layout reaches past its offset, or -1 with the error set (a negative
- * stride, or sizes that overflow). Empty layouts reach nothing (0). */
-static int64_t layout_reach(int k, int ndim, const int64_t *shape, const int64_t *strides)
-{
-    int64_t reach = 0;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] == 0)
-            return 0;
-        if (strides[d] < 0 || strides[d] > ((int64_t)1 << 40) || shape[d] > ((int64_t)1 << 40))
-            return bad_node(k, "a stride out of range", (long long)strides[d]);
-        reach += (shape[d] - 1) * strides[d];
-        if (reach > ((int64_t)1 << 60))
-            return bad_node(k, "a layout past 2^60 elements", (long long)reach);
-    }
-    return reach;
-}
-
-/* Fields every node has: kind, op, dtype, rank, sizes, inputs before it. */
-static int check_fields(const td_graph_desc *d, int k)
-{
-    const td_graph_node *n = &d->nodes[k];
-    if (n->kind < TD_GN_EXTERN || n->kind > TD_GN_INPLACE)
-        return bad_node(k, "an unknown kind", n->kind);
-    if (n->kind != TD_GN_EXTERN && (n->op < 0 || n->op >= TIDE_NUM_OPS))
-        return bad_node(k, "an unknown op", n->op);
-    if (n->dtype < 0 || n->dtype >= TIDE_NUM_DTYPES)
-        return bad_node(k, "an unknown dtype", n->dtype);
-    if (n->ndim < 0 || n->ndim > TIDE_MAX_DIMS)
-        return bad_node(k, "a rank past tide's", n->ndim);
-    if (n->nin < 0 || n->nin > JIT_MAX_IN || (n->kind == TD_GN_EXTERN && n->nin != 0))
-        return bad_node(k, "a count of inputs out of range", n->nin);
-    if (n->attrs.nints < 0 || n->attrs.nints > 2 * TIDE_MAX_DIMS)
-        return bad_node(k, "a count of attributes out of range", n->attrs.nints);
-    int64_t numel = 1;
-    for (int i = 0; i < n->ndim; i++) {
-        if (n->shape[i] < 0 || n->shape[i] > ((int64_t)1 << 40))
-            return bad_node(k, "a size out of range", (long long)n->shape[i]);
-        numel = n->shape[i] ? numel * n->shape[i] : 0;
-        if (numel > ((int64_t)1 << 40))
-            return bad_node(k, "more elements than a tensor holds", (long long)numel);
-    }
-    for (int j = 0; j < n->nin; j++)
-        if (n->in[j] < 0 || n->in[j] >= k)
-            return bad_node(k, "an input that is not an earlier node", n->in[j]);
-    return 0;
-}
-
-/* An EXTERN: inputs are nodes 0..ninputs-1 in order (a capture makes them first); a captured
- * tensor has the node's dtype and layout. */
-static int check_extern(const td_graph_desc *d, int k, char *seen)
-{
-    const td_graph_node *n = &d->nodes[k];
-    if (n->ext < 0 || n->ext >= d->nexterns || seen[n->ext])
-        return bad_node(k, "an extern index out of range or given twice", n->ext);
-    seen[n->ext] = 1;
-    if ((k < d->ninputs) != (n->ext < d->ninputs) || (k < d->ninputs && n->ext != k))
-        return bad_node(k, "inputs are not the first nodes in order", n->ext);
-    int64_t reach = layout_reach(k, n->ndim, n->shape, n->strides);
-    if (reach < 0 || n->ext < d->ninputs)
-        return reach < 0 ? -1 : 0;
-    int b = d->ext_blob[n->ext];
-    if (b < 0 || b >= d->nblobs)
-        return bad_node(k, "a captured tensor without a blob", b);
-    const tide_tensor *blob = d->blobs[b];
-    if (blob->dtype != n->dtype)
-        return bad_node(k, "a captured tensor of another dtype than its blob", n->dtype);
-    if (td_numel(n->ndim, n->shape) && (n->offset < 0 || n->offset + reach >= blob->shape[0]))
-        return bad_node(k, "a captured tensor past its blob's elements", (long long)n->offset);
-    return 0;
-}
-
-/* The elements a layout spans from its offset (0 when empty). */
-static int64_t layout_span(const td_graph_node *n)
-{
-    int64_t reach = 0;
-    for (int i = 0; i < n->ndim; i++)
-        reach += n->shape[i] ? (n->shape[i] - 1) * n->strides[i] : 0;
-    return td_numel(n->ndim, n->shape) ? reach + 1 : 0;
-}
-
-/* The elements a node's value spans from its root's start: what views of it may reach (a
- * captured tensor's blob past its offset). */
-static int64_t node_extent(const td_graph_desc *d, const td_graph_node *n)
-{
-    if (n->kind != TD_GN_EXTERN || n->ext < d->ninputs)
-        return layout_span(n);
-    return d->blobs[d->ext_blob[n->ext]]->shape[0] - n->offset;
-}
-
-/* A view: its root is an earlier EXTERN or OP of its dtype, its input has that root, and its
- * layout stays inside the root's elements. */
-static int check_view(const td_graph_desc *d, int k)
-{
-    const td_graph_node *n = &d->nodes[k];
-    if (n->nin != 1 || n->root < 0 || n->root >= k)
-        return bad_node(k, "a view without one input and an earlier root", n->root);
-    const td_graph_node *r = &d->nodes[n->root], *src = &d->nodes[n->in[0]];
-    int src_root = src->kind == TD_GN_VIEW ? src->root : n->in[0];
-    if ((r->kind != TD_GN_EXTERN && r->kind != TD_GN_OP) || src_root != n->root ||
-        r->dtype != n->dtype)
-        return bad_node(k, "a view of another node than its input's root", n->root);
-    int64_t reach = layout_reach(k, n->ndim, n->shape, n->strides);
-    if (reach < 0)
-        return -1;
-    if (td_numel(n->ndim, n->shape) &&
-        (n->offset < 0 || n->offset + reach >= node_extent(d, r)))
-        return bad_node(k, "a view past its root's elements", (long long)n->offset);
-    return 0;
-}
-
-/* An op: contiguous, and the shape its op's rule gives on its inputs (where the jit has a rule:
- * jit_shape_rule). */
-static int check_op(jit_node *nodes, int k)
-{
-    jit_node *nd = &nodes[k];
-    int64_t strides[TIDE_MAX_DIMS];
-    td_contiguous_strides(nd->ndim, nd->shape, strides);
-    if (memcmp(strides, nd->strides, sizeof(int64_t) * nd->ndim) != 0)
-        return bad_node(k, "an op's result that is not contiguous", 0);
-    jit_node saved = *nd;
-    int rc = jit_shape_rule(nodes, k);
-    bool same = jit_same_shape(saved.ndim, saved.shape, nd->ndim, nd->shape);
-    *nd = saved;
-    if (rc < 0 || (rc == 0 && !same)) {
-        tide_clear_error();
-        return td_error("load_graph: node %d is damaged: %s does not give shape or take the "
-                        "operands it has there", k, tide_op_name((tide_op)saved.op));
+    if (jit_graph_check(d) < 0) { /* what a load would refuse is refused now */
+        char why[512];
+        snprintf(why, sizeof why, "%s", tide_last_error());
+        td_graph_desc_free(d);
+        return td_error("save_graph: %s", strncmp(why, "load_graph: ", 12) ? why : why + 12);
     }
     return 0;
-}
-
-/* The nodes as the jit holds them (for the shape rules). */
-static void to_jit_node(const td_graph_node *n, jit_node *nd)
-{
-    memset(nd, 0, sizeof *nd);
-    nd->kind = (uint8_t)n->kind;
-    nd->dtype = (uint8_t)n->dtype;
-    nd->ndim = (uint8_t)n->ndim;
-    nd->flags = (uint8_t)n->flags;
-    nd->op = n->op;
-    nd->nin = n->nin;
-    memcpy(nd->in, n->in, sizeof nd->in);
-    nd->root = n->root;
-    nd->ext = n->ext;
-    memcpy(nd->shape, n->shape, sizeof nd->shape);
-    memcpy(nd->strides, n->strides, sizeof nd->strides);
-    nd->offset = n->offset;
-    nd->attrs = n->attrs;
-}
-
-static int check_desc(const td_graph_desc *d)
-{
-    if (d->nnodes < d->ninputs || d->ninputs < 0 || d->nexterns < d->ninputs ||
-        d->noutputs < 0 || d->nnodes > (1 << 24))
-        return td_error("load_graph: the graph's counts are damaged (%d nodes, %d inputs, %d "
-                        "externs, %d outputs)", d->nnodes, d->ninputs, d->nexterns, d->noutputs);
-    char *seen = td_calloc((size_t)d->nexterns + 1, 1);
-    jit_node *nodes = td_calloc((size_t)d->nnodes + 1, sizeof *nodes);
-    int rc = seen && nodes ? 0 : td_error("load_graph: out of memory");
-    for (int k = 0; k < d->nnodes && rc == 0; k++) {
-        const td_graph_node *n = &d->nodes[k];
-        to_jit_node(n, &nodes[k]);
-        rc = check_fields(d, k);
-        if (rc == 0 && n->kind == TD_GN_EXTERN)
-            rc = check_extern(d, k, seen);
-        else if (rc == 0 && n->kind == TD_GN_VIEW)
-            rc = check_view(d, k);
-        else if (rc == 0 && n->kind == TD_GN_OP)
-            rc = check_op(nodes, k);
-        else if (rc == 0 && (n->nin < 1 || d->nodes[n->in[0]].kind == TD_GN_INPLACE))
-            rc = bad_node(k, "an in-place write without a destination", n->nin);
-    }
-    for (int e = 0; e < d->nexterns && rc == 0; e++)
-        if (!seen[e])
-            rc = td_error("load_graph: extern %d has no node", e);
-    for (int i = 0; i < d->noutputs && rc == 0; i++)
-        if (d->out_node[i] < 0 || d->out_node[i] >= d->nnodes)
-            rc = td_error("load_graph: output %d names node %d of %d", i, d->out_node[i],
-                          d->nnodes);
-    free(seen);
-    free(nodes);
-    return rc;
 }
 
 /* ---- building ------------------------------------------------------------------------------ */
@@ -343,7 +158,7 @@ static int check_desc(const td_graph_desc *d)
 /* A zero tensor on dev with the layout of EXTERN node n (a placeholder input). */
 static tide_tensor *placeholder(const td_graph_node *n, tide_device *dev)
 {
-    int64_t span = layout_span(n) + 1;
+    int64_t span = jit_graph_layout_span(n) + 1;
     tide_tensor *flat = tide_zeros_on(dev->name, 1, &span, (tide_dtype)n->dtype);
     if (!flat)
         return NULL;
@@ -409,6 +224,7 @@ static tide_graph *replay(const td_graph_desc *d, tide_tensor **ext, tide_device
     }
     tide_graph *g = NULL;
     if (tide_jit_begin_dynamic(ext, d->ninputs, d->dyn) == 0) {
+        jit_current->no_run = true;
         int k = 0;
         while (k < d->nnodes && (vals[k] = replay_node(d, k, vals, ext, dev)))
             k++;
@@ -430,7 +246,7 @@ static tide_graph *replay(const td_graph_desc *d, tide_tensor **ext, tide_device
 tide_graph *td_graph_build(const td_graph_desc *d, const char *device)
 {
     tide_device *dev = td_device_find("load_graph", device ? device : d->device);
-    if (!dev || check_desc(d) < 0)
+    if (!dev || jit_graph_check(d) < 0)
         return NULL;
     tide_tensor **ext = td_calloc((size_t)d->nexterns + 1, sizeof *ext);
     tide_tensor **moved = td_calloc((size_t)d->nblobs + 1, sizeof *moved);
@@ -460,126 +276,5 @@ tide_graph *td_graph_build(const td_graph_desc *d, const char *device)
         tide_release(moved[b]);
     free(ext);
     free(moved);
-    return g;
-}
-
-/* ---- re-planning for other input layouts ------------------------------------------------- */
-
-#define REPLAN_MAX 32
-
-typedef struct replanner {
-    td_graph_desc d;
-    char device[64];
-    pthread_mutex_t lock;
-    int n;
-    tide_graph *graphs[REPLAN_MAX];
-} replanner;
-
-void *td_graph_replanner_new(td_graph_desc *d, const char *device)
-{
-    replanner *r = td_calloc(1, sizeof *r);
-    if (!r) {
-        td_error("load_graph: out of memory");
-        return NULL;
-    }
-    r->d = *d;
-    memset(d, 0, sizeof *d);
-    snprintf(r->device, sizeof r->device, "%s", device);
-    pthread_mutex_init(&r->lock, NULL);
-    return r;
-}
-
-void td_graph_replanner_free(void *owner)
-{
-    replanner *r = owner;
-    if (!r)
-        return;
-    for (int i = 0; i < r->n; i++)
-        tide_graph_free(r->graphs[i]);
-    td_graph_desc_free(&r->d);
-    pthread_mutex_destroy(&r->lock);
-    free(r);
-}
-
-/* Input i against its node: rank and dtype, and each static dim, as saved. 0 or -1. */
-static int check_replan_input(const td_graph_desc *d, int i, const tide_tensor *t)
-{
-    const td_graph_node *n = &d->nodes[i];
-    char a[160], b[160];
-    if (t->ndim != n->ndim || t->dtype != n->dtype)
-        return td_error("tide_graph_run: input %d is %s with shape %s; the graph takes %s with "
-                        "%d dims", i, tide_dtype_name((tide_dtype)t->dtype),
-                        td_shape_str(a, sizeof a, t->ndim, t->shape),
-                        tide_dtype_name((tide_dtype)n->dtype), n->ndim);
-    for (int k = 0; k < n->ndim; k++)
-        if (!(d->dyn && (d->dyn[i] >> k & 1)) && t->shape[k] != n->shape[k])
-            return td_error("tide_graph_run: input %d has shape %s; the graph was saved with "
-                            "%s, and dim %d is not dynamic", i,
-                            td_shape_str(a, sizeof a, t->ndim, t->shape),
-                            td_shape_str(b, sizeof b, n->ndim, n->shape), k);
-    return 0;
-}
-
-/* A graph for the inputs' layouts: the nodes' shapes replayed at them (replay.c), built as a
- * static graph. */
-static tide_graph *build_at(const td_graph_desc *d, const char *device,
-                            tide_tensor *const *inputs)
-{
-    jit_node *cap = td_calloc((size_t)d->nnodes + 1, sizeof *cap);
-    jit_node *now = td_calloc((size_t)d->nnodes + 1, sizeof *now);
-    td_graph_node *out = td_calloc((size_t)d->nnodes + 1, sizeof *out);
-    tide_graph *g = NULL;
-    if (!cap || !now || !out) {
-        td_error("tide_graph_run: out of memory");
-        goto done;
-    }
-    for (int k = 0; k < d->nnodes; k++)
-        to_jit_node(&d->nodes[k], &cap[k]);
-    memcpy(now, cap, sizeof *now * (size_t)d->nnodes);
-    for (int i = 0; i < d->ninputs; i++) {
-        memcpy(now[i].shape, inputs[i]->shape, sizeof(int64_t) * inputs[i]->ndim);
-        memcpy(now[i].strides, inputs[i]->strides, sizeof(int64_t) * inputs[i]->ndim);
-    }
-    if (jit_replay_shapes(cap, now, d->nnodes, "tide_graph_run") < 0)
-        goto done;
-    for (int k = 0; k < d->nnodes; k++) {
-        out[k] = d->nodes[k];
-        memcpy(out[k].shape, now[k].shape, sizeof out[k].shape);
-        memcpy(out[k].strides, now[k].strides, sizeof out[k].strides);
-        out[k].offset = k < d->ninputs ? 0 : now[k].offset;
-        if (d->nodes[k].kind == TD_GN_EXTERN)
-            out[k].offset = d->nodes[k].offset;
-    }
-    td_graph_desc at = *d;
-    at.nodes = out;
-    at.dyn = NULL;
-    g = td_graph_build(&at, device);
-done:
-    free(cap);
-    free(now);
-    free(out);
-    return g;
-}
-
-tide_graph *td_graph_replan(void *owner, tide_tensor *const *inputs, int ninputs)
-{
-    replanner *r = owner;
-    if (ninputs != r->d.ninputs)
-        return td_error("tide_graph_run: the graph takes %d inputs; %d given", r->d.ninputs,
-                        ninputs), NULL;
-    for (int i = 0; i < ninputs; i++)
-        if (check_replan_input(&r->d, i, inputs[i]) < 0)
-            return NULL;
-    pthread_mutex_lock(&r->lock);
-    tide_graph *g = NULL;
-    for (int i = 0; i < r->n && !g; i++)
-        if (jit_graph_inputs_fit(r->graphs[i], inputs))
-            g = r->graphs[i];
-    if (!g && r->n == REPLAN_MAX)
-        td_error("tide_graph_run: %d input layouts already have plans of their own for this "
-                 "graph; export it with its varying dims dynamic", REPLAN_MAX);
-    else if (!g && (g = build_at(&r->d, r->device, inputs)))
-        r->graphs[r->n++] = g;
-    pthread_mutex_unlock(&r->lock);
     return g;
 }

@@ -107,7 +107,9 @@ static bool rule_can_read(const jit_node *nodes, int i)
     const jit_node *nd = &nodes[i];
     tide_op op = (tide_op)nd->op;
     const jit_node *a = nd->nin > 0 ? &nodes[nd->in[0]] : NULL;
-    int need = op == TIDE_OP_MATMUL || op == TIDE_OP_LINEAR_HALF || tide_op_is_binary(op) ? 2
+    int need = op == TIDE_OP_MATMUL || op == TIDE_OP_LINEAR_HALF || tide_op_is_binary(op) ||
+                       op == TIDE_OP_GATHER || op == TIDE_OP_INDEX_SELECT
+                   ? 2
                : op == TIDE_OP_WHERE                                                   ? 3
                                                                                        : 1;
     if (nd->nin < need)
@@ -125,8 +127,12 @@ static bool rule_can_read(const jit_node *nodes, int i)
         if ((same_rank && nodes[nd->in[j]].ndim != nd->ndim) ||
             (broadcast && nodes[nd->in[j]].ndim > nd->ndim))
             return false;
+    if (op == TIDE_OP_GATHER)
+        return nodes[nd->in[1]].ndim == nd->ndim;
+    if (op == TIDE_OP_INDEX_SELECT && a->ndim != nd->ndim)
+        return false;
     bool dims = jit_is_reduce(op) || op == TIDE_OP_ARGMAX || op == TIDE_OP_ARGMIN ||
-                op == TIDE_OP_CAT;
+                op == TIDE_OP_CAT || (op == TIDE_OP_INDEX_SELECT && a->ndim > 0);
     for (int k = 0; dims && k < (jit_is_reduce(op) ? nd->attrs.nints : 1); k++)
         if (nd->attrs.ints[k] < 0 || nd->attrs.ints[k] >= a->ndim)
             return false;
@@ -183,6 +189,14 @@ static int op_shape(const char *who, jit_node *nodes, const jit_node *cap, int i
                     return refuse(who, nodes, i, "its operands' sizes no longer match");
             nd->shape[dim] += b->shape[dim];
         }
+    } else if (op == TIDE_OP_GATHER) { /* the index's shape */
+        const jit_node *idx = &nodes[nd->in[1]];
+        memcpy(nd->shape, idx->shape, sizeof(int64_t) * idx->ndim);
+    } else if (op == TIDE_OP_INDEX_SELECT) { /* the input's, dim d as long as the index */
+        const jit_node *idx = &nodes[nd->in[1]];
+        memcpy(nd->shape, a->shape, sizeof(int64_t) * a->ndim);
+        if (a->ndim > 0)
+            nd->shape[nd->attrs.ints[0]] = td_numel(idx->ndim, idx->shape);
     } else {
         return 1;
     }

@@ -171,7 +171,7 @@ int jit_flush(jit_trace *tr, tide_tensor *const *forced, int nforced, tide_graph
         goto done;
     if (graph && capture_graph(tr, c, forced, nforced, outs, nouts, &g) < 0)
         goto done;
-    rc = run_segment(tr, c, outs, nouts);
+    rc = graph && tr->no_run ? 0 : run_segment(tr, c, outs, nouts);
 done:
     if (c && !g) /* a graph keeps the reference (tide_graph_free drops it) */
         jit_plan_release(c);

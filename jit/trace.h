@@ -61,6 +61,9 @@ typedef struct jit_trace {
      * plan from) */
     uint32_t *cap_dyn;
     jit_node *cap_probe;
+    /* a graph file's capture (graph_desc.c): compiled, not run at its end (its placeholder
+     * inputs hold no data: zeros are no valid indices) */
+    bool no_run;
 } jit_trace;
 
 
