@@ -24,7 +24,7 @@
 
 #include "tide.h"
 #include "../devices/cpu/cpu_blas.h"
-#include "cpu_isa.h"
+#include "bench_util.h"
 
 #define SLICES 9
 #define MIN_SLICE_SECONDS 0.05
@@ -46,25 +46,6 @@ static const layer LAYERS[] = {
     /* a decoder upsampling layer: 128 -> 64 channels, 4x4, stride 2, 28x28 -> 56x56, batch 8 */
     {"conv_transpose2d", 2, true, 8, 128, 64, {28, 28}, {4, 4}, 2, 1},
 };
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int compare_doubles(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof v[0], compare_doubles);
-    return 0.5 * (v[(n - 1) / 2] + v[n / 2]);
-}
 
 static tide_tensor *random_tensor(int ndim, const int64_t *shape, uint32_t seed)
 {
@@ -198,24 +179,6 @@ static bool run_layer(const layer *l)
     tide_release(b.x), tide_release(b.w), tide_release(b.g);
     free(b.a), free(b.b), free(b.c);
     return ok;
-}
-
-static void print_cpu_model(void)
-{
-    char line[256], model[256] = "unknown";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0) {
-            char *v = strchr(line, ':');
-            if (v) {
-                snprintf(model, sizeof model, "%s", v + 2);
-                model[strcspn(model, "\n")] = 0;
-            }
-            break;
-        }
-    if (f)
-        fclose(f);
-    printf("cpu_model: %s\n", model);
 }
 
 /* Arguments, if any, pick the layers whose names contain one of them. */

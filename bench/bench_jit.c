@@ -29,7 +29,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu_isa.h"
+#include "bench_util.h"
 #include "tensor.h"
 #include "tide.h"
 
@@ -340,25 +340,6 @@ static double worst_ulp(tide_tensor *(*op)(const tide_tensor *), int sigmoid, ui
     }
     tide_release(xt);
     return worst;
-}
-
-/* ---- the machine ---- */
-static void print_cpu_model(void)
-{
-    char line[256], model[256] = "unknown";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0) {
-            char *v = strchr(line, ':');
-            if (v) {
-                snprintf(model, sizeof model, "%s", v + 2);
-                model[strcspn(model, "\n")] = 0;
-            }
-            break;
-        }
-    if (f)
-        fclose(f);
-    printf("cpu_model: %s\n", model);
 }
 
 static bool same_values(tide_tensor *a, tide_tensor *b)

@@ -29,7 +29,7 @@
 
 #include "tide.h"
 #include "../devices/cpu/cpu_blas.h"
-#include "../devices/cpu/cpu_isa.h"
+#include "bench_util.h"
 
 #define MAX_CASES 32
 #define MAX_SLICES 64
@@ -41,27 +41,6 @@ typedef struct bench_case {
     tide_tensor *x;
     double slices[MAX_SLICES], cpu_slices[MAX_SLICES]; /* wall and process CPU s per call */
 } bench_case;
-
-static double clock_seconds(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double now_seconds(void) { return clock_seconds(CLOCK_MONOTONIC); }
-
-static int compare_doubles(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof v[0], compare_doubles);
-    return 0.5 * (v[(n - 1) / 2] + v[n / 2]);
-}
 
 /* Element i of every input: a multiplicative hash of i mapped to [-0.5, 0.5); bench_onnx_ort.py
  * computes the same values with numpy. */
@@ -148,25 +127,6 @@ static bool slice(bench_case *c, int s, double seconds)
     c->slices[s] = total / runs;
     c->cpu_slices[s] = (clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0) / runs;
     return true;
-}
-
-static void print_cpu_model(void)
-{
-    char line[256], model[256] = "unknown";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            const char *v = strchr(line, ':');
-            if (v) {
-                snprintf(model, sizeof model, "%s", v + 2);
-                model[strcspn(model, "\n")] = 0;
-            }
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
-    printf("cpu_model: %s\n", model);
 }
 
 /* GFLOP/s of a raw 512^3 td_blas_sgemm (median of 5 slices), the GEMM rate this machine gives

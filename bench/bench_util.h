@@ -34,8 +34,8 @@ static inline double median_of(double *v, int n)
     return 0.5 * (v[(n - 1) / 2] + v[n / 2]);
 }
 
-/* "cpu_model: ..." and "cpu_isa: ..." lines. */
-static inline void print_machine(void)
+/* The "cpu_model: ..." line. */
+static inline void print_cpu_model(void)
 {
     char line[256], model[256] = "unknown";
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -50,6 +50,12 @@ static inline void print_machine(void)
     if (f)
         fclose(f);
     printf("cpu_model: %s\n", model);
+}
+
+/* "cpu_model: ..." and "cpu_isa: ..." lines. */
+static inline void print_machine(void)
+{
+    print_cpu_model();
     printf("cpu_isa: %s\n", td_cpu_isa_name(td_cpu_isa()));
 }
 
