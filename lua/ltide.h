@@ -177,6 +177,8 @@ void lt_open_jit(lua_State *L, int mt, int methods, int module);
 /* tide.save/load, npy, idx, isatty; the embedded Lua modules (tide.nn ...) in package.preload */
 void lt_open_io(lua_State *L, int mt, int methods, int module);
 void lt_open_onnx(lua_State *L, int mt, int methods, int module);
+/* tide.profile(fn [, opts]) (ltide_profile.c) */
+void lt_open_profile(lua_State *L, int mt, int methods, int module);
 
 /* Pushes tostring(t) in PyTorch's layout. */
 void lt_pushtensorstring(lua_State *L, tide_tensor *t);
