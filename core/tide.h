@@ -994,6 +994,55 @@ TIDE_API tide_tensor *tide_normal(const tide_tensor *mean, const tide_tensor *st
 /* PyTorch's einsum: "ij,jk->ik", implicit output, "...", repeated indices (diagonals). */
 TIDE_API tide_tensor *tide_einsum(const char *equation, tide_tensor *const *xs, int n);
 
+/* ---- profiler (ops/profile.c, docs/profile.md) ----------------------------------------------
+ * While a profile runs, every eager kernel and every step of a compiled plan (a kernel, an
+ * in-place write, a fused group) is timed and recorded with its device, bytes moved and FLOPs.
+ * TIDE_PROFILE=path in the environment profiles a whole process (the Chrome trace to path, the
+ * table to stderr at exit). Off, it costs one predictable branch per op. */
+typedef struct tide_profile_row {
+    const char *name;   /* the primitive ("matmul") or fused group ("fused(mul+add)") */
+    const char *device; /* "cpu", "vulkan", ... */
+    const char *where;  /* the Lua source line that issued or traced it, or "" */
+    int64_t calls;
+    double total_ms, percent; /* percent of the profiled wall time */
+    int64_t bytes, flops;     /* summed over the calls */
+    double gbps, gflops;      /* achieved */
+    bool compute_bound;       /* FLOPs per byte above the machine's (sgemm / STREAM) */
+    double roofline;          /* achieved / the bound's reference (0..1), -1 off the CPU */
+} tide_profile_row;
+typedef struct tide_profile_event {
+    const char *name, *device, *where;
+    int tid;
+    double ts_us, dur_us; /* from the profile's start */
+    int64_t bytes, flops;
+} tide_profile_event;
+typedef struct tide_profile_summary {
+    double wall_ms;      /* from tide_profile_begin to tide_profile_end */
+    double kernel_ms;    /* the recorded events' time */
+    double stream_gbps;  /* STREAM triad of this process (the CPU's threads) */
+    double sgemm_gflops; /* a square float32 matmul through the CPU device */
+    char cpu[160];       /* the CPU model and ISA tier */
+    int nevents, nrows;
+} tide_profile_summary;
+/* Starts recording (clearing the last profile's results). -1 when a profile already runs. */
+TIDE_API int tide_profile_begin(void);
+/* Stops recording; the results stay until the next begin. -1 when none runs. */
+TIDE_API int tide_profile_end(void);
+TIDE_API bool tide_profile_active(void);
+/* The last profile's rows (sorted by total time) and events (in order), valid until the next
+ * tide_profile_begin; the count, or -1 while a profile runs. */
+TIDE_API int tide_profile_rows(const tide_profile_row **rows);
+TIDE_API int tide_profile_events(const tide_profile_event **events);
+TIDE_API int tide_profile_summarize(tide_profile_summary *s);
+/* The Chrome trace-event JSON of the last profile (chrome://tracing, ui.perfetto.dev). 0 or -1. */
+TIDE_API int tide_profile_write_trace(const char *path);
+/* The table as text (malloc'd; the caller frees it), or NULL with the error set. */
+TIDE_API char *tide_profile_table(void);
+/* The calling thread's source-line callback for eager ops (the Lua module sets it); where(ctx)
+ * returns "file:line" or NULL. NULL clears it. */
+TIDE_API void tide_profile_set_where(const char *(*where)(void *ctx), void *ctx);
+/* ---- end of profiler ---- */
+
 #ifdef __cplusplus
 }
 #endif

@@ -55,6 +55,7 @@ typedef struct jit_node {
     tide_attrs attrs;
     struct tide_device *device; /* where its tensor is */
     tide_tensor *stub; /* trace time: the tensor standing for this node (a reference) */
+    int where; /* traced while profiling: its source line (ops/profile.h), else 0 */
 } jit_node;
 
 /* ---- fusion groups -------------------------------------------------------------------------- */

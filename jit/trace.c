@@ -16,6 +16,7 @@
 
 #include "../core/log.h"
 #include "../core/rng.h"
+#include "../ops/profile.h"
 #include "trace.h"
 #include <time.h>
 
@@ -36,6 +37,14 @@ const char *jit_where(void)
         return w ? w : "";
     }
     return "";
+}
+
+/* While profiling: the traced code's source line (the session's callback), else the thread's
+ * (tide_profile_set_where), interned. */
+static int profile_where(jit_trace *tr)
+{
+    const char *w = tr->where ? tr->where(tr->where_ctx) : NULL;
+    return w && *w ? td_profile_intern(w) : td_profile_where();
 }
 
 void jit_map_clear(jit_trace *tr)
@@ -108,6 +117,8 @@ static jit_node *new_node(jit_trace *tr)
     nd->root = tr->n;
     nd->ext = -1;
     nd->epoch = tr->nwrites;
+    if (__builtin_expect(td_profiling(), 0)) /* the line the profiler's rows name */
+        nd->where = profile_where(tr);
     tr->n++;
     return nd;
 }

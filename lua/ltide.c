@@ -501,6 +501,7 @@ int luaopen_tide(lua_State *L)
     lt_open_onnx(L, mt, methods, module);
     lt_open_export(L, mt, methods, module);
     lt_open_dtype(L, mt, methods, module);
+    lt_open_profile(L, mt, methods, module); /* ltide_profile.c */
 
     set_dtype_names(L, module);
     lua_pushstring(L, TIDE_VERSION_STRING);

@@ -181,6 +181,8 @@ void lt_open_onnx(lua_State *L, int mt, int methods, int module);
 void lt_open_export(lua_State *L, int mt, int methods, int module);
 /* The device option of a load's options table at arg, {device = "cpu"} (NULL: none given). */
 const char *lt_device_option(lua_State *L, int arg, const char *who);
+/* tide.profile(fn [, opts]) (ltide_profile.c) */
+void lt_open_profile(lua_State *L, int mt, int methods, int module);
 
 /* Pushes tostring(t) in PyTorch's layout. */
 void lt_pushtensorstring(lua_State *L, tide_tensor *t);

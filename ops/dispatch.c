@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dispatch.h"
+#include "profile.h"
 #include "../autograd/autograd.h"
 #include "../core/log.h"
 
@@ -27,10 +28,9 @@ static int record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int
     return 0;
 }
 
-/* Inlined into td_dispatch: every eager op takes this path (the call showed in callgrind's
- * count per op). */
+/* The kernel of an eager op: its result allocated, then the device's run. */
 static inline __attribute__((always_inline)) tide_tensor *
-run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin, const tide_attrs *attrs)
+run_kernel(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin, const tide_attrs *attrs)
 {
     const char *name = thread_hooks.op_name ? thread_hooks.op_name : tide_op_name(op);
     tide_tensor *out = td_tensor_new(name, meta->device, meta->ndim, meta->shape, meta->dtype);
@@ -46,6 +46,54 @@ run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin, cons
     return out;
 }
 
+/* While profiling (ops/profile.h): the kernel timed, with its source line and cost. A device
+ * that queues kernels (Vulkan) is waited for before and after, so the time is the kernel's. */
+static __attribute__((noinline, cold)) tide_tensor *
+run_eager_profiled(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
+                   const tide_attrs *attrs)
+{
+    int where = td_profile_where();
+    td_profile_sync(meta->device);
+    double t0 = td_profile_now_us();
+    tide_tensor *out = run_kernel(op, meta, in, nin, attrs);
+    if (!out)
+        return NULL;
+    td_profile_sync(meta->device);
+    double dur = td_profile_now_us() - t0;
+    int64_t bytes, flops;
+    td_profile_kernel_cost(op, out, in, nin, &bytes, &flops);
+    td_profile_record(tide_op_name(op), meta->device, where, t0, dur, bytes, flops);
+    return out;
+}
+
+/* Inlined into td_dispatch: every eager op takes this path (the call showed in callgrind's
+ * count per op). Off, the profiler costs the one branch on its flag. */
+static inline __attribute__((always_inline)) tide_tensor *
+run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin, const tide_attrs *attrs)
+{
+    if (__builtin_expect(td_profiling(), 0))
+        return run_eager_profiled(op, meta, in, nin, attrs);
+    return run_kernel(op, meta, in, nin, attrs);
+}
+
+/* An in-place kernel (COPY, FILL) timed while profiling. */
+static __attribute__((noinline, cold)) int
+run_into_profiled(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
+                  const tide_attrs *attrs)
+{
+    int where = td_profile_where();
+    td_profile_sync(dst->device);
+    double t0 = td_profile_now_us();
+    if (dst->device->run(dst->device, op, dst, in, nin, attrs) < 0)
+        return -1;
+    td_profile_sync(dst->device);
+    double dur = td_profile_now_us() - t0;
+    int64_t bytes, flops;
+    td_profile_kernel_cost(op, dst, in, nin, &bytes, &flops);
+    td_profile_record(tide_op_name(op), dst->device, where, t0, dur, bytes, flops);
+    return 0;
+}
+
 tide_tensor *td_run_eager(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
                           const tide_attrs *attrs)
 {
@@ -56,7 +104,9 @@ int td_run_eager_into(tide_op op, tide_tensor *dst, tide_tensor *const *in, int 
                       const tide_attrs *attrs)
 {
     if (td_numel(dst->ndim, dst->shape) > 0 &&
-        dst->device->run(dst->device, op, dst, in, nin, attrs) < 0)
+        (__builtin_expect(td_profiling(), 0) ? run_into_profiled(op, dst, in, nin, attrs)
+                                             : dst->device->run(dst->device, op, dst, in, nin,
+                                                                attrs)) < 0)
         return -1;
     /* Tensors autograd saved from this storage are now stale (it checks at backward). */
     if (dst->storage)

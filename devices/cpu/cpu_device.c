@@ -2,6 +2,7 @@
  * cpu_device.c — the CPU device: host memory from the caching allocator, synchronous kernels,
  * and run(), which routes each primitive to its kernel.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "cpu_isa.h"
@@ -157,7 +158,30 @@ static tide_device *cpu_open(int index, char *why, size_t n)
     return &cpu_device;
 }
 
-static const td_device_provider cpu_provider = {.name = "cpu", .count = cpu_count, .open = cpu_open};
+/* The CPU's model (/proc/cpuinfo where there is one) and, as its type, the ISA tier the kernels
+ * run at: what tide.devices() shows and the profiler's header prints. */
+static int cpu_describe(int index, char *name, size_t n, const char **type)
+{
+    (void)index;
+    snprintf(name, n, "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon) {
+            snprintf(name, n, "%s", colon + 2 - (colon[1] != ' '));
+            name[strcspn(name, "\n")] = 0;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    *type = td_cpu_isa_name(td_cpu_isa());
+    return 0;
+}
+
+static const td_device_provider cpu_provider = {
+    .name = "cpu", .count = cpu_count, .open = cpu_open, .describe = cpu_describe};
 
 void td_register_device_cpu(void);
 void td_register_device_cpu(void) { td_device_register(&cpu_provider); }

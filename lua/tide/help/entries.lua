@@ -49,6 +49,7 @@ return {
   { "tide.help([x])", "prints a function's signature and description; help() lists the modules" },
   { "tide.jit(fn)", "a traced, fused and compiled version of fn (docs/jit.md)" },
   { "tide.jit_stats()", "counts of jit traces, hits, misses and graph breaks" },
+  { "tide.profile(fn [, {trace=, print=}])", "runs fn and returns the time per op and fused group, with Lua lines and roofline (docs/profile.md)" },
   { "tide.isatty([fd", "file]) | true when the stream (default stdout) is a terminal" },
   { "tide.clock()", "monotonic seconds, for timing" },
   -- ---- attributes and conversions
