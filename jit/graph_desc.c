@@ -155,11 +155,14 @@ int td_graph_describe(const tide_graph *g, td_graph_desc *d)
 
 /* ---- building ------------------------------------------------------------------------------ */
 
-/* A zero tensor on dev with the layout of EXTERN node n (a placeholder input). */
+/* A stand-in for input node n on dev: its layout over a one-element storage. A graph file's
+ * capture records ops and never runs them (jit_trace.no_run; a graph break is an error in a
+ * capture), so no element of it is read, and a file declaring huge inputs costs nothing to
+ * load: their memory is the caller's, at run time. */
 static tide_tensor *placeholder(const td_graph_node *n, tide_device *dev)
 {
-    int64_t span = jit_graph_layout_span(n) + 1;
-    tide_tensor *flat = tide_zeros_on(dev->name, 1, &span, (tide_dtype)n->dtype);
+    int64_t one = 1;
+    tide_tensor *flat = tide_empty_on(dev->name, 1, &one, (tide_dtype)n->dtype);
     if (!flat)
         return NULL;
     tide_tensor *t = td_tensor_view(flat, n->ndim, n->shape, n->strides, 0);

@@ -41,6 +41,7 @@ static int run_zeros(tide_graph *g, tide_tensor **outs, int max_outs)
     int nin = tide_graph_num_inputs(g), nout = tide_graph_num_outputs(g);
     if (nin > 16 || nout > max_outs)
         return 0;
+    int64_t total = 0; /* inputs a run would allocate: a file may declare any size */
     tide_tensor *ins[16] = {0}, *raw[16] = {0};
     int ok = 1;
     for (int i = 0; i < nin && ok; i++) {
@@ -48,9 +49,14 @@ static int run_zeros(tide_graph *g, tide_tensor **outs, int max_outs)
         int nd;
         int64_t shape[8];
         ok = tide_graph_input_info(g, i, &dt, &nd, shape, 8) == 0 && nd <= 8;
-        for (int d = 0; ok && d < nd; d++)
+        int64_t numel = 1;
+        for (int d = 0; ok && d < nd; d++) {
             shape[d] = shape[d] < 0 ? 2 : shape[d];
-        ok = ok && (ins[i] = tide_zeros(nd, shape, dt)) != NULL;
+            numel = shape[d] > (1 << 22) ? (1 << 23) : numel * shape[d];
+            numel = numel > (1 << 23) ? (1 << 23) : numel;
+        }
+        total += numel;
+        ok = ok && total <= (1 << 22) && (ins[i] = tide_zeros(nd, shape, dt)) != NULL;
     }
     ok = ok && tide_graph_run(g, ins, nin, raw) == 0;
     for (int k = 0; k < nout; k++) {
@@ -92,6 +98,10 @@ static int load_and_run(const char *path)
 
 int tide_fuzz_graph(const uint8_t *data, size_t size)
 {
+    /* a graph's intermediates may be declared huge: tide refuses them under this cap with an
+     * error, as it does any allocation past it */
+    if (tide_get_memory_limit() == 0 || tide_get_memory_limit() > ((size_t)256 << 20))
+        tide_set_memory_limit((size_t)256 << 20);
     int loaded = load_and_run(fuzz_write_temp(0, data, size));
     uint8_t *fixed = malloc(size + 1);
     FUZZ_REQUIRE(fixed, "out of memory");
@@ -100,6 +110,7 @@ int tide_fuzz_graph(const uint8_t *data, size_t size)
     if (size >= 64 && memcmp(fixed, data, 64) != 0)
         load_and_run(fuzz_write_temp(0, fixed, size));
     free(fixed);
+    tide_jit_cache_clear(); /* every input compiles plans of its own */
     return loaded;
 }
 
