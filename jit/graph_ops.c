@@ -5,8 +5,8 @@
  * (dims inside the rank, windows and strides positive) and the result's shape. replay.c's shape
  * rules check the shapes of the elementwise ops, reductions, matmul and cat on top of this.
  * Graph files hold the ops below: what inference of the nn layers traces to. Others (gradients,
- * random numbers, attention, quantized products, sorting) are refused by name until they get
- * rules here; tide_graph_save refuses them too, so an export fails, not a later load.
+ * random numbers, quantized and half products, sorting, top-k, cumsum) are refused by name
+ * until they get rules here; tide_graph_save refuses them too, so an export fails, not a later load.
  */
 #include <stdio.h>
 #include <string.h>
@@ -166,6 +166,39 @@ static int check_index(const node_ctx *c)
     return x->ndim || td_numel(idx->ndim, idx->shape) == 1 ? 0 : fault(c, "a 0-dim operand");
 }
 
+/* Attention (ops/attention.c): q [b.., L, E], k [b.., S, E], v [b.., S, Ev] with equal batch
+ * dims, an additive mask [b.., L, S] when ints[1] says so; the result packs the output and a
+ * row statistic: n * L * (Ev + 1) elements for n batch entries. */
+static int check_sdpa(const node_ctx *c)
+{
+    const td_graph_node *n = c->n;
+    bool masked = n->attrs.nints == 2 && n->attrs.ints[1] == 1;
+    if (n->nin != (masked ? 4 : 3) || n->attrs.nints != 2 || (n->attrs.ints[0] & ~1) ||
+        (n->attrs.ints[1] & ~1) || !all_dtype(c, 0, n->nin, n->dtype) || n->ndim != 1)
+        return fault(c, "attention takes q, k, v (and a mask) of its dtype, two flags, and "
+                        "gives one packed row");
+    const td_graph_node *q = in(c, 0), *k = in(c, 1), *v = in(c, 2);
+    int r = q->ndim;
+    if (r < 2 || k->ndim != r || v->ndim != r)
+        return fault(c, "q, k and v are not of one rank of at least 2");
+    int64_t batch = 1;
+    for (int d = 0; d < r - 2; d++) {
+        if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])
+            return fault(c, "q, k and v have other batch dims");
+        batch *= q->shape[d];
+    }
+    int64_t L = q->shape[r - 2], E = q->shape[r - 1], S = k->shape[r - 2], Ev = v->shape[r - 1];
+    if (k->shape[r - 1] != E || v->shape[r - 2] != S)
+        return fault(c, "k's width is not q's, or v's length is not k's");
+    if (masked) {
+        const td_graph_node *m = in(c, 3);
+        if (m->ndim != r || m->shape[r - 2] != L || m->shape[r - 1] != S ||
+            memcmp(m->shape, q->shape, sizeof(int64_t) * (size_t)(r - 2)) != 0)
+            return fault(c, "its mask is not [batch.., L, S]");
+    }
+    return n->shape[0] == batch * L * (Ev + 1) ? 0 : fault(c, "its packed result's length");
+}
+
 /* flip: dims inside the rank, the operand's shape and dtype (replay.c's rule checks the shape). */
 static int check_flip(const node_ctx *c)
 {
@@ -231,12 +264,14 @@ int jit_graph_check_op(const td_graph_node *nodes, int k)
         return check_index(&c);
     case TIDE_OP_FLIP:
         return check_flip(&c);
+    case TIDE_OP_SDPA:
+        return check_sdpa(&c);
     case TIDE_OP_IOTA:
         return c.n->nin == 0 ? 0 : fault(&c, "iota takes no operand");
     default:
         return td_error("load_graph: node %d runs %s, which graph files do not hold yet (they "
                         "hold elementwise ops, reductions, matmul, cat, conv2d, pooling, pad, "
-                        "gather, index_select, flip, iota, views and copies)", k,
+                        "gather, index_select, flip, attention, iota, views and copies)", k,
                         tide_op_name((tide_op)op));
     }
 }

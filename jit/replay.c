@@ -111,6 +111,7 @@ static bool rule_can_read(const jit_node *nodes, int i)
                        op == TIDE_OP_GATHER || op == TIDE_OP_INDEX_SELECT
                    ? 2
                : op == TIDE_OP_WHERE                                                   ? 3
+               : op == TIDE_OP_IOTA || op == TIDE_OP_RANDOM                            ? 0
                                                                                        : 1;
     if (nd->nin < need)
         return false;

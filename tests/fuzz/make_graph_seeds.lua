@@ -30,6 +30,11 @@ tide.export(function(x, y) return nn.functional.max_pool2d(conv(x), 2):reshape(2
 tide.export(function(x) return x:t():contiguous() * 2 + x:t() end, { tide.randn(3, 4) },
             dir .. "ok_views")
 
+local gpt = require "tide.models.gpt"
+local lm = gpt.GPT { vocab_size = 16, block_size = 8, n_layer = 1, n_head = 2, n_embd = 8 }
+lm:eval()
+tide.export(function(i) return lm(i) end, { tide.ones(2, 4):long() }, dir .. "ok_gpt")
+
 local good = read(dir .. "ok_mlp")
 write("bad_truncated", good:sub(1, #good - 7))
 write("bad_magic", "TIDEGRPX" .. good:sub(9))

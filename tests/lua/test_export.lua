@@ -94,6 +94,22 @@ H.test("embedding, layer norm, GELU, softmax: what a sequence model traces to", 
   os.remove(path)
 end)
 
+H.test("a small GPT's forward: attention, layer norms, GELU, the tied head", function()
+  local gpt = require "tide.models.gpt"
+  local lm = gpt.GPT { vocab_size = 32, block_size = 16, n_layer = 2, n_head = 2, n_embd = 16 }
+  lm:eval()
+  local path = tmp()
+  tide.export(function(i) return lm(i) end, { tide.ones(2, 8):long() }, path)
+  local g = tide.load_graph(path)
+  for k = 1, 2 do
+    local ids = (tide.rand(2, 8) * 31):floor():long() + 1
+    local want
+    tide.no_grad(function() want = lm(ids) end)
+    same_bits(g(ids), want, "gpt logits, run " .. k)
+  end
+  os.remove(path)
+end)
+
 H.test("weights are read from the file, not from the model that wrote it", function()
   local lin = nn.Linear(6, 3)
   local path = tmp()
