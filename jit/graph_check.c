@@ -106,6 +106,33 @@ static int64_t node_extent(const td_graph_desc *d, const td_graph_node *n)
     return d->blobs[d->ext_blob[n->ext]]->shape[0] - n->offset;
 }
 
+/* A view's attributes as replay.c's rules read them (a dynamic graph's shapes at other sizes):
+ * a permutation of its input's dims, a slice or select of one of them, an expand to at least
+ * its input's rank. */
+static int check_view_attrs(const td_graph_node *n, const td_graph_node *src, int k)
+{
+    const int64_t *a = n->attrs.ints;
+    if (n->op == TIDE_OP_PERMUTE) {
+        unsigned seen = 0;
+        if (n->attrs.nints != n->ndim || src->ndim != n->ndim)
+            return bad_node(k, "a permute that is no permutation of its input's dims", n->ndim);
+        for (int i = 0; i < n->ndim; i++) {
+            if (a[i] < 0 || a[i] >= n->ndim || (seen >> a[i] & 1))
+                return bad_node(k, "a permute that is no permutation of its input's dims", a[i]);
+            seen |= 1u << a[i];
+        }
+    } else if (n->op == TIDE_OP_SLICE || n->op == TIDE_OP_SELECT) {
+        bool slice = n->op == TIDE_OP_SLICE; /* ints: dim, start, end, step; dim, index */
+        if (n->attrs.nints < (slice ? 4 : 2) || a[0] < 0 || a[0] >= src->ndim ||
+            n->ndim != (slice ? src->ndim : src->ndim - 1) || a[1] < 0 ||
+            a[1] > src->shape[a[0]] || (slice && a[3] < 1))
+            return bad_node(k, "a slice or select outside its input", a[0]);
+    } else if (n->op == TIDE_OP_EXPAND && src->ndim > n->ndim) {
+        return bad_node(k, "an expand to fewer dims than its input's", n->ndim);
+    }
+    return 0;
+}
+
 /* A view: its root is an earlier EXTERN or OP of its dtype, its input has that root, and its
  * layout stays inside the root's elements. */
 static int check_view(const td_graph_desc *d, int k)
@@ -124,7 +151,7 @@ static int check_view(const td_graph_desc *d, int k)
     if (td_numel(n->ndim, n->shape) &&
         (n->offset < 0 || n->offset + reach >= node_extent(d, r)))
         return bad_node(k, "a view past its root's elements", (long long)n->offset);
-    return 0;
+    return check_view_attrs(n, src, k);
 }
 
 /* An op: contiguous, and the shape its op's rule gives on its inputs (where the jit has a rule:
