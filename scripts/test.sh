@@ -98,6 +98,7 @@ numeric_c=(
   onnx_conv
   onnx_shape_index
   onnx_nn
+  graph_file
 )
 numeric_lua=(
   ops
@@ -133,6 +134,7 @@ numeric_lua=(
   linalg_ops
   math
   onnx
+  export
 )
 numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?|onnx_conformance(_jit|_vulkan)?)$"
 for tier in $tiers; do
