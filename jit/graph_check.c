@@ -27,9 +27,9 @@ static int64_t layout_reach(int k, int ndim, const int64_t *shape, const int64_t
             return 0;
         if (strides[d] < 0 || strides[d] > ((int64_t)1 << 40) || shape[d] > ((int64_t)1 << 40))
             return bad_node(k, "a stride out of range", (long long)strides[d]);
+        if (strides[d] && shape[d] - 1 > (((int64_t)1 << 60) - reach) / strides[d])
+            return bad_node(k, "a layout past 2^60 elements", (long long)shape[d]);
         reach += (shape[d] - 1) * strides[d];
-        if (reach > ((int64_t)1 << 60))
-            return bad_node(k, "a layout past 2^60 elements", (long long)reach);
     }
     return reach;
 }
@@ -50,13 +50,13 @@ static int check_fields(const td_graph_desc *d, int k)
         return bad_node(k, "a count of inputs out of range", n->nin);
     if (n->attrs.nints < 0 || n->attrs.nints > 2 * TIDE_MAX_DIMS)
         return bad_node(k, "a count of attributes out of range", n->attrs.nints);
-    int64_t numel = 1;
+    int64_t product = 1; /* of the sizes other than 0: an empty shape's strides still count */
     for (int i = 0; i < n->ndim; i++) {
         if (n->shape[i] < 0 || n->shape[i] > ((int64_t)1 << 40))
             return bad_node(k, "a size out of range", (long long)n->shape[i]);
-        numel = n->shape[i] ? numel * n->shape[i] : 0;
-        if (numel > ((int64_t)1 << 40))
-            return bad_node(k, "more elements than a tensor holds", (long long)numel);
+        if (n->shape[i] && product > ((int64_t)1 << 40) / n->shape[i])
+            return bad_node(k, "more elements than a tensor holds", (long long)n->shape[i]);
+        product *= n->shape[i] ? n->shape[i] : 1;
     }
     for (int j = 0; j < n->nin; j++)
         if (n->in[j] < 0 || n->in[j] >= k || d->nodes[n->in[j]].kind == TD_GN_INPLACE)
