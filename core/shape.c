@@ -20,6 +20,17 @@ void td_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
     }
 }
 
+int64_t td_layout_span(int ndim, const int64_t *shape, const int64_t *strides)
+{
+    int64_t reach = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0)
+            return 0;
+        reach += (shape[i] - 1) * strides[i];
+    }
+    return reach + 1;
+}
+
 /* Row-major order with no gaps; size-1 dims may have any stride, and an empty tensor is
  * contiguous whatever its strides (PyTorch agrees on both). */
 bool td_is_contiguous(const tide_tensor *t)

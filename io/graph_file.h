@@ -30,6 +30,10 @@ void td_graph_header_write(const td_graph_header *h, uint8_t out[TD_GRAPH_HEADER
 uint32_t td_gf_crc(const void *p, size_t n);
 uint32_t td_gf_crc_table(const void *p, size_t n);
 
+/* A little-endian integer of `bytes` bytes (at most 8) read from p, or written to p. */
+uint64_t td_gf_le(const uint8_t *p, int bytes);
+void td_gf_put_le(uint8_t *p, uint64_t v, int bytes);
+
 /* Meta fields, appended to a buffer: unsigned and signed little-endian integers, doubles as
  * their bits, strings as a u32 length and bytes. */
 void td_gf_u8(td_io_buf *b, unsigned v);

@@ -60,30 +60,38 @@ uint32_t td_gf_crc(const void *p, size_t n)
     return td_gf_crc_table(p, n);
 }
 
-static void put_le(uint8_t *p, uint64_t v, int bytes)
+void td_gf_put_le(uint8_t *p, uint64_t v, int bytes)
 {
     for (int i = 0; i < bytes; i++)
         p[i] = (uint8_t)(v >> (8 * i));
+}
+
+uint64_t td_gf_le(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
 }
 
 void td_graph_header_write(const td_graph_header *h, uint8_t out[TD_GRAPH_HEADER])
 {
     memset(out, 0, TD_GRAPH_HEADER);
     memcpy(out, TD_GRAPH_MAGIC, 8);
-    put_le(out + 8, h->version, 4);
-    put_le(out + 12, TD_GRAPH_HEADER, 4);
-    put_le(out + 16, h->meta_offset, 8);
-    put_le(out + 24, h->meta_bytes, 8);
-    put_le(out + 32, h->data_offset, 8);
-    put_le(out + 40, h->data_bytes, 8);
-    put_le(out + 48, h->meta_crc, 4);
-    put_le(out + 56, td_gf_crc(out, 56), 4);
+    td_gf_put_le(out + 8, h->version, 4);
+    td_gf_put_le(out + 12, TD_GRAPH_HEADER, 4);
+    td_gf_put_le(out + 16, h->meta_offset, 8);
+    td_gf_put_le(out + 24, h->meta_bytes, 8);
+    td_gf_put_le(out + 32, h->data_offset, 8);
+    td_gf_put_le(out + 40, h->data_bytes, 8);
+    td_gf_put_le(out + 48, h->meta_crc, 4);
+    td_gf_put_le(out + 56, td_gf_crc(out, 56), 4);
 }
 
 static void put(td_io_buf *b, uint64_t v, int bytes)
 {
     uint8_t p[8];
-    put_le(p, v, bytes);
+    td_gf_put_le(p, v, bytes);
     td_io_buf_add(b, p, (size_t)bytes);
 }
 
@@ -111,9 +119,7 @@ static uint64_t get(td_gf_cursor *c, int bytes)
         c->failed = true;
         return 0;
     }
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)c->p[c->pos + (size_t)i] << (8 * i);
+    uint64_t v = td_gf_le(c->p + c->pos, bytes);
     c->pos += (size_t)bytes;
     return v;
 }

@@ -30,14 +30,6 @@ static void mapping_release(void *data, void *ctx)
     }
 }
 
-static uint64_t le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 static int read_header(const td_io_ctx *c, FILE *f, uint64_t size, td_graph_header *h)
 {
     uint8_t raw[TD_GRAPH_HEADER];
@@ -49,19 +41,19 @@ static int read_header(const td_io_ctx *c, FILE *f, uint64_t size, td_graph_head
     if (memcmp(raw, TD_GRAPH_MAGIC, 8) != 0)
         return td_io_error(c, "not a tide graph file (it does not start with %s; tide.export "
                               "writes them)", TD_GRAPH_MAGIC);
-    h->version = (uint32_t)le(raw + 8, 4);
+    h->version = (uint32_t)td_gf_le(raw + 8, 4);
     if (h->version > TD_GRAPH_VERSION)
         return td_io_error_code(c, TIDE_ERR_UNSUPPORTED, "graph file format version %u is "
                                 "newer than this tide reads (%u): load it with the tide that "
                                 "wrote it or a newer one", h->version, TD_GRAPH_VERSION);
-    if (le(raw + 56, 4) != td_gf_crc(raw, 56) || h->version == 0 ||
-        le(raw + 12, 4) != TD_GRAPH_HEADER)
+    if (td_gf_le(raw + 56, 4) != td_gf_crc(raw, 56) || h->version == 0 ||
+        td_gf_le(raw + 12, 4) != TD_GRAPH_HEADER)
         return td_io_error(c, "the header is damaged (its checksum or version does not hold)");
-    h->meta_offset = le(raw + 16, 8);
-    h->meta_bytes = le(raw + 24, 8);
-    h->data_offset = le(raw + 32, 8);
-    h->data_bytes = le(raw + 40, 8);
-    h->meta_crc = (uint32_t)le(raw + 48, 4);
+    h->meta_offset = td_gf_le(raw + 16, 8);
+    h->meta_bytes = td_gf_le(raw + 24, 8);
+    h->data_offset = td_gf_le(raw + 32, 8);
+    h->data_bytes = td_gf_le(raw + 40, 8);
+    h->meta_crc = (uint32_t)td_gf_le(raw + 48, 4);
     if (h->meta_offset != TD_GRAPH_HEADER || h->meta_bytes > size - TD_GRAPH_HEADER ||
         h->data_offset < TD_GRAPH_HEADER + h->meta_bytes || h->data_offset % TD_GRAPH_ALIGN ||
         h->data_offset > size || h->data_bytes > size - h->data_offset)

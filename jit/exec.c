@@ -85,7 +85,7 @@ static int run_group(exec_ctx *x, tide_tensor *arena, const jit_group *g)
     }
     jit_group bound; /* a symbolic group gets the run's sizes (group.h) */
     jit_bind_group(g, x->nodes, &bound);
-    double t0 = x->prof && rc == 0 ? jit_profile_start(x->c->device) : 0;
+    double t0 = x->prof && rc == 0 ? td_profile_kernel_start(x->c->device) : 0;
     if (rc == 0)
         rc = x->c->device->jit_run(x->c->device, &x->view, &bound, t);
     if (x->prof && rc == 0)
@@ -156,21 +156,23 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
             x.vals[st->node] = out;
             const tide_attrs *attrs = nd->op == TIDE_OP_RANDOM ? &rt_nodes[st->node].attrs
                                                                : &nd->attrs;
-            double t0 = x.prof ? jit_profile_start(dev) : 0;
+            double t0 = x.prof ? td_profile_kernel_start(dev) : 0;
             if (td_numel(nd->ndim, nd->shape) > 0 &&
                 (nd->op == TIDE_OP_TO ? td_copy_between_devices(out, in[0])
                                       : dev->run(dev, (tide_op)nd->op, out, in, nd->nin, attrs)) < 0)
                 goto done;
             if (x.prof)
-                jit_profile_kernel(c, nd, rt_nodes[st->node].where, out, in, nd->nin, t0);
+                td_profile_kernel_end(nd->op, dev, rt_nodes[st->node].where, out, in, nd->nin,
+                                      t0);
         } else { /* JS_INPLACE */
             tide_tensor *dst = in[0];
-            double t0 = x.prof ? jit_profile_start(dev) : 0;
+            double t0 = x.prof ? td_profile_kernel_start(dev) : 0;
             if (td_numel(dst->ndim, dst->shape) > 0 &&
                 dev->run(dev, (tide_op)nd->op, dst, in + 1, nd->nin - 1, &nd->attrs) < 0)
                 goto done;
             if (x.prof)
-                jit_profile_kernel(c, nd, rt_nodes[st->node].where, dst, in + 1, nd->nin - 1, t0);
+                td_profile_kernel_end(nd->op, dev, rt_nodes[st->node].where, dst, in + 1,
+                                      nd->nin - 1, t0);
             if (dst->storage)
                 dst->storage->version++;
         }

@@ -1,31 +1,16 @@
 /*
  * exec_profile.c — a plan's steps as the profiler sees them (ops/profile.h, docs/profile.md):
- * exec.c times each kernel, in-place write and fused group while profiling, and these record
- * it with the source line the trace kept per node and its cost. A group's bytes are its
- * operands read and its results written (what is kept inside it moves nothing); its FLOPs the
- * sum of its members', and its product's when it is one's epilogue.
+ * exec.c times each kernel and in-place write while profiling (td_profile_kernel_start/end, as
+ * the dispatcher does) and each fused group, which this records with the source line the trace
+ * kept for its first member and its cost. A group's bytes are its operands read and its results
+ * written (what is kept inside it moves nothing); its FLOPs the sum of its members', and its
+ * product's when it is one's epilogue.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "jit.h"
 #include "../ops/profile.h"
-
-double jit_profile_start(tide_device *dev)
-{
-    td_profile_sync(dev);
-    return td_profile_now_us();
-}
-
-void jit_profile_kernel(const jit_compiled *c, const jit_node *nd, int where, tide_tensor *out,
-                        tide_tensor *const *in, int nin, double t0)
-{
-    td_profile_sync(c->device);
-    double dur = td_profile_now_us() - t0;
-    int64_t bytes, flops;
-    td_profile_kernel_cost(nd->op, out, in, nin, &bytes, &flops);
-    td_profile_record(tide_op_name((tide_op)nd->op), c->device, where, t0, dur, bytes, flops);
-}
 
 static td_prof_shape shape_of(const jit_node *nd) { return (td_prof_shape){nd->ndim, nd->shape}; }
 

@@ -91,10 +91,7 @@ static int check_extern(const td_graph_desc *d, int k, char *seen)
 /* The elements a layout spans from its offset (0 when empty). */
 int64_t jit_graph_layout_span(const td_graph_node *n)
 {
-    int64_t reach = 0;
-    for (int i = 0; i < n->ndim; i++)
-        reach += n->shape[i] ? (n->shape[i] - 1) * n->strides[i] : 0;
-    return td_numel(n->ndim, n->shape) ? reach + 1 : 0;
+    return td_layout_span(n->ndim, n->shape, n->strides);
 }
 
 /* The elements a node's value spans from its root's start: what views of it may reach (a

@@ -60,15 +60,6 @@ static void describe_node(const jit_node *nd, const tide_device *dev, td_graph_n
     out->attrs = nd->attrs;
 }
 
-/* The elements past a tensor's offset that its layout reaches (0 when empty). */
-static int64_t tensor_span(const tide_tensor *t)
-{
-    int64_t reach = 0;
-    for (int i = 0; i < t->ndim; i++)
-        reach += t->shape[i] ? (t->shape[i] - 1) * t->strides[i] : 0;
-    return td_numel(t->ndim, t->shape) ? reach + 1 : 0;
-}
-
 /* The blobs: per storage the captured tensors read, the span [lo, hi) of its elements they
  * reach, as a 1-D view; each extern's node offset from its blob's start. */
 static int describe_blobs(const tide_graph *g, td_graph_desc *d)
@@ -85,10 +76,11 @@ static int describe_blobs(const tide_graph *g, td_graph_desc *d)
         int b = 0;
         while (b < d->nblobs && g->captured[first[b]]->storage != t->storage)
             b++;
+        int64_t end = t->offset + td_layout_span(t->ndim, t->shape, t->strides);
         if (b == d->nblobs) {
             first[d->nblobs++] = e;
             lo[b] = t->offset;
-            hi[b] = t->offset + tensor_span(t);
+            hi[b] = end;
         } else if (g->captured[first[b]]->dtype != t->dtype) {
             rc = td_error("save_graph: captured tensors %d and %d share storage as %s and %s; "
                           "a graph file keeps one dtype per storage", first[b], e,
@@ -96,7 +88,7 @@ static int describe_blobs(const tide_graph *g, td_graph_desc *d)
                           tide_dtype_name((tide_dtype)t->dtype));
         }
         lo[b] = t->offset < lo[b] ? t->offset : lo[b];
-        hi[b] = t->offset + tensor_span(t) > hi[b] ? t->offset + tensor_span(t) : hi[b];
+        hi[b] = end > hi[b] ? end : hi[b];
         d->ext_blob[e] = b;
     }
     for (int b = 0; b < d->nblobs && rc == 0; b++) {
@@ -235,8 +227,8 @@ static tide_graph *replay(const td_graph_desc *d, tide_tensor **ext, tide_device
             outs[i] = vals[d->out_node[i]];
         if (k == d->nnodes) {
             g = tide_jit_end(outs, d->noutputs);
-        } else if (jit_current) { /* the replay's error stays */
-            jit_session_free(jit_current);
+        } else { /* the replay's error stays */
+            tide_jit_cancel();
         }
     }
     for (int k = 0; k < d->nnodes; k++)

@@ -110,11 +110,6 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
 
 /* ---- profiling a plan's steps (exec_profile.c; ops/profile.h) ----------------------------- */
 
-/* The start of a timed step: a device that queues its kernels is waited for first. */
-double jit_profile_start(tide_device *dev);
-/* A kernel or in-place step (node nd, its source line where) run from t0: records it. */
-void jit_profile_kernel(const jit_compiled *c, const jit_node *nd, int where, tide_tensor *out,
-                        tide_tensor *const *in, int nin, double t0);
 /* A fused group run from t0 with the tensors of its slots (t, as run_group passes them). */
 void jit_profile_group(const jit_compiled *c, const jit_node *nodes, const jit_node *rt,
                        const jit_group *g, tide_tensor *const *t, double t0);

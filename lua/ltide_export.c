@@ -111,8 +111,9 @@ static int name_list(lua_State *L, int opts, const char *key, int n, const char 
     return 0;
 }
 
-/* opts.metadata ({key = value}, checked by check_metadata) as key, value pairs of strings, kept
- * alive by a table this leaves on the stack. Their count. */
+/* opts.metadata, {key = value} with string or number keys and values, as key, value pairs of
+ * strings kept alive by a table this leaves on the stack. Their count. Called before the
+ * capture: raising on another type, or past EXPORT_MAX_META entries, frees nothing. */
 static int metadata(lua_State *L, int opts, const char **pairs)
 {
     lua_newtable(L);
@@ -122,8 +123,16 @@ static int metadata(lua_State *L, int opts, const char **pairs)
             lua_pop(L, 1);
         return 0;
     }
+    if (!lua_istable(L, -1))
+        luaL_error(L, "export: metadata must be a table of strings, {key = value}");
     lua_pushnil(L);
-    while (lua_next(L, -2) && n < EXPORT_MAX_META) {
+    while (lua_next(L, -2)) {
+        int kt = lua_type(L, -2), vt = lua_type(L, -1);
+        if ((kt != LUA_TSTRING && kt != LUA_TNUMBER) || (vt != LUA_TSTRING && vt != LUA_TNUMBER))
+            luaL_error(L, "export: metadata keys and values must be strings or numbers, got %s "
+                          "= %s", lua_typename(L, kt), lua_typename(L, vt));
+        if (n == EXPORT_MAX_META)
+            luaL_error(L, "export: at most %d metadata entries", EXPORT_MAX_META);
         lua_pushvalue(L, -2); /* the key converted on a copy: lua_next needs it as it is */
         pairs[2 * n] = lua_tostring(L, -1);
         lua_rawseti(L, keep, 2 * n + 1);
@@ -133,30 +142,6 @@ static int metadata(lua_State *L, int opts, const char **pairs)
     }
     lua_pop(L, 1);
     return n;
-}
-
-/* opts.metadata is a table of at most EXPORT_MAX_META string or number keys and values. */
-static void check_metadata(lua_State *L, int opts)
-{
-    if (opts == 0 || lua_getfield(L, opts, "metadata") == LUA_TNIL) {
-        if (opts)
-            lua_pop(L, 1);
-        return;
-    }
-    if (!lua_istable(L, -1))
-        luaL_error(L, "export: metadata must be a table of strings, {key = value}");
-    int n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-        int kt = lua_type(L, -2), vt = lua_type(L, -1);
-        if ((kt != LUA_TSTRING && kt != LUA_TNUMBER) || (vt != LUA_TSTRING && vt != LUA_TNUMBER))
-            luaL_error(L, "export: metadata keys and values must be strings or numbers, got %s "
-                          "= %s", lua_typename(L, kt), lua_typename(L, vt));
-        if (++n > EXPORT_MAX_META)
-            luaL_error(L, "export: at most %d metadata entries", EXPORT_MAX_META);
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
 }
 
 /* Calls fn on the arguments inside a capture: the graph, or a Lua error (the capture ended). */
@@ -225,15 +210,14 @@ static int f_export(lua_State *L)
     char why[120];
     if (name_list(L, opts, "input_names", n, in_names, &inn, why, sizeof why) < 0)
         return luaL_error(L, "%s", why);
-    check_metadata(L, opts);
+    const char *meta[2 * EXPORT_MAX_META];
+    int nmeta = metadata(L, opts, meta);
     tide_graph *g = capture(L, ins, n, masks);
     if (name_list(L, opts, "output_names", tide_graph_num_outputs(g), out_names, &outn, why,
                   sizeof why) < 0) {
         tide_graph_free(g);
         return luaL_error(L, "%s", why);
     }
-    const char *meta[2 * EXPORT_MAX_META];
-    int nmeta = metadata(L, opts, meta);
     tide_graph_save_options so = {inn, outn, nmeta, meta};
     int rc = tide_graph_save(g, path, &so);
     tide_graph_free(g);

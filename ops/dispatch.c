@@ -53,16 +53,10 @@ run_eager_profiled(tide_op op, const td_meta *meta, tide_tensor *const *in, int 
                    const tide_attrs *attrs)
 {
     int where = td_profile_where();
-    td_profile_sync(meta->device);
-    double t0 = td_profile_now_us();
+    double t0 = td_profile_kernel_start(meta->device);
     tide_tensor *out = run_kernel(op, meta, in, nin, attrs);
-    if (!out)
-        return NULL;
-    td_profile_sync(meta->device);
-    double dur = td_profile_now_us() - t0;
-    int64_t bytes, flops;
-    td_profile_kernel_cost(op, out, in, nin, &bytes, &flops);
-    td_profile_record(tide_op_name(op), meta->device, where, t0, dur, bytes, flops);
+    if (out)
+        td_profile_kernel_end(op, meta->device, where, out, in, nin, t0);
     return out;
 }
 
@@ -82,15 +76,10 @@ run_into_profiled(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
                   const tide_attrs *attrs)
 {
     int where = td_profile_where();
-    td_profile_sync(dst->device);
-    double t0 = td_profile_now_us();
+    double t0 = td_profile_kernel_start(dst->device);
     if (dst->device->run(dst->device, op, dst, in, nin, attrs) < 0)
         return -1;
-    td_profile_sync(dst->device);
-    double dur = td_profile_now_us() - t0;
-    int64_t bytes, flops;
-    td_profile_kernel_cost(op, dst, in, nin, &bytes, &flops);
-    td_profile_record(tide_op_name(op), dst->device, where, t0, dur, bytes, flops);
+    td_profile_kernel_end(op, dst->device, where, dst, in, nin, t0);
     return 0;
 }
 

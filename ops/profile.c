@@ -125,6 +125,22 @@ int td_profile_where(void)
     return where_fn ? td_profile_intern(where_fn(where_ctx)) : 0;
 }
 
+double td_profile_kernel_start(tide_device *dev)
+{
+    td_profile_sync(dev);
+    return td_profile_now_us();
+}
+
+void td_profile_kernel_end(int op, tide_device *dev, int where, const tide_tensor *out,
+                           tide_tensor *const *in, int nin, double t0_us)
+{
+    td_profile_sync(dev);
+    double dur = td_profile_now_us() - t0_us;
+    int64_t bytes, flops;
+    td_profile_kernel_cost(op, out, in, nin, &bytes, &flops);
+    td_profile_record(tide_op_name((tide_op)op), dev, where, t0_us, dur, bytes, flops);
+}
+
 void td_profile_sync(tide_device *dev)
 {
     if (dev && !dev->host_buffers && dev->synchronize)

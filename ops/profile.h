@@ -29,6 +29,13 @@ void td_profile_sync(tide_device *dev);
 void td_profile_record(const char *name, const tide_device *dev, int where, double t0_us,
                        double dur_us, int64_t bytes, int64_t flops);
 
+/* A kernel timed from start to end, for the dispatcher and a plan's steps alike: start waits
+ * for dev's queue and returns the time; end waits again and records op (its result out, the
+ * destination of an in-place op; its operands in) with its cost and source line. */
+double td_profile_kernel_start(tide_device *dev);
+void td_profile_kernel_end(int op, tide_device *dev, int where, const tide_tensor *out,
+                           tide_tensor *const *in, int nin, double t0_us);
+
 /* ---- costs (profile_cost.c) ---- */
 typedef struct td_prof_shape {
     int ndim;

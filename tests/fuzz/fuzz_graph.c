@@ -8,31 +8,20 @@
  */
 #include "fuzz_common.h"
 
-uint32_t td_gf_crc(const void *p, size_t n); /* io/graph_file.h: the file's CRC-32C */
-
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
+/* io/graph_file.h: the file's CRC-32C and its little-endian fields */
+uint32_t td_gf_crc(const void *p, size_t n);
+uint64_t td_gf_le(const uint8_t *p, int bytes);
+void td_gf_put_le(uint8_t *p, uint64_t v, int bytes);
 
 /* The header's CRC and the meta section's made to hold (where the header places it inside). */
 static void fix_checksums(uint8_t *p, size_t n)
 {
     if (n < 64 || memcmp(p, "TIDEGRPH", 8) != 0)
         return;
-    uint64_t off = get_le(p + 16, 8), len = get_le(p + 24, 8);
+    uint64_t off = td_gf_le(p + 16, 8), len = td_gf_le(p + 24, 8);
     if (off == 64 && len <= n - 64)
-        put_le32(p + 48, td_gf_crc(p + 64, (size_t)len));
-    put_le32(p + 56, td_gf_crc(p, 56));
+        td_gf_put_le(p + 48, td_gf_crc(p + 64, (size_t)len), 4);
+    td_gf_put_le(p + 56, td_gf_crc(p, 56), 4);
 }
 
 /* Runs g on zeros of its declared inputs; outs receives its outputs (contiguous), or 0. */

@@ -190,6 +190,8 @@ H.test("wrong calls are errors", function()
            "inside")
   H.raises(function() tide.export(mlp_forward, { tide.randn(8, 20) }, path, { output_names = { 1 } }) end,
            "output_names must be a list of 1 names")
+  H.raises(function() tide.export(mlp_forward, { tide.randn(8, 20) }, path, { metadata = { a = {} } }) end,
+           "metadata keys and values must be strings or numbers, got string = table")
   H.raises(function() tide.export(function(x) return x + tide.rand(4) end, { tide.randn(4) }, path) end,
            "save_graph", "random, which graph files do not hold yet")
   -- after all of these, captures still work on this thread
