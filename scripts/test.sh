@@ -59,6 +59,7 @@ fi
 numeric_c=(
   vulkan_half
   half_cast
+  div_single
   jit_half
   elementwise
   half

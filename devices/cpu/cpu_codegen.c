@@ -87,25 +87,44 @@ typedef struct tile_pair {
     int ops[3];         /* slots passed to the kernel: op1's two operands, then op2's other */
     int cfirst;         /* that other operand is op2's first */
     td_ew_arith2_fn fn; /* the kernel */
+    /* or, for x - value then exp (softmax's rows): that kernel, reading ops[0] and the value */
+    td_ew_binary_fn sub_exp;
     /* a member in no pair may read a single value in place (single_value): the kernel (NULL
      * when not), the value's slot, and whether it is the kernel's first operand */
     td_ew_binary_fn one;
     int one_slot, one_afirst;
 } tile_pair;
 
-/* Whether member k can start a pair with the next member the tile loop runs; fills *p. */
-static bool fused_pair(const jit_plan *c, const jit_group *g, int k, tile_pair *p)
+/* The member the tile loop runs after member k (scalar members run once, before it) where that
+ * member alone reads k's value and the value goes nowhere else (no output, write-back, stream
+ * or splat), so the two may run as one kernel; else -1. */
+static int sole_next_reader(const jit_plan *c, const jit_group *g, int k)
 {
-    /* the next member the tile loop runs (scalar members run once, before it) */
     int next = k + 1;
     while (next < g->nmembers && g->slots[g->members[next]].vkind == JV_SCALAR)
         next++;
     if (next >= g->nmembers)
-        return false;
+        return -1;
     const jit_slot *s1 = &g->slots[g->members[k]], *s2 = &g->slots[g->members[next]];
     if (s1->vkind != JV_FULL || s2->vkind != JV_FULL || s1->output || s1->into >= 0 ||
         s1->stream >= 0 || s1->splat >= 0)
+        return -1;
+    for (int m = 0; m < g->nmembers; m++) {
+        const jit_node *nd = &c->nodes[g->slots[g->members[m]].node];
+        for (int j = 0; m != next && j < nd->nin; j++)
+            if (nd->in[j] == s1->node)
+                return -1;
+    }
+    return next;
+}
+
+/* Whether member k can start a pair with the next member the tile loop runs; fills *p. */
+static bool fused_pair(const jit_plan *c, const jit_group *g, int k, tile_pair *p)
+{
+    int next = sole_next_reader(c, g, k);
+    if (next < 0)
         return false;
+    const jit_slot *s1 = &g->slots[g->members[k]], *s2 = &g->slots[g->members[next]];
     const jit_node *n1 = &c->nodes[s1->node], *n2 = &c->nodes[s2->node];
     if (n1->op < TIDE_OP_ADD || n1->op > TIDE_OP_DIV || n2->op < TIDE_OP_ADD ||
         n2->op > TIDE_OP_DIV || n1->nin != 2 || n2->nin != 2)
@@ -118,12 +137,6 @@ static bool fused_pair(const jit_plan *c, const jit_group *g, int k, tile_pair *
             return false;
     if ((n2->in[0] == s1->node) == (n2->in[1] == s1->node))
         return false; /* op2 must read op1's value exactly once */
-    for (int m = 0; m < g->nmembers; m++) {
-        const jit_node *nd = &c->nodes[g->slots[g->members[m]].node];
-        for (int j = 0; m != next && j < nd->nin; j++)
-            if (nd->in[j] == s1->node)
-                return false;
-    }
     p->second = next;
     p->cfirst = n2->in[1] == s1->node;
     p->ops[0] = jit_slot_of(g, n1->in[0]);
@@ -157,6 +170,27 @@ static void single_value(const jit_plan *c, const jit_group *g, int k, tile_pair
     p->one = ew_table()->scalar[dt == TIDE_FLOAT64][nd->op - TIDE_OP_ADD][p->one_afirst];
 }
 
+/* Member k, a float32 x - value (single_value), with an exp that alone reads it next: one
+ * kernel for both (exp(x - max), softmax's), filling p->second and p->sub_exp. */
+static bool sub_then_exp(const jit_plan *c, const jit_group *g, int k, tile_pair *p)
+{
+    const jit_node *n1 = &c->nodes[g->slots[g->members[k]].node];
+    if (!p->one || n1->op != TIDE_OP_SUB || p->one_afirst || n1->dtype != TIDE_FLOAT32)
+        return false;
+    int next = sole_next_reader(c, g, k);
+    if (next < 0)
+        return false;
+    const jit_node *n2 = &c->nodes[g->slots[g->members[next]].node];
+    if (n2->op != TIDE_OP_EXP || n2->dtype != TIDE_FLOAT32 ||
+        n2->in[0] != g->slots[g->members[k]].node)
+        return false;
+    p->second = next;
+    p->ops[0] = jit_slot_of(g, n1->in[0]);
+    p->ops[1] = p->one_slot;
+    p->sub_exp = ew_table()->sub_s_exp_f32;
+    return true;
+}
+
 /* The group's pairs, taken in program order: pairs[k].second >= 0 where member k starts one.
  * A member computed as a pair's second is stored, so it starts none (a third op would need a
  * kernel of its own). A member in no pair may be a single-value kernel (pairs[k].one). Planned
@@ -170,12 +204,16 @@ static tile_pair *plan_pairs(const jit_plan *c, const jit_group *g)
     for (int k = 0; k < g->nmembers; k++) {
         pairs[k].second = -1;
         pairs[k].one = NULL;
+        pairs[k].sub_exp = NULL;
         if (k == busy)
             continue;
         if (fused_pair(c, g, k, &pairs[k]))
             busy = pairs[k].second;
-        else
+        else {
             single_value(c, g, k, &pairs[k]);
+            if (sub_then_exp(c, g, k, &pairs[k]))
+                busy = pairs[k].second;
+        }
     }
     return pairs;
 }
@@ -476,7 +514,10 @@ static void emit_declarations(td_sbuf *b, const jit_plan *c, const jit_group *g,
              !pairs[k].one ? "" : pairs[k].one_afirst ? ", a one value" : ", b one value");
     }
     for (int k = 0; k < g->nmembers; k++)
-        if (pairs[k].second >= 0) {
+        if (pairs[k].sub_exp) {
+            td_emit(b, "extern void f%d(I n, void *o, const void *a, const void *b);"
+                        " /* sub then exp float32, b one value */\n", g->members[pairs[k].second]);
+        } else if (pairs[k].second >= 0) {
             /* the text names the kernel whole: groups with the same text share compiled code */
             const jit_node *n1 = &c->nodes[g->slots[g->members[k]].node];
             const jit_node *n2 = &c->nodes[g->slots[g->members[pairs[k].second]].node];
@@ -576,9 +617,11 @@ static void emit_row_kernels(td_sbuf *b, const jit_plan *c, const jit_group *g,
             emit_prefetch(b, g, nfull, kfull++);
         if (first >= 0) {
             td_emit(b, "        f%d(n, p%d", s, s);
-            for (int j = 0; j < 3; j++) {
+            int nops = pairs[first].sub_exp ? 2 : 3;
+            int in_place = pairs[first].sub_exp ? pairs[first].ops[1] : -1; /* the value */
+            for (int j = 0; j < nops; j++) {
                 td_emit(b, ", ");
-                operand(b, g, ms, pairs[first].ops[j], -1);
+                operand(b, g, ms, pairs[first].ops[j], in_place);
             }
             td_emit(b, "); /* %s then %s */\n",
                     tide_op_name((tide_op)c->nodes[g->slots[g->members[first]].node].op),
@@ -679,7 +722,8 @@ static void add_symbols(TCCState *s, const jit_plan *c, const jit_group *g, cons
         if (pairs[k].second >= 0) {
             char name[32];
             snprintf(name, sizeof name, "f%d", g->members[pairs[k].second]);
-            tcc_add_symbol(s, name, (const void *)pairs[k].fn);
+            tcc_add_symbol(s, name, pairs[k].sub_exp ? (const void *)pairs[k].sub_exp
+                                                     : (const void *)pairs[k].fn);
         }
 }
 

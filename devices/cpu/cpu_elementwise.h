@@ -45,6 +45,8 @@ typedef struct td_ew_kernels {
      * value is read once instead of from a buffer it was copied across, and each lane's result
      * is the binary kernel's. */
     td_ew_binary_fn scalar[2][TD_EW_ARITH2_OPS][2];
+    /* exp(a[i] - *b) in float32, bitwise the sub then exp kernels: the jit's rows (softmax) */
+    td_ew_binary_fn sub_s_exp_f32;
 } td_ew_kernels;
 
 /* One table per compile of cpu_elementwise_isa.c (see cpu_isa.h). */

@@ -65,7 +65,9 @@ void td_jit_gather(const jit_gather *d, void *dst, int64_t begin, int64_t n)
 /* Asks for the next tile of a direct operand (write: of a direct output) while this tile
  * computes: a tile's arithmetic leaves the memory bus idle and its first kernel would otherwise
  * wait for every line of it (perf showed the tanh chain's first and last kernels holding
- * almost half the time in loads and write misses). begin and n are in elements of es bytes;
+ * almost half the time in loads and write misses). Reads go to L2 (prefetcht1), not L1:
+ * softmax's fused rows ask for 16 KB at a time, and asked into L1 they held the kernels on the
+ * line-fill buffers (4096² at AVX2: 10% slower). begin and n are in elements of es bytes;
  * nothing past total is touched. */
 void td_jit_prefetch(const void *base, int64_t begin, int64_t n, int64_t total, int64_t es,
                      int write)
@@ -81,7 +83,7 @@ void td_jit_prefetch(const void *base, int64_t begin, int64_t n, int64_t total, 
             __builtin_prefetch((const void *)p, 1, 3);
     else
         for (p &= ~(uintptr_t)63; p < end; p += 64)
-            __builtin_prefetch((const void *)p, 0, 3);
+            __builtin_prefetch((const void *)p, 0, 2);
 }
 
 /* Copies a finished tile of a large output to memory with streaming (non-temporal) stores: a
