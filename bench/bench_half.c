@@ -6,9 +6,11 @@
  *   casts f32->bf16, bf16->f32, f32->f16, f16->f32 on 16M elements through tide_copy_ into a
  *   tensor made beforehand (the kernel; tide_cast also allocates, printed apart), as bytes
  *   moved per second over the faster of copy and triad (target >= 0.8);
- *   bf16 and f16 matmul 1024x1024 through tide (cast up, sgemm, cast down: ops/dispatch.c)
- *   against the same done directly: the same conversion kernels (devices/cpu/cpu_half.h) and
- *   OpenBLAS's sgemm split by rows over tide's pool (target >= 0.9);
+ *   bf16 and f16 matmul 1024x1024 through tide (bf16 on AMX tiles where the CPU has them at
+ *   this tier, else cast up, sgemm, cast down: ops/dispatch.c) against the same done directly:
+ *   the same conversion kernels (devices/cpu/cpu_half.h) and OpenBLAS's sgemm split by rows
+ *   over tide's pool (target >= 0.9), and against that sgemm alone on float32 operands (bf16
+ *   on tiles: target >= 1.5x);
  *   tanh(x*a+b)*sigmoid(x)+0.25 on 4M float16: eager against the jit (a trace session per call,
  *   as tide.jit does).
  * Every comparison alternates its contenders in slices and reports medians (the VM drifts).
@@ -24,6 +26,7 @@
 #include "../devices/cpu/cpu_blas.h"
 #include "../devices/cpu/cpu_half.h"
 #include "../devices/cpu/cpu_isa.h"
+#include "../devices/cpu/cpu_matmul_bf16.h"
 #include "tensor.h"
 #include "tide.h"
 
@@ -239,7 +242,7 @@ static void bench_matmul(void)
     for (int bf = 1; bf >= 0; bf--) {
         tide_tensor *h = tide_cast(x, bf ? TIDE_BFLOAT16 : TIDE_FLOAT16);
         const uint16_t *h16 = tide_data_ptr(h);
-        double tt[SLICES], td[SLICES];
+        double tt[SLICES], td[SLICES], ts[SLICES];
         for (int s = 0; s < SLICES; s++) {
             double t = now();
             tide_tensor *r = tide_matmul(h, h);
@@ -248,15 +251,26 @@ static void bench_matmul(void)
             t = now();
             direct_matmul(h16, h16, c16, a, b, c, bf);
             td[s] = now() - t;
+            gemm_arg g = {a, b, c}; /* float32 operands: what the product costs without casts */
+            t = now();
+            parallel(gemm_job, &g);
+            ts[s] = now() - t;
         }
         double flop = 2.0 * MM * MM * MM, gt = flop / median(tt, SLICES) / 1e9;
-        double gd = flop / median(td, SLICES) / 1e9;
+        double gd = flop / median(td, SLICES) / 1e9, gs = flop / median(ts, SLICES) / 1e9;
         const char *name = bf ? "matmul_bf16_1024" : "matmul_f16_1024";
-        printf("%s_tide: %.1f GFLOP/s\n", name, gt);
+        bool tiles = bf && td_cpu_bf16_tiles();
+        printf("%s_tide: %.1f GFLOP/s (%s)\n", name, gt,
+               tiles ? "AMX bf16 tiles" : "cast up, sgemm, cast down");
         printf("%s_convert_sgemm: %.1f GFLOP/s (this tier's conversion kernels + OpenBLAS sgemm "
                "by rows on %d threads)\n", name, gd, tide_get_num_threads());
+        printf("%s_sgemm_f32: %.1f GFLOP/s (OpenBLAS sgemm alone on float32 operands)\n", name,
+               gs);
         printf("%s_target: %.2f of convert-and-sgemm (target >= 0.9: %s)\n", name, gt / gd,
                gt / gd >= 0.9 ? "met" : "NOT met");
+        if (tiles)
+            printf("%s_vs_sgemm_target: %.2f x sgemm (target >= 1.5 where the CPU multiplies "
+                   "bfloat16 natively: %s)\n", name, gt / gs, gt / gs >= 1.5 ? "met" : "NOT met");
         tide_release(h);
     }
     tide_release(x);

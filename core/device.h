@@ -51,6 +51,10 @@ struct tide_device {
      * jit_group_after_write: a group may go on after a fused write-back (the device's code
      * reads each operand where it uses it, not up front). */
     bool (*jit_member)(tide_device *dev, int op, int dtype);
+    /* Whether run() takes op with every operand and the result of the 16-bit float dtype as
+     * they are (a kernel of its own, such as the CPU's bfloat16 matmul on AMX tiles); NULL or
+     * false: the dispatcher widens them to float32 around the op (ops/dispatch.c). */
+    bool (*takes_half)(tide_device *dev, int op, int dtype);
     int64_t (*jit_epilogue_rows)(tide_device *dev, const void *plan, int p);
     int (*jit_compile)(tide_device *dev, const void *plan, void *group, int index);
     int (*jit_run)(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t);

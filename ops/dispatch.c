@@ -109,9 +109,23 @@ int td_record_grad(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin
     return record_grad(op, out, in, nin, attrs);
 }
 
+/* Whether the device runs op itself on these half-precision operands (device.h, takes_half):
+ * the result and every operand of one 16-bit dtype, all on that device. */
+static bool device_takes_half(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin)
+{
+    tide_device *dev = meta->device;
+    if (!dev || !dev->takes_half || !td_dtype_is_half(meta->dtype))
+        return false;
+    for (int i = 0; i < nin; i++)
+        if (in[i]->dtype != meta->dtype || in[i]->device != dev)
+            return false;
+    return dev->takes_half(dev, op, (int)meta->dtype);
+}
+
 /* Whether op touches float16 or bfloat16 in a way no kernel does: every op but CAST, TO,
- * INDEX_SELECT and LINEAR_HALF (and the in-place COPY and FILL, which do not come here)
- * computes them in float32. INDEX_SELECT only moves elements (every device copies any element
+ * INDEX_SELECT and LINEAR_HALF (and the in-place COPY and FILL, which do not come here), and
+ * but what the device takes as it is (the CPU's bfloat16 matmul on AMX), computes them in
+ * float32. INDEX_SELECT only moves elements (every device copies any element
  * size, or falls back to the CPU): widening would cast the whole source, e.g. a half
  * embedding table on every decoded token, for the same values. LINEAR_HALF widens its half
  * weight inside the product (linear_half.c). */
@@ -123,14 +137,14 @@ static inline bool needs_widening(tide_op op, const td_meta *meta, tide_tensor *
     bool half = td_dtype_is_half(meta->dtype);
     for (int i = 0; i < nin && !half; i++)
         half = td_dtype_is_half(in[i]->dtype);
-    return half;
+    return half && !device_takes_half(op, meta, in, nin);
 }
 
 /* TIDE_LOG=blas: the path a product (matmul, convolution, attention) on half-precision operands
- * takes, once per op and 16-bit dtype (shapes and device are the first call's). No device has
- * a half-precision product kernel yet: Debian's OpenBLAS 0.3.21 has no sbgemm, and AVX512_BF16
- * or oneDNN kernels could not be tested where tide is built (devices/cpu/README.md). */
-static void log_widened_product(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin)
+ * takes, once per op and 16-bit dtype (shapes and device are the first call's): the device's
+ * own kernel (device.h, takes_half), or float32 between casts. */
+static void log_half_product(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin,
+                             bool widened)
 {
     if (!td_log_enabled("blas") || nin < 2 ||
         (op != TIDE_OP_MATMUL && op != TIDE_OP_CONV2D && op != TIDE_OP_CONV2D_GRAD_INPUT &&
@@ -145,14 +159,22 @@ static void log_widened_product(tide_op op, const td_meta *meta, tide_tensor *co
     char a[96], b[96];
     td_shape_str(a, sizeof a, in[0]->ndim, in[0]->shape);
     td_shape_str(b, sizeof b, in[1]->ndim, in[1]->shape);
-    const char *dev = in[0]->device->name;
+    const char *dev = in[0]->device->name, *op_name = tide_op_name(op);
+    const char *da = tide_dtype_name((tide_dtype)in[0]->dtype);
+    const char *db = tide_dtype_name((tide_dtype)in[1]->dtype);
+    if (!widened) {
+        td_log("blas", "%s %s x %s (%s, %s) on %s: the device's own %s kernel (on the CPU: AMX "
+               "tiles, float32 sums rounded once)", op_name, a, b, da, db, dev, da);
+        return;
+    }
+    bool cpu_mm = op == TIDE_OP_MATMUL && strcmp(dev, "cpu") == 0;
     td_log("blas", "%s %s x %s (%s, %s) on %s: operands cast to float32, the float32 %s%s, %s%s "
-           "(no half-precision kernel: OpenBLAS has no sbgemm)",
-           tide_op_name(op), a, b, tide_dtype_name((tide_dtype)in[0]->dtype),
-           tide_dtype_name((tide_dtype)in[1]->dtype), dev, tide_op_name(op),
-           op == TIDE_OP_MATMUL && strcmp(dev, "cpu") == 0 ? " (OpenBLAS sgemm)" : "",
+           "(no half-precision kernel%s)", op_name, a, b, da, db, dev, op_name,
+           cpu_mm ? " (OpenBLAS sgemm)" : "",
            td_dtype_is_half(meta->dtype) ? "result cast to " : "result kept in ",
-           tide_dtype_name((tide_dtype)meta->dtype));
+           tide_dtype_name((tide_dtype)meta->dtype),
+           cpu_mm ? ": OpenBLAS has no sbgemm, and bfloat16 tiles need AMX at the avx512 tier"
+                  : "");
 }
 
 /*
@@ -164,7 +186,7 @@ static void log_widened_product(tide_op op, const td_meta *meta, tide_tensor *co
 static tide_tensor *dispatch_widened(tide_op op, const td_meta *meta, tide_tensor *const *in,
                                      int nin, const tide_attrs *attrs)
 {
-    log_widened_product(op, meta, in, nin);
+    log_half_product(op, meta, in, nin, true);
     tide_tensor *local[8], **wide = nin <= 8 ? local : calloc((size_t)nin, sizeof *wide);
     if (!wide) {
         td_error_code(TIDE_ERR_OUT_OF_MEMORY, "%s: out of memory", tide_op_name(op));
@@ -202,6 +224,8 @@ tide_tensor *td_dispatch(tide_op op, const td_meta *meta, tide_tensor *const *in
     td_hooks *h = &thread_hooks;
     if (__builtin_expect(needs_widening(op, meta, in, nin), 0))
         return dispatch_widened(op, meta, in, nin, attrs);
+    if (__builtin_expect(td_dtype_is_half(meta->dtype), 0))
+        log_half_product(op, meta, in, nin, false);
     tide_tensor *out = h->trace ? h->trace(h->trace_ctx, op, meta, NULL, in, nin, attrs, NULL)
                                 : run_eager(op, meta, in, nin, attrs);
     if (!out)

@@ -60,6 +60,7 @@ numeric_c=(
   vulkan_half
   half_cast
   div_single
+  matmul_bf16
   jit_half
   elementwise
   half

@@ -16,6 +16,7 @@
 #include "core/half.h"
 #include "devices/cpu/cpu_half.h"
 #include "devices/cpu/cpu_isa.h"
+#include "devices/cpu/cpu_matmul_bf16.h"
 #include "test_util.h"
 #include "tide.h"
 
@@ -155,7 +156,8 @@ static void test_through_tide(const float *sample, int64_t nsample)
 }
 
 /* TIDE_LOG=blas names the path of a product on 16-bit operands (ops/dispatch.c), once per op
- * and dtype: two float16 and two bfloat16 products log two lines. The values: ones times ones
+ * and dtype: two float16 and two bfloat16 products log two lines (bfloat16 on AMX tiles where
+ * this tier has them). The values: ones times ones
  * is k (8, exact in both dtypes). */
 static void test_blas_log(void)
 {
@@ -189,7 +191,10 @@ static void test_blas_log(void)
     const char *f16 = strstr(log, "matmul [4, 8] x [8, 3] (float16, float16) on cpu: operands "
                                   "cast to float32, the float32 matmul (OpenBLAS sgemm), result "
                                   "cast to float16");
-    const char *bf16 = strstr(log, "(bfloat16, bfloat16) on cpu: operands cast to float32");
+    const char *bf16 = strstr(log, td_cpu_bf16_tiles()
+                                        ? "(bfloat16, bfloat16) on cpu: the device's own "
+                                          "bfloat16 kernel (on the CPU: AMX tiles"
+                                        : "(bfloat16, bfloat16) on cpu: operands cast to float32");
     CHECK(f16 && !strstr(f16 + 40, "(float16, float16)"), "one float16 line: %s", log);
     CHECK(bf16 && !strstr(bf16 + 20, "(bfloat16, bfloat16)"), "one bfloat16 line: %s", log);
     unsetenv("TIDE_LOG");

@@ -16,7 +16,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "devices/cpu/cpu_matmul_bf16.h"
 #include "test_util.h"
 #include "tide.h"
 
@@ -172,12 +174,17 @@ static void run_program(const char *device, const program *pg, tide_dtype dt)
     int64_t bad = bits_differ(got, want);
     CHECK(bad == 0, "%s %s %s: %lld elements differ from eager", device, pg->name,
           tide_dtype_name(dt), (long long)bad);
-    /* the casts fused: only those the program expects run as kernels of their own */
+    /* the casts fused: only those the program expects run as kernels of their own. Where the
+     * CPU multiplies bfloat16 on AMX tiles, a product takes its operands as they are (no casts
+     * of them) and is no epilogue's (cpu_jit.c): only the broadcast bias's cast is left. */
+    bool tiles = dt == TIDE_BFLOAT16 && strcmp(device, "cpu") == 0 && td_cpu_bf16_tiles() &&
+                 strcmp(pg->name, "linear_relu") == 0;
+    int want_lone = tiles ? 1 : pg->lone_casts;
     int groups = plan_lines(dir, "^step.* group"), lone = plan_lines(dir, "kernel: .* op cast");
-    CHECK(groups > 0 && lone == pg->lone_casts, "%s %s %s: %d groups, %d casts as kernels, "
+    CHECK(groups > 0 && lone == want_lone, "%s %s %s: %d groups, %d casts as kernels, "
           "want %d (plans in %s)", device, pg->name, tide_dtype_name(dt), groups, lone,
-          pg->lone_casts, dir);
-    if (pg->plan_has)
+          want_lone, dir);
+    if (pg->plan_has && !tiles)
         CHECK(plan_lines(dir, pg->plan_has) > 0, "%s %s %s: no '%s' in the plan (%s)", device,
               pg->name, tide_dtype_name(dt), pg->plan_has, dir);
     unsetenv("TIDE_DUMP");

@@ -8,6 +8,7 @@
 #include "cpu_isa.h"
 #include "cpu_jit.h"
 #include "cpu_kernels.h"
+#include "cpu_matmul_bf16.h"
 
 static void *cpu_alloc(tide_device *dev, size_t nbytes)
 {
@@ -129,6 +130,13 @@ static int cpu_synchronize(tide_device *dev)
     return 0;
 }
 
+/* bfloat16 matmul on AMX tiles (cpu_matmul_bf16.c); every other half-precision op widens. */
+static bool cpu_takes_half(tide_device *dev, int op, int dtype)
+{
+    (void)dev;
+    return op == TIDE_OP_MATMUL && dtype == TIDE_BFLOAT16 && td_cpu_bf16_tiles();
+}
+
 static tide_device cpu_device = {
     .name = "cpu",
     .host_buffers = true,
@@ -140,6 +148,7 @@ static tide_device cpu_device = {
     .run = cpu_run,
     .synchronize = cpu_synchronize,
     .jit_member = td_cpu_jit_member,
+    .takes_half = cpu_takes_half,
     .jit_epilogue_rows = td_cpu_jit_epilogue_rows,
     .jit_compile = td_cpu_jit_compile,
     .jit_run = td_cpu_jit_run,

@@ -4,7 +4,9 @@
  * stride: the transpose of one) is passed as it lies, with the trans flag and leading dimension;
  * any other layout is copied once, before the batch loop. A matrix-vector or vector-matrix
  * product goes to gemv, because gemm with n == 1 is 3-5x slower in OpenBLAS 0.3.21. Batches
- * are spread over tide's threads or left to OpenBLAS's by size (run_blas). Integers (exact,
+ * are spread over tide's threads or left to OpenBLAS's by size (run_blas). bfloat16 products
+ * run on AMX tiles where the CPU has them (cpu_matmul_bf16.c; elsewhere the dispatcher widens
+ * them to float32 first). Integers (exact,
  * wrapping like the rest of tide's integer arithmetic) use a blocked loop. Measurements:
  * devices/cpu/README.md, "BLAS".
  */
@@ -12,6 +14,7 @@
 
 #include "cpu_blas.h"
 #include "cpu_kernels.h"
+#include "cpu_matmul_bf16.h"
 
 /* One input as the batch loop sees it. */
 typedef struct operand {
@@ -231,6 +234,32 @@ static void run_blas(mm_job *j, int64_t nbatch)
     td_parallel_for(nbatch * j->blocks, grain > 0 ? grain : 1, blas_tasks, j);
 }
 
+/* ---- bfloat16: AMX tiles (cpu_matmul_bf16.c) -------------------------------------------------- */
+
+/* One product of op(A) [m x k] and op(B) [k x n] into out, through the tile kernel. */
+static int bf16_product(const mm_job *j, const char *pa, const char *pb, char *pc, int64_t m)
+{
+    const operand *a = &j->a, *b = &j->b;
+    return td_cpu_bf16_product(m, j->n, j->k, (const uint16_t *)pa, a->trans ? 1 : a->ld,
+                               a->trans ? a->ld : 1, (const uint16_t *)pb, b->trans ? 1 : b->ld,
+                               b->trans ? b->ld : 1, (uint16_t *)pc);
+}
+
+/* The batch one product after another (each spread over the threads), or as one tall one. */
+static int run_bf16(const mm_job *j, int64_t nbatch)
+{
+    if (nbatch > 1 && batch_folds_into_rows(j))
+        return bf16_product(j, j->a.data, j->b.data, j->out, j->m * nbatch);
+    for (int64_t t = 0; t < nbatch; t++) {
+        int64_t oa, ob;
+        batch_offsets(j, t, &oa, &ob);
+        if (bf16_product(j, j->a.data + oa * 2, j->b.data + ob * 2, j->out + t * j->m * j->n * 2,
+                         j->m) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* ---- integers: a blocked loop ---------------------------------------------------------------- */
 
 /* Columns of C per block (a C row block stays in L1) and the depth of a B block (with those
@@ -314,17 +343,20 @@ int td_cpu_matmul_rows_of(tide_tensor *out, const tide_tensor *a, const tide_ten
         return 0;
     }
     bool floating = j.dtype == TIDE_FLOAT32 || j.dtype == TIDE_FLOAT64;
+    bool bf16 = j.dtype == TIDE_BFLOAT16; /* only where td_cpu_bf16_tiles(): cpu_device.c */
     if (floating && td_blas_ready("matmul") < 0)
         return -1;
-    if (prepare(&j.a, a, nb, floating) < 0)
+    if (prepare(&j.a, a, nb, floating || bf16) < 0)
         return -1;
-    if (prepare(&j.b, b, nb, floating) < 0) {
+    if (prepare(&j.b, b, nb, floating || bf16) < 0) {
         tide_release(j.a.copy);
         return -1;
     }
     int rc = 0;
     if (floating) {
         run_blas(&j, nbatch);
+    } else if (bf16) {
+        rc = run_bf16(&j, nbatch);
     } else {
         /* Rows of the flattened output, about 64K multiply-adds per chunk. */
         int64_t per_row = j.n * j.k;
