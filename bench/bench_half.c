@@ -259,9 +259,9 @@ static void bench_matmul(void)
         double flop = 2.0 * MM * MM * MM, gt = flop / median(tt, SLICES) / 1e9;
         double gd = flop / median(td, SLICES) / 1e9, gs = flop / median(ts, SLICES) / 1e9;
         const char *name = bf ? "matmul_bf16_1024" : "matmul_f16_1024";
-        bool tiles = bf && td_cpu_bf16_tiles();
+        bool tiles = bf && td_cpu_bf16_native();
         printf("%s_tide: %.1f GFLOP/s (%s)\n", name, gt,
-               tiles ? "AMX bf16 tiles" : "cast up, sgemm, cast down");
+               bf ? td_cpu_bf16_path_name(td_cpu_bf16_path()) : "float32 between casts");
         printf("%s_convert_sgemm: %.1f GFLOP/s (this tier's conversion kernels + OpenBLAS sgemm "
                "by rows on %d threads)\n", name, gd, tide_get_num_threads());
         printf("%s_sgemm_f32: %.1f GFLOP/s (OpenBLAS sgemm alone on float32 operands)\n", name,

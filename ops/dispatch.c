@@ -163,8 +163,8 @@ static void log_half_product(tide_op op, const td_meta *meta, tide_tensor *const
     const char *da = tide_dtype_name((tide_dtype)in[0]->dtype);
     const char *db = tide_dtype_name((tide_dtype)in[1]->dtype);
     if (!widened) {
-        td_log("blas", "%s %s x %s (%s, %s) on %s: the device's own %s kernel (on the CPU: AMX "
-               "tiles, float32 sums rounded once)", op_name, a, b, da, db, dev, da);
+        td_log("blas", "%s %s x %s (%s, %s) on %s: the device's own %s kernel, float32 sums "
+               "rounded once", op_name, a, b, da, db, dev, da);
         return;
     }
     bool cpu_mm = op == TIDE_OP_MATMUL && strcmp(dev, "cpu") == 0;
@@ -173,7 +173,8 @@ static void log_half_product(tide_op op, const td_meta *meta, tide_tensor *const
            cpu_mm ? " (OpenBLAS sgemm)" : "",
            td_dtype_is_half(meta->dtype) ? "result cast to " : "result kept in ",
            tide_dtype_name((tide_dtype)meta->dtype),
-           cpu_mm ? ": OpenBLAS has no sbgemm, and bfloat16 tiles need AMX at the avx512 tier"
+           cpu_mm ? ": OpenBLAS has no sbgemm; bfloat16 kernels need AMX or AVX512_BF16 at the "
+                    "avx512 tier"
                   : "");
 }
 

@@ -148,7 +148,24 @@ for tier in $tiers; do
     tiers_tally+="tier $tier: $((passed - p0)) passed, $((failed - f0)) failed"$'\n'
   fi
 done
-stage_done "tiers ($tiers)"
+# bfloat16 products have up to three paths at the avx512 tier (devices/cpu/cpu_matmul_bf16.c):
+# the best one ran above; the others run the suites that multiply bfloat16 here.
+bf16_suites="^(test_(matmul_bf16|jit_half|half_cast|autocast)|lua_(half|autocast)(_tideprog)?)$"
+bf16_paths=""
+case " $tiers " in *" avx512 "*)
+  grep -qw avx512_bf16 /proc/cpuinfo && bf16_paths="dot-forced off" ;;
+esac
+for path in $bf16_paths; do
+  echo "== bfloat16 suites, TIDE_CPU_ISA=avx512 TIDE_CPU_BF16=$path"
+  if [ -d build ]; then
+    (cd build && TIDE_CPU_ISA=avx512 TIDE_CPU_BF16=$path ctest -R "$bf16_suites" \
+       --output-on-failure) 2>&1 | tee "build/ctest_bf16_$path.log"
+    p0=$passed; f0=$failed
+    tally_ctest "build/ctest_bf16_$path.log"
+    tiers_tally+="bfloat16 path $path: $((passed - p0)) passed, $((failed - f0)) failed"$'\n'
+  fi
+done
+stage_done "tiers ($tiers${bf16_paths:+; bfloat16 paths $bf16_paths})"
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
 if build build-asan -DCMAKE_BUILD_TYPE=Debug -DTIDE_SANITIZE=ON; then

@@ -191,9 +191,9 @@ static void test_blas_log(void)
     const char *f16 = strstr(log, "matmul [4, 8] x [8, 3] (float16, float16) on cpu: operands "
                                   "cast to float32, the float32 matmul (OpenBLAS sgemm), result "
                                   "cast to float16");
-    const char *bf16 = strstr(log, td_cpu_bf16_tiles()
+    const char *bf16 = strstr(log, td_cpu_bf16_native()
                                         ? "(bfloat16, bfloat16) on cpu: the device's own "
-                                          "bfloat16 kernel (on the CPU: AMX tiles"
+                                          "bfloat16 kernel"
                                         : "(bfloat16, bfloat16) on cpu: operands cast to float32");
     CHECK(f16 && !strstr(f16 + 40, "(float16, float16)"), "one float16 line: %s", log);
     CHECK(bf16 && !strstr(bf16 + 20, "(bfloat16, bfloat16)"), "one bfloat16 line: %s", log);

@@ -177,7 +177,7 @@ static void run_program(const char *device, const program *pg, tide_dtype dt)
     /* the casts fused: only those the program expects run as kernels of their own. Where the
      * CPU multiplies bfloat16 on AMX tiles, a product takes its operands as they are (no casts
      * of them) and is no epilogue's (cpu_jit.c): only the broadcast bias's cast is left. */
-    bool tiles = dt == TIDE_BFLOAT16 && strcmp(device, "cpu") == 0 && td_cpu_bf16_tiles() &&
+    bool tiles = dt == TIDE_BFLOAT16 && strcmp(device, "cpu") == 0 && td_cpu_bf16_native() &&
                  strcmp(pg->name, "linear_relu") == 0;
     int want_lone = tiles ? 1 : pg->lone_casts;
     int groups = plan_lines(dir, "^step.* group"), lone = plan_lines(dir, "kernel: .* op cast");

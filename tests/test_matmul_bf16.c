@@ -1,7 +1,8 @@
 /*
  * test_matmul_bf16.c — bfloat16 matmul against a float64 reference, on whichever path this
- * tier takes: AMX tiles (avx512 tier on a CPU with AMX-BF16: devices/cpu/cpu_matmul_bf16.c)
- * or float32 between casts (ops/dispatch.c). Both sum float32 products of bfloat16 operands
+ * tier takes (devices/cpu/cpu_matmul_bf16.c): AMX tiles or AVX512_BF16 dot products at the
+ * avx512 tier, else float32 between casts (ops/dispatch.c); TIDE_CPU_BF16=dot-forced|off
+ * picks less, and the test script runs each path the machine has. Both sum float32 products of bfloat16 operands
  * (exact) and round once, so each element is within
  *     e32 + 2^-8 (|ref| + e32),   e32 = (k + 2) 2^-24 sum_k |a_ik b_kj|,
  * the float32 sum's worst error (any order) plus bfloat16's rounding (8 significant bits).
@@ -193,7 +194,7 @@ static void test_special(void)
 
 int main(void)
 {
-    printf("bfloat16 products: %s\n", td_cpu_bf16_tiles() ? "AMX tiles" : "float32 between casts");
+    printf("bfloat16 products: %s\n", td_cpu_bf16_path_name(td_cpu_bf16_path()));
     test_shapes();
     test_batches();
     test_invariance();

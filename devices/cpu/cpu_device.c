@@ -134,7 +134,7 @@ static int cpu_synchronize(tide_device *dev)
 static bool cpu_takes_half(tide_device *dev, int op, int dtype)
 {
     (void)dev;
-    return op == TIDE_OP_MATMUL && dtype == TIDE_BFLOAT16 && td_cpu_bf16_tiles();
+    return op == TIDE_OP_MATMUL && dtype == TIDE_BFLOAT16 && td_cpu_bf16_native();
 }
 
 static tide_device cpu_device = {

@@ -343,7 +343,7 @@ int td_cpu_matmul_rows_of(tide_tensor *out, const tide_tensor *a, const tide_ten
         return 0;
     }
     bool floating = j.dtype == TIDE_FLOAT32 || j.dtype == TIDE_FLOAT64;
-    bool bf16 = j.dtype == TIDE_BFLOAT16; /* only where td_cpu_bf16_tiles(): cpu_device.c */
+    bool bf16 = j.dtype == TIDE_BFLOAT16; /* only where td_cpu_bf16_native(): cpu_device.c */
     if (floating && td_blas_ready("matmul") < 0)
         return -1;
     if (prepare(&j.a, a, nb, floating || bf16) < 0)
