@@ -150,7 +150,7 @@ for tier in $tiers; do
 done
 # bfloat16 products have up to three paths at the avx512 tier (devices/cpu/cpu_matmul_bf16.c):
 # the best one ran above; the others run the suites that multiply bfloat16 here.
-bf16_suites="^(test_(matmul_bf16|jit_half|half_cast|autocast)|lua_(half|autocast)(_tideprog)?)$"
+bf16_suites="^(test_(matmul_bf16|jit_half|half_cast|autocast)|lua_(half|autocast|autocast_train)(_tideprog)?)$"
 bf16_paths=""
 case " $tiers " in *" avx512 "*)
   grep -qw avx512_bf16 /proc/cpuinfo && bf16_paths="dot-forced off" ;;

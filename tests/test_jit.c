@@ -109,6 +109,18 @@ static tide_tensor *f_big_outputs(tide_tensor *const *in)
     tide_release(a), tide_release(t), tide_release(w), tide_release(s);
     return r;
 }
+/* Rows of 3001: the row group calls its elementwise kernels a chunk at a time (cpu_codegen.c,
+ * row_chunks; chunks of 752, the last 745), with a pair (exp(x - max)), single values read in
+ * place (the max, the sum, the mean) and an operand broadcast along the rows (w). */
+static tide_tensor *f_long_rows(tide_tensor *const *in)
+{
+    int dim = -1;
+    tide_tensor *sm = tide_softmax(in[0], -1), *y = tide_mul(sm, in[1]);
+    tide_tensor *mean = tide_mean(in[0], &dim, 1, true), *d = tide_sub(in[0], mean);
+    tide_tensor *r = tide_add(y, d);
+    tide_release(sm), tide_release(y), tide_release(mean), tide_release(d);
+    return r;
+}
 static tide_tensor *f_mse(tide_tensor *const *in)
 {
     return tide_mse_loss(in[0], in[1], TIDE_REDUCTION_MEAN);
@@ -130,7 +142,8 @@ static void make_inputs(int k, tide_tensor **in)
 {
     int64_t v16[1] = {70001}, s3[1] = {1}, rc[2] = {67, 129}, c[1] = {129}, sq[2] = {9, 8},
             d3[3] = {5, 6, 7}, lin_x[2] = {16, 24}, lin_w[2] = {12, 24}, lin_b[1] = {12},
-            tgt[1] = {67}, big[1] = {2100003}, huge[1] = {8400001};
+            tgt[1] = {67}, big[1] = {2100003}, huge[1] = {8400001}, long_rows[2] = {6, 3001},
+            long_row[1] = {3001};
     switch (k) {
     case 0:
         in[0] = randt(1, v16, TIDE_FLOAT32, -3, 3);
@@ -174,6 +187,10 @@ static void make_inputs(int k, tide_tensor **in)
         in[2] = randt(1, big, TIDE_FLOAT32, -1, 1);
         break;
     case 13: in[0] = randt(1, huge, TIDE_FLOAT32, -2, 2); break;
+    case 14:
+        in[0] = randt(2, long_rows, TIDE_FLOAT32, -4, 4);
+        in[1] = randt(1, long_row, TIDE_FLOAT32, -1, 1);
+        break;
     }
 }
 
@@ -185,6 +202,7 @@ static const fcase cases[] = {
     {"linear_gelu_ln", f_matmul_epi, 3, 0}, {"simplify", f_simplify, 1, 0},
     {"mse", f_mse, 2, 0},           {"cross_entropy", f_cross_entropy, 2, 0},
     {"chain_big", f_chain, 3, 0},      {"big_outputs", f_big_outputs, 1, 0},
+    {"long_rows", f_long_rows, 2, 0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
