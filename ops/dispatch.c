@@ -124,8 +124,7 @@ static bool device_takes_half(tide_op op, const td_meta *meta, tide_tensor *cons
 
 /* Whether op touches float16 or bfloat16 in a way no kernel does: every op but CAST, TO,
  * INDEX_SELECT and LINEAR_HALF (and the in-place COPY and FILL, which do not come here), and
- * but what the device takes as it is (the CPU's bfloat16 matmul on AMX), computes them in
- * float32. INDEX_SELECT only moves elements (every device copies any element
+ * except what the device takes as it is (the CPU's bfloat16 matmul), computes them in float32. INDEX_SELECT only moves elements (every device copies any element
  * size, or falls back to the CPU): widening would cast the whole source, e.g. a half
  * embedding table on every decoded token, for the same values. LINEAR_HALF widens its half
  * weight inside the product (linear_half.c). */

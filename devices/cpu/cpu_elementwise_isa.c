@@ -754,7 +754,7 @@ static inline bool div_safe_lanes(vf32 v)
  * while nothing under- or overflows, so it runs where |s| and every |x| of a vector lie in
  * [2^-60, 2^60] (the quotient stays above 2^-120, the remainder above float's smallest
  * subnormal step), and the divide runs elsewhere. Checked against the divide over every
- * mantissa of x for thousands of divisors (tests/test_ops_precision.c). Four vector
+ * mantissa of x for thousands of divisors (offline; tests/test_div_single.c keeps a sweep). Four vector
  * operations and a test against one divide, whose throughput (8 floats per 5 cycles) was a
  * sixth of softmax's fused rows. */
 static void div_s_f32(int64_t n, void *outv, const void *av, const void *bv)

@@ -5,8 +5,8 @@
  * any other layout is copied once, before the batch loop. A matrix-vector or vector-matrix
  * product goes to gemv, because gemm with n == 1 is 3-5x slower in OpenBLAS 0.3.21. Batches
  * are spread over tide's threads or left to OpenBLAS's by size (run_blas). bfloat16 products
- * run on AMX tiles where the CPU has them (cpu_matmul_bf16.c; elsewhere the dispatcher widens
- * them to float32 first). Integers (exact,
+ * come here only where the CPU has a kernel for them (AMX tiles or AVX512_BF16:
+ * cpu_matmul_bf16.c); elsewhere the dispatcher widens them to float32 first. Integers (exact,
  * wrapping like the rest of tide's integer arithmetic) use a blocked loop. Measurements:
  * devices/cpu/README.md, "BLAS".
  */
@@ -234,9 +234,9 @@ static void run_blas(mm_job *j, int64_t nbatch)
     td_parallel_for(nbatch * j->blocks, grain > 0 ? grain : 1, blas_tasks, j);
 }
 
-/* ---- bfloat16: AMX tiles (cpu_matmul_bf16.c) -------------------------------------------------- */
+/* ---- bfloat16: AMX tiles or AVX512_BF16 (cpu_matmul_bf16.c) ------------------------------------ */
 
-/* One product of op(A) [m x k] and op(B) [k x n] into out, through the tile kernel. */
+/* One product of op(A) [m x k] and op(B) [k x n] into out, through the bfloat16 kernel. */
 static int bf16_product(const mm_job *j, const char *pa, const char *pb, char *pc, int64_t m)
 {
     const operand *a = &j->a, *b = &j->b;
