@@ -43,7 +43,8 @@
 #define TIDE_INDEX_OPS(X) X(GATHER, gather) X(SCATTER_ADD, scatter_add) X(INDEX_SELECT, index_select)
 
 /* Library ops, opaque to fusion (BLAS, convolution, pooling), the random-number source, and
- * TO, the copy between devices, which the dispatcher runs itself (no device kernel). */
+ * the ops the dispatcher runs itself (no device kernel): TO, the copy between devices, and the
+ * collectives between processes (ops/collective.c over distributed/). */
 #define TIDE_LIBRARY_OPS(X)                                                                        \
     X(MATMUL, matmul) X(CONV2D, conv2d) X(CONV2D_GRAD_INPUT, conv2d_grad_input)                   \
     X(CONV2D_GRAD_WEIGHT, conv2d_grad_weight) X(MAX_POOL2D, max_pool2d)                           \
@@ -51,7 +52,9 @@
     X(AVG_POOL2D_GRAD, avg_pool2d_grad) X(RANDOM, random) X(TO, to)                               \
     X(CUMSUM, cumsum) X(TOPK, topk) X(SDPA, sdpa) X(SDPA_GRAD, sdpa_grad)                         \
     X(QUANTIZE, quantize) X(DEQUANTIZE, dequantize) X(QLINEAR, qlinear)                           \
-    X(LINEAR_HALF, linear_half) X(SORT, sort)
+    X(LINEAR_HALF, linear_half) X(SORT, sort)                                                    \
+    X(ALL_REDUCE, all_reduce) X(BROADCAST, broadcast) X(ALL_GATHER, all_gather)                   \
+    X(REDUCE_SCATTER, reduce_scatter)
 
 #define TIDE_ALL_OPS(X)                                                                            \
     TIDE_UNARY_OPS(X) TIDE_BINARY_OPS(X) TIDE_REDUCE_OPS(X) TIDE_ARGREDUCE_OPS(X)                 \
@@ -128,6 +131,10 @@ static inline bool tide_op_is_binary(tide_op op)
  *  per block of 32 to int8 (core/quant.h) and integer block dot products.
  *  TO: in = (x), out on the destination device (its tensor's device); nothing here. The
  *  dispatcher copies through the two devices' read/write; it never reaches a device's run.
+ *  ALL_REDUCE, BROADCAST (in place into dst, or into a fresh out of x's shape), ALL_GATHER,
+ *  REDUCE_SCATTER: in = (x); ints[0] = the reduction (tide_reduce_op) or BROADCAST's root.
+ *  ALL_GATHER's out is [world * n, ...] ([world] for a 0-dim x), REDUCE_SCATTER's [n / world,
+ *  ...]. The dispatcher runs them over distributed/ (ops/collective.c), never a device.
  *  View ops: shape/strides/offset of the result are on the output tensor itself; ints hold the
  *  user's arguments (RESHAPE: shape; PERMUTE: perm; EXPAND: shape; SLICE: dim, start, end,
  *  step; SELECT: dim, index; DIAGONAL: offset, dim1, dim2; UNFOLD: dim, size, step) so a tracer

@@ -63,7 +63,8 @@ typedef enum tide_status {
     TIDE_ERR_OUT_OF_MEMORY,    /* host or device memory, or the cap of tide_set_memory_limit */
     TIDE_ERR_UNSUPPORTED,      /* valid, but this build or device cannot do it */
     TIDE_ERR_IO,               /* a file could not be opened, read or written, or is malformed */
-    TIDE_ERR_INTERNAL          /* a failure inside tide or a device driver */
+    TIDE_ERR_INTERNAL,         /* a failure inside tide or a device driver */
+    TIDE_ERR_DISTRIBUTED       /* a collective failed: MPI's error, another rank's, a timeout */
 } tide_status;
 /* The message and the code of the last error on this thread. A call that succeeds leaves both
  * as they were: test a function's own result (NULL or -1) first, then ask why. */
@@ -1042,6 +1043,51 @@ TIDE_API char *tide_profile_table(void);
  * returns "file:line" or NULL. NULL clears it. */
 TIDE_API void tide_profile_set_where(const char *(*where)(void *ctx), void *ctx);
 /* ---- end of profiler ---- */
+
+/* ---- distributed (distributed/README.md, docs/distributed.md) --------------------------------
+ * Collectives over MPI between the processes a launcher (mpirun, mpiexec) started. Each rank
+ * calls the same collectives in the same order with tensors of the same dtype and shape; a
+ * difference is an error on every rank (TIDE_ERR_DISTRIBUTED), never a hang or mixed data. A
+ * rank that waits longer than the timeout for the others fails with an error naming it. CPU
+ * tensors go to MPI directly; other devices' are staged through host memory. Built without MPI,
+ * every function here fails with TIDE_ERR_UNSUPPORTED saying so. */
+typedef enum tide_reduce_op {
+    TIDE_REDUCE_SUM, TIDE_REDUCE_MEAN, TIDE_REDUCE_MAX, TIDE_REDUCE_MIN, TIDE_REDUCE_PROD
+} tide_reduce_op;
+/* Joins the ranks (MPI_Init_thread); idempotent. timeout_s > 0 sets the timeout (else
+ * TIDE_DIST_TIMEOUT seconds, else 300). 0 or -1. */
+TIDE_API int tide_dist_init(double timeout_s);
+TIDE_API bool tide_dist_is_initialized(void);
+TIDE_API bool tide_dist_available(void); /* built with MPI */
+TIDE_API int tide_dist_rank(void);       /* 0-based; -1 before init */
+TIDE_API int tide_dist_world_size(void); /* -1 before init */
+TIDE_API int tide_dist_set_timeout(double seconds);
+TIDE_API int tide_dist_barrier(void);
+/* In place, as torch.distributed: t becomes the reduction over the ranks (MEAN: float dtypes). */
+TIDE_API int tide_all_reduce_(tide_tensor *t, tide_reduce_op op);
+/* In place: t becomes root's t. */
+TIDE_API int tide_broadcast_(tide_tensor *t, int root);
+/* Every rank's t along a new first block: [world * n, ...] for t [n, ...] ([world] for 0-dim). */
+TIDE_API tide_tensor *tide_all_gather(const tide_tensor *t);
+/* t [world * n, ...] reduced over the ranks; rank r gets block r, [n, ...]. */
+TIDE_API tide_tensor *tide_reduce_scatter(const tide_tensor *t, tide_reduce_op op);
+/* Non-blocking forms: the collective starts on tide's communication thread and the caller goes
+ * on; tide_work_wait finishes it (writing t, for the in-place ones) and returns the result (a
+ * new reference: t itself for all_reduce_ and broadcast_) or NULL with the error. Works may be
+ * waited in any order; a blocking collective first waits for every started one. Until it is
+ * waited, t must not be read or written. Under a trace the collective is recorded as a blocking
+ * op of the compiled graph and its work is already done. */
+typedef struct tide_work tide_work;
+TIDE_API tide_work *tide_all_reduce_async(tide_tensor *t, tide_reduce_op op);
+TIDE_API tide_work *tide_broadcast_async(tide_tensor *t, int root);
+TIDE_API tide_work *tide_all_gather_async(const tide_tensor *t);
+TIDE_API tide_work *tide_reduce_scatter_async(const tide_tensor *t, tide_reduce_op op);
+TIDE_API bool tide_work_is_completed(tide_work *w); /* true once waiting would not block */
+TIDE_API tide_tensor *tide_work_wait(tide_work *w);
+TIDE_API void tide_work_free(tide_work *w); /* waits first when it was not waited */
+/* Ends every rank at once (MPI_Abort with code): for a rank that failed while the others may be
+ * waiting for it inside a collective. Does nothing before init. */
+TIDE_API void tide_dist_abort(int code);
 
 #ifdef __cplusplus
 }

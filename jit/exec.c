@@ -158,8 +158,7 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
                                                                : &nd->attrs;
             double t0 = x.prof ? td_profile_kernel_start(dev) : 0;
             if (td_numel(nd->ndim, nd->shape) > 0 &&
-                (nd->op == TIDE_OP_TO ? td_copy_between_devices(out, in[0])
-                                      : dev->run(dev, (tide_op)nd->op, out, in, nd->nin, attrs)) < 0)
+                td_run_primitive(dev, (tide_op)nd->op, out, in, nd->nin, attrs) < 0)
                 goto done;
             if (x.prof)
                 td_profile_kernel_end(nd->op, dev, rt_nodes[st->node].where, out, in, nd->nin,
@@ -168,7 +167,7 @@ int jit_execute(const jit_compiled *c, tide_tensor *const *ext, const jit_node *
             tide_tensor *dst = in[0];
             double t0 = x.prof ? td_profile_kernel_start(dev) : 0;
             if (td_numel(dst->ndim, dst->shape) > 0 &&
-                dev->run(dev, (tide_op)nd->op, dst, in + 1, nd->nin - 1, &nd->attrs) < 0)
+                td_run_primitive(dev, (tide_op)nd->op, dst, in + 1, nd->nin - 1, &nd->attrs) < 0)
                 goto done;
             if (x.prof)
                 td_profile_kernel_end(nd->op, dev, rt_nodes[st->node].where, dst, in + 1,

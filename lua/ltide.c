@@ -494,6 +494,7 @@ int luaopen_tide(lua_State *L)
     lt_open_resize(L, mt, methods, module);
     lt_open_conv_nd(L, mt, methods, module);
     lt_open_quant(L, mt, methods, module);
+    lt_open_dist(L, mt, methods, module);
     lt_open_autograd(L, mt, methods, module);
     lt_open_print(L, mt, methods, module);
     lt_open_jit(L, mt, methods, module);

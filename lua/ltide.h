@@ -169,6 +169,7 @@ void lt_open_nn(lua_State *L, int mt, int methods, int module);
 void lt_open_resize(lua_State *L, int mt, int methods, int module); /* ltide_resize.c */
 void lt_open_conv_nd(lua_State *L, int mt, int methods, int module); /* ltide_conv_nd.c */
 void lt_open_quant(lua_State *L, int mt, int methods, int module); /* ltide_quant.c */
+void lt_open_dist(lua_State *L, int mt, int methods, int module);  /* ltide_dist.c */
 void lt_open_autograd(lua_State *L, int mt, int methods, int module);
 void lt_open_print(lua_State *L, int mt, int methods, int module);
 void lt_open_dtype(lua_State *L, int mt, int methods, int module);

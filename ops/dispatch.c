@@ -36,9 +36,7 @@ run_kernel(tide_op op, const td_meta *meta, tide_tensor *const *in, int nin, con
     tide_tensor *out = td_tensor_new(name, meta->device, meta->ndim, meta->shape, meta->dtype);
     if (!out || td_numel(meta->ndim, meta->shape) == 0)
         return out;
-    /* TO is the one primitive no device runs: it moves bytes between two of them. */
-    int rc = op == TIDE_OP_TO ? td_copy_between_devices(out, in[0])
-                              : meta->device->run(meta->device, op, out, in, nin, attrs);
+    int rc = td_run_primitive(meta->device, op, out, in, nin, attrs);
     if (rc < 0) {
         tide_release(out);
         return NULL;
@@ -77,7 +75,7 @@ run_into_profiled(tide_op op, tide_tensor *dst, tide_tensor *const *in, int nin,
 {
     int where = td_profile_where();
     double t0 = td_profile_kernel_start(dst->device);
-    if (dst->device->run(dst->device, op, dst, in, nin, attrs) < 0)
+    if (td_run_primitive(dst->device, op, dst, in, nin, attrs) < 0)
         return -1;
     td_profile_kernel_end(op, dst->device, where, dst, in, nin, t0);
     return 0;
@@ -94,8 +92,8 @@ int td_run_eager_into(tide_op op, tide_tensor *dst, tide_tensor *const *in, int 
 {
     if (td_numel(dst->ndim, dst->shape) > 0 &&
         (__builtin_expect(td_profiling(), 0) ? run_into_profiled(op, dst, in, nin, attrs)
-                                             : dst->device->run(dst->device, op, dst, in, nin,
-                                                                attrs)) < 0)
+                                             : td_run_primitive(dst->device, op, dst, in,
+                                                                nin, attrs)) < 0)
         return -1;
     /* Tensors autograd saved from this storage are now stale (it checks at backward). */
     if (dst->storage)

@@ -100,6 +100,26 @@ int td_run_eager_into(tide_op op, tide_tensor *dst, tide_tensor *const *in, int 
 /* TO's body: src's elements into out (contiguous, on another device) through the two devices'
  * read/write, bouncing through host memory when neither is host memory (to_device.c). */
 int td_copy_between_devices(tide_tensor *out, const tide_tensor *src);
+/* The kernel of a collective (collective.c): the dispatcher runs it, no device does. */
+int td_collective_run(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                      const tide_attrs *attrs);
+static inline bool td_op_is_collective(tide_op op)
+{
+    return op >= TIDE_OP_ALL_REDUCE && op <= TIDE_OP_REDUCE_SCATTER;
+}
+/* Runs primitive op into out: on dev, or, for the ops no device runs (TO, the collectives),
+ * by the dispatcher itself. The eager path and the jit's steps both come here. 0 or -1. */
+static inline int td_run_primitive(tide_device *dev, tide_op op, tide_tensor *out,
+                                   tide_tensor *const *in, int nin, const tide_attrs *attrs)
+{
+    if (__builtin_expect(op == TIDE_OP_TO || op >= TIDE_OP_ALL_REDUCE, 0)) {
+        if (op == TIDE_OP_TO)
+            return td_copy_between_devices(out, in[0]);
+        if (td_op_is_collective(op))
+            return td_collective_run(op, out, in, nin, attrs);
+    }
+    return dev->run(dev, op, out, in, nin, attrs);
+}
 /* tide_to with the device itself: the TO primitive (a new reference to t when already there). */
 tide_tensor *td_to_device(const tide_tensor *t, tide_device *dev);
 
