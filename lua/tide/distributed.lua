@@ -17,6 +17,15 @@ local tide = require "tide"
 
 local dist = {}
 
+-- Calls a C collective, so that its error points at the caller's line, not this file's.
+local function call(level, fn, ...)
+  local ok, r = pcall(fn, ...)
+  if not ok then
+    error((tostring(r):gsub("^[^:]*distributed%.lua:%d+: ", "")), level + 1)
+  end
+  return r
+end
+
 local ops = { sum = 0, mean = 1, max = 2, min = 3, prod = 4 }
 dist.ReduceOp = { SUM = "sum", MEAN = "mean", AVG = "mean", MAX = "max", MIN = "min",
                   PRODUCT = "prod" }
@@ -55,7 +64,7 @@ function dist.init(opts)
   if timeout ~= nil and (type(timeout) ~= "number" or timeout <= 0) then
     error("distributed.init: timeout must be a positive number of seconds", 2)
   end
-  tide._dist_init(timeout)
+  call(2, tide._dist_init, timeout)
   return tide._dist_rank(), tide._dist_world_size()
 end
 dist.init_process_group = dist.init
@@ -72,7 +81,7 @@ end
 function dist.rank() need_init("distributed.rank") return tide._dist_rank() end
 function dist.world_size() need_init("distributed.world_size") return tide._dist_world_size() end
 dist.get_rank, dist.get_world_size = dist.rank, dist.world_size
-function dist.barrier() tide._dist_barrier() end
+function dist.barrier() call(2, tide._dist_barrier) end
 function dist.set_timeout(seconds) tide._dist_set_timeout(seconds) end
 -- abort([code]): ends every rank now (for a rank that failed while others wait for it).
 function dist.abort(code) tide._dist_abort(code or 1) end
@@ -80,7 +89,8 @@ function dist.abort(code) tide._dist_abort(code or 1) end
 -- all_reduce(t [, op] [, {async_op}]): t in place; returns t, or a work whose wait() returns t.
 function dist.all_reduce(t, op, opts)
   if type(op) == "table" then op, opts = nil, op end
-  return tide._all_reduce(t, reduce_op(op, "all_reduce", 2), async_opt(opts, "all_reduce", 2))
+  return call(2, tide._all_reduce, t, reduce_op(op, "all_reduce", 2),
+    async_opt(opts, "all_reduce", 2))
 end
 
 -- broadcast(t [, src = 0] [, {async_op}]): t in place becomes rank src's t.
@@ -90,12 +100,12 @@ function dist.broadcast(t, src, opts)
   if math.type(src) ~= "integer" then
     error("broadcast: src must be a rank (an integer from 0), got " .. tostring(src), 2)
   end
-  return tide._broadcast(t, src, async_opt(opts, "broadcast", 2))
+  return call(2, tide._broadcast, t, src, async_opt(opts, "broadcast", 2))
 end
 
 -- all_gather_into_tensor(t [, {async_op}]): every rank's t, one after another along dim 1.
 function dist.all_gather_into_tensor(t, opts)
-  return tide._all_gather(t, 0, async_opt(opts, "all_gather", 2))
+  return call(2, tide._all_gather, t, 0, async_opt(opts, "all_gather", 2))
 end
 
 -- all_gather(t): a table of world_size tensors, rank r's t at [r + 1] (views of one tensor).
@@ -103,7 +113,7 @@ function dist.all_gather(t, opts)
   if async_opt(opts, "all_gather", 2) then
     error("all_gather: for a non-blocking gather use all_gather_into_tensor(t, {async_op = true})", 2)
   end
-  local all = tide._all_gather(t, 0, false)
+  local all = call(2, tide._all_gather, t, 0, false)
   local parts = {}
   local n = t:dim() == 0 and 1 or t.shape[1]
   for r = 1, tide._dist_world_size() do
@@ -116,7 +126,7 @@ end
 -- reduce_scatter(t [, op] [, {async_op}]): t [world * n, ...] reduced; this rank's block [n, ...].
 function dist.reduce_scatter(t, op, opts)
   if type(op) == "table" then op, opts = nil, op end
-  return tide._reduce_scatter(t, reduce_op(op, "reduce_scatter", 2),
+  return call(2, tide._reduce_scatter, t, reduce_op(op, "reduce_scatter", 2),
     async_opt(opts, "reduce_scatter", 2))
 end
 
