@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_distributed.sh BUILD_DIR — tide.distributed across two processes: mpirun -np 2 runs the C
-# and Lua collective tests, the data-parallel training checks (tests/dist/ddp_equal.lua) and a
+# and Lua collective tests, the data-parallel training checks (tests/dist/ddp.lua) and a
 # stalled rank (tests/dist/stall.lua), which must end the launch with tide's timeout error
 # well before the stalled rank wakes. Skips (exit 0 with a reason) when tide was built without
 # MPI or mpirun is missing.
@@ -32,8 +32,8 @@ run() { # name, expected "N passed" lines, command...
 
 run "C collectives, 2 ranks" 2 "${mpi[@]}" "$build/tests/test_distributed"
 run "Lua collectives, 2 ranks" 2 "${mpi[@]}" "$tide" "$here/lua/test_distributed.lua"
-if [ -f "$here/dist/ddp_equal.lua" ]; then
-  run "DDP equals one process on the global batch" 2 "${mpi[@]}" "$tide" "$here/dist/ddp_equal.lua"
+if [ -f "$here/dist/ddp.lua" ]; then
+  run "DDP equals one process on the global batch" 2 "${mpi[@]}" "$tide" "$here/dist/ddp.lua"
 fi
 
 # A stalled rank: rank 0 fails with the timeout error, and the launch ends (rank 1 would sleep 60 s).

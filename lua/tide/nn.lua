@@ -1175,6 +1175,9 @@ require("tide.nn.conv").install_functional(F)
 require("tide.nn.conv_modules").install(nn, { check_opts = check_opts, check_int = check_int,
                                               dtype_of = dtype_of })
 
+-- nn.parallel.DistributedDataParallel (tide/nn/parallel.lua, on tide.distributed)
+require("tide.nn.parallel").install(nn)
+
 -- nn.QuantizedLinear lives in tide/quant.lua (which requires this module: registered first)
 package.loaded["tide.nn"] = nn
 require "tide.quant"
