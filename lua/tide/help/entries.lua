@@ -317,6 +317,7 @@ return {
   { "tide.autograd.grad(outputs, inputs [, {grad_outputs=, retain_graph=, create_graph=, allow_unused=}])", "the gradients of outputs with respect to each input (one value each), no .grad touched" },
   { "tide.autograd.gradcheck(fn, inputs [, {eps=, atol=, rtol=}])", "autograd against central finite differences (float64 inputs); true or an error" },
   { "tide.autograd.gradgradcheck(fn, inputs [, {eps=, atol=, rtol=, grad_outputs=}])", "second derivatives (create_graph) against finite differences of the gradient" },
+  { "tide.autograd.set_backward_hooks(params, on_ready, on_done)", "on_ready(i) once params[i].grad is final during backward, on_done() after it; nil removes them" },
   { "x:detach()", "a view of x's data cut from the graph" },
   { "tide.no_grad(fn, ...)", "runs fn with gradient recording off; returns its results" },
   { "tide.enable_grad(fn, ...)", "runs fn with gradient recording on; returns its results" },
