@@ -378,11 +378,13 @@ static int collect(ag_node *const *roots, int nroots, node_list *all)
 /* What one walk does besides running the formulas. backward: every leaf's gradient goes into
  * its .grad. grad (tide_autograd_grad): only the gradients of `inputs` are wanted; they are
  * accumulated into `captured`, no .grad changes, and nodes leading to no input are skipped. */
+typedef struct leaf_counts leaf_counts;
 typedef struct walk {
     bool retain_graph, create_graph;
     tide_tensor *const *inputs; /* NULL: backward */
     int ninputs;
     tide_tensor **captured; /* ninputs slots, for grad */
+    leaf_counts *leaves;    /* backward with a grad_ready hook: contributions still to come */
 } walk;
 
 static bool wanted_leaf(const walk *w, const tide_tensor *leaf)
@@ -448,6 +450,94 @@ static int capture(const walk *w, const tide_tensor *t, const ag_node *n, tide_t
     return rc;
 }
 
+/* ---- backward hooks: a leaf's gradient is final ---------------------------------------------- */
+
+/* The thread's hooks (tide_set_backward_hooks). Read at each call, so a hook that removes them
+ * stops the later calls of the same walk. */
+static _Thread_local struct {
+    tide_grad_ready_fn grad_ready;
+    tide_backward_done_fn done;
+    void *ctx;
+} hooks;
+
+void tide_set_backward_hooks(tide_grad_ready_fn grad_ready, tide_backward_done_fn done,
+                             void *ctx)
+{
+    hooks.grad_ready = grad_ready;
+    hooks.done = done;
+    hooks.ctx = ctx;
+}
+
+/* How many gradients each leaf still waits for in one walk: an open-addressed table keyed by
+ * the leaf's address (the leaf struct has no spare field, and a walk with no hook builds none,
+ * so the engine's usual path pays nothing). */
+typedef struct leaf_slot {
+    const tide_tensor *leaf;
+    int pending;
+} leaf_slot;
+
+struct leaf_counts {
+    leaf_slot *slots;
+    size_t mask;
+};
+
+static leaf_slot *leaf_find(leaf_counts *m, const tide_tensor *leaf)
+{
+    uint64_t h = (uint64_t)(uintptr_t)leaf * 0x9E3779B97F4A7C15ull;
+    for (size_t i = (size_t)(h >> 32) & m->mask;; i = (i + 1) & m->mask)
+        if (m->slots[i].leaf == leaf || !m->slots[i].leaf)
+            return &m->slots[i];
+}
+
+static void leaf_expect(leaf_counts *m, const tide_tensor *leaf)
+{
+    leaf_slot *s = leaf_find(m, leaf);
+    s->leaf = leaf;
+    s->pending++;
+}
+
+/* One count per edge into a leaf from a node that will run (every node of a backward walk),
+ * and one per root that is itself a leaf. */
+static int count_leaves(leaf_counts *m, const node_list *all, tide_tensor *const *roots,
+                        int nroots)
+{
+    size_t edges = (size_t)nroots, cap = 16;
+    for (int k = 0; k < all->n; k++)
+        for (int i = 0; i < all->v[k]->nin; i++)
+            edges += all->v[k]->in[i].leaf != NULL;
+    while (cap < 2 * edges)
+        cap *= 2;
+    if (!(m->slots = td_calloc(cap, sizeof *m->slots)))
+        return td_error("backward: out of memory counting the leaves for the grad_ready hook");
+    m->mask = cap - 1;
+    for (int k = 0; k < all->n; k++)
+        for (int i = 0; i < all->v[k]->nin; i++)
+            if (all->v[k]->in[i].leaf)
+                leaf_expect(m, all->v[k]->in[i].leaf);
+    for (int r = 0; r < nroots; r++)
+        if (!roots[r]->grad_fn)
+            leaf_expect(m, roots[r]);
+    return 0;
+}
+
+/* A hook's -1 becomes backward's error; one that set none gets a message naming it. */
+static int hook_failed(const char *which)
+{
+    if (tide_last_error()[0])
+        return -1;
+    return td_error("backward: the %s hook failed without an error message", which);
+}
+
+/* One contribution to leaf was sent (or was empty): at the last, its grad is final. */
+static int leaf_sent(const walk *w, tide_tensor *leaf)
+{
+    leaf_slot *s = leaf_find(w->leaves, leaf);
+    if (--s->pending > 0 || !hooks.grad_ready)
+        return 0;
+    tide_clear_error();
+    return hooks.grad_ready(hooks.ctx, leaf) < 0 ? hook_failed("grad_ready") : 0;
+}
+
 /* Hands node n's input gradients gi (consumed) on: to leaves (their .grad, or grad's slots) and
  * to the producers' nodes, which become ready once all their consumers have sent theirs. */
 static int send_grads(const walk *w, ag_node *n, tide_tensor **gi, int rc, node_list *ready)
@@ -460,13 +550,17 @@ static int send_grads(const walk *w, ag_node *n, tide_tensor **gi, int rc, node_
             rc = -1;
         if (rc < 0 || !gr || (a->node && !a->node->useful)) {
             tide_release(gr);
+            if (rc == 0 && a->leaf && w->leaves) /* an empty contribution counts too */
+                rc = leaf_sent(w, a->leaf);
             continue;
         }
         if (a->leaf && w->inputs)
             rc = capture(w, a->leaf, NULL, gr);
-        else if (a->leaf)
+        else if (a->leaf) {
             rc = accumulate_leaf(a->leaf, gr, w->create_graph);
-        else if (a->node)
+            if (rc == 0 && w->leaves)
+                rc = leaf_sent(w, a->leaf);
+        } else if (a->node)
             rc = accumulate(&a->node->grad, gr);
         else
             tide_release(gr);
@@ -514,9 +608,12 @@ static int run_nodes(const walk *w, node_list *ready)
 }
 
 /* One walk from n roots, each with its gradient (roots that are leaves take theirs directly). */
-static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int n, const walk *w)
+static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int n,
+                      const walk *wanted)
 {
     node_list all = {0}, ready = {0}, starts = {0};
+    leaf_counts leaves = {0};
+    walk hooked = *wanted, *w = &hooked;
     int rc = 0;
     for (int r = 0; r < n && rc == 0; r++)
         if (roots[r]->grad_fn)
@@ -525,13 +622,20 @@ static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int 
         rc = collect(starts.v, starts.n, &all);
     if (rc == 0)
         rc = mark_useful(&all, w);
+    if (rc == 0 && hooks.grad_ready && !w->inputs) { /* only a hooked backward pays for it */
+        rc = count_leaves(&leaves, &all, roots, n);
+        w->leaves = rc == 0 ? &leaves : NULL;
+    }
     for (int r = 0; r < n && rc == 0; r++) {
         if (roots[r]->grad_fn)
             rc = accumulate(&((ag_node *)roots[r]->grad_fn)->grad, tide_retain(grads[r]));
         else if (w->inputs)
             rc = capture(w, roots[r], NULL, tide_retain(grads[r]));
-        else
+        else {
             rc = accumulate_leaf(roots[r], tide_retain(grads[r]), w->create_graph);
+            if (rc == 0 && w->leaves)
+                rc = leaf_sent(w, roots[r]);
+        }
     }
     for (int i = 0; i < starts.n && rc == 0; i++) /* each root once, when nothing feeds it */
         if (starts.v[i]->deps == 0 && starts.v[i]->useful) {
@@ -551,6 +655,7 @@ static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int 
     free(all.v);
     free(ready.v);
     free(starts.v);
+    free(leaves.slots);
     return rc;
 }
 
@@ -633,7 +738,12 @@ int tide_backward_ex(tide_tensor *root, const tide_tensor *grad_root, bool retai
     if (check_root("backward", "tensor", 0, root) < 0)
         return -1;
     walk w = {.retain_graph = retain_graph, .create_graph = create_graph};
-    return run_walk("backward", &root, &grad_root, 1, &w);
+    if (run_walk("backward", &root, &grad_root, 1, &w) < 0)
+        return -1;
+    if (!hooks.done)
+        return 0;
+    tide_clear_error();
+    return hooks.done(hooks.ctx) < 0 ? hook_failed("done") : 0;
 }
 
 int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph)

@@ -64,6 +64,8 @@ int td_error_code(int code, const char *fmt, ...)
     return -1;
 }
 
+int tide_set_error(const char *message) { return td_error("%s", message ? message : ""); }
+
 const char *tide_last_error(void) { return last_error; }
 
 int tide_last_error_code(void) { return last_code; }

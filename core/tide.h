@@ -71,6 +71,10 @@ typedef enum tide_status {
 TIDE_API const char *tide_last_error(void); /* "" when no error has happened on this thread */
 TIDE_API int tide_last_error_code(void);    /* a tide_status; TIDE_OK when there is none */
 TIDE_API void tide_clear_error(void);       /* both: "" and TIDE_OK */
+/* Sets this thread's error to message (a copy), for callbacks that tide calls (the backward
+ * hooks) to say why they failed; its code follows the message as tide's own (out of memory,
+ * else the caller's mistake). Returns -1. */
+TIDE_API int tide_set_error(const char *message);
 
 /* ---- dtypes ------------------------------------------------------------------------------- */
 TIDE_API const char *tide_dtype_name(tide_dtype dtype); /* "float32", ...; "invalid" otherwise */
@@ -617,6 +621,17 @@ TIDE_API int tide_backward(tide_tensor *root, const tide_tensor *grad_root, bool
  * tide_autograd_grad, which touches no .grad. PyTorch's default is retain_graph = create_graph. */
 TIDE_API int tide_backward_ex(tide_tensor *root, const tide_tensor *grad_root, bool retain_graph,
                               bool create_graph);
+/* Hooks that backward (tide_backward, tide_backward_ex; not tide_autograd_grad) calls on the
+ * calling thread: grad_ready(ctx, leaf) once a leaf tensor's .grad holds every contribution
+ * of this backward pass (it runs before the walk ends, while other nodes still wait), and
+ * done(ctx) after the walk ended without error. A -1 return (with the error set) stops backward
+ * with that error. Passing NULLs removes them. grad_ready runs once per leaf and pass, with grad
+ * mode off (unless create_graph) and autocast off; a leaf whose every contribution was empty
+ * still gets it. Data-parallel training starts reducing a bucket of gradients from it. */
+typedef int (*tide_grad_ready_fn)(void *ctx, tide_tensor *leaf);
+typedef int (*tide_backward_done_fn)(void *ctx);
+TIDE_API void tide_set_backward_hooks(tide_grad_ready_fn grad_ready, tide_backward_done_fn done,
+                                      void *ctx);
 /* torch.autograd.grad: grads[j] = d(sum_i <outputs[i], grad_outputs[i]>)/d(inputs[j]) (new
  * references), without touching any .grad. grad_outputs NULL (or a NULL entry) means 1 for a
  * one-element output. inputs may be leaves or results inside the graph; each must require grad.

@@ -4,7 +4,26 @@
  * tide.no_grad(fn), tide.set_grad_enabled(b), tide.autocast(dtype, fn); x.grad / x.requires_grad / x.grad_fn are
  * attributes in ltide_tensor.c) and the runtime: threads and memory (tide.collect()).
  */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "ltide.h"
+
+/* Backward hooks (tide.autograd.set_backward_hooks, below): this state's live in the
+ * registry under HOOKS_KEY, a userdata holding the watched tensors, with user values on_ready,
+ * on_done and {[tensor address] = index}. */
+#define HOOKS_KEY "tide.backward_hooks"
+#define HOOKS_MT "tide.backward_hooks_mt"
+enum { UV_READY = 1, UV_DONE = 2, UV_INDEX = 3 };
+
+typedef struct lt_hooks {
+    lua_State *L;         /* the thread the hooks run in: the one in backward (t_backward) */
+    tide_tensor **params; /* retained: a freed tensor's address could come back as another's */
+    int n;
+} lt_hooks;
+
+/* The binding's hooks installed in this OS thread's engine, so a state removes only its own. */
+static _Thread_local lt_hooks *installed;
 
 static int t_requires_grad_(lua_State *L)
 {
@@ -57,7 +76,21 @@ static int t_backward(lua_State *L)
         create = opt_bool(L, opt, "backward", "create_graph", false);
         retain = opt_bool(L, opt, "backward", "retain_graph", create);
     }
-    if (tide_backward_ex(root, grad, retain, create) < 0)
+    /* this state's hooks (kept on the stack, so a hook that replaces them cannot free them
+     * under us) run in the thread calling backward, which may be a coroutine */
+    lt_hooks *h = NULL;
+    lua_State *hooks_thread = NULL;
+    if (installed) {
+        lua_getfield(L, LUA_REGISTRYINDEX, HOOKS_KEY);
+        if ((h = lua_touserdata(L, -1)) != NULL) {
+            hooks_thread = h->L;
+            h->L = L;
+        }
+    }
+    int rc = tide_backward_ex(root, grad, retain, create);
+    if (h)
+        h->L = hooks_thread;
+    if (rc < 0)
         return lt_raise(L, NULL);
     return 0;
 }
@@ -147,6 +180,151 @@ static int f_autograd_grad(lua_State *L)
         lt_fill(L, b, grads[j], false);
     }
     return nin;
+}
+
+/* ---- backward hooks: tide.autograd.set_backward_hooks (lua/tide/autograd.lua) -------------- */
+
+static void hooks_release(lt_hooks *h)
+{
+    for (int i = 0; i < h->n; i++)
+        tide_release(h->params[i]);
+    free(h->params);
+    h->params = NULL;
+    h->n = 0;
+    if (installed == h) {
+        tide_set_backward_hooks(NULL, NULL, NULL);
+        installed = NULL;
+    }
+}
+
+static int hooks_gc(lua_State *L)
+{
+    hooks_release(lua_touserdata(L, 1));
+    return 0;
+}
+
+/* Calls user value uv of h's userdata (with index when > 0) under lua_pcall: a Lua error must
+ * not unwind through the engine's C frames, so it becomes the engine's error instead. */
+static int hooks_call(lt_hooks *h, int uv, tide_tensor *leaf)
+{
+    lua_State *L = h->L;
+    if (!lua_checkstack(L, 4))
+        return tide_set_error("backward hook: no room on the Lua stack");
+    int top = lua_gettop(L), status = LUA_OK;
+    lua_getfield(L, LUA_REGISTRYINDEX, HOOKS_KEY);
+    if (lua_touserdata(L, -1) == h) { /* else replaced from Lua, and no longer wanted */
+        lua_getiuservalue(L, -1, uv);
+        int nargs = 0;
+        if (leaf) {
+            lua_getiuservalue(L, -2, UV_INDEX);
+            if (lua_rawgetp(L, -1, leaf) == LUA_TNIL) { /* not in the list: ignored */
+                lua_settop(L, top);
+                return 0;
+            }
+            lua_remove(L, -2);
+            nargs = 1;
+        }
+        status = lua_pcall(L, nargs, 0, 0);
+    }
+    if (status != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        char buf[400];
+        snprintf(buf, sizeof buf, "backward: the %s hook raised: %s",
+                 uv == UV_READY ? "on_ready" : "on_done",
+                 msg ? msg : "(an error object that is not a string)");
+        tide_set_error(buf);
+    }
+    lua_settop(L, top);
+    return status == LUA_OK ? 0 : -1;
+}
+
+static int hook_ready(void *ctx, tide_tensor *leaf) { return hooks_call(ctx, UV_READY, leaf); }
+static int hook_done(void *ctx) { return hooks_call(ctx, UV_DONE, NULL); }
+
+static bool callable(lua_State *L, int arg)
+{
+    if (lua_type(L, arg) == LUA_TFUNCTION)
+        return true;
+    if (luaL_getmetafield(L, arg, "__call") == LUA_TNIL)
+        return false;
+    lua_pop(L, 1);
+    return true;
+}
+
+/* Checks set_backward_hooks' arguments: a list of tensors, then two callables or nils (one at
+ * least). Returns the list's length. */
+static int hooks_check(lua_State *L)
+{
+    if (lua_type(L, 1) != LUA_TTABLE)
+        return luaL_error(L, "set_backward_hooks: expected a list of tensors (or nil to remove "
+                          "the hooks), got %s", luaL_typename(L, 1));
+    for (int arg = 2; arg <= 3; arg++)
+        if (!lua_isnil(L, arg) && !callable(L, arg))
+            return luaL_error(L, "set_backward_hooks: %s must be a function or nil, got %s",
+                              arg == 2 ? "on_ready" : "on_done", luaL_typename(L, arg));
+    if (lua_isnil(L, 2) && lua_isnil(L, 3))
+        return luaL_error(L, "set_backward_hooks: give on_ready and/or on_done (or nil alone to "
+                          "remove the hooks)");
+    lua_Integer n = luaL_len(L, 1);
+    if (n < 0 || n > (1 << 24))
+        return luaL_error(L, "set_backward_hooks: the list holds %d entries", (int)n);
+    return (int)n;
+}
+
+/* Fills h and the index table (on top) from the list at 1; raises on a bad entry (h->n counts
+ * what is retained so far, so the collector releases it). */
+static void hooks_fill(lua_State *L, lt_hooks *h, int n)
+{
+    for (int i = 1; i <= n; i++) {
+        lua_geti(L, 1, i);
+        tide_tensor *t = lt_totensor(L, -1);
+        if (!t)
+            luaL_error(L, "set_backward_hooks: params[%d] must be a tensor, got %s", i,
+                       luaL_typename(L, -1));
+        lua_pop(L, 1);
+        if (lua_rawgetp(L, -1, t) != LUA_TNIL)
+            luaL_error(L, "set_backward_hooks: params[%d] is params[%d] again", i,
+                       (int)lua_tointeger(L, -1));
+        lua_pop(L, 1);
+        lua_pushinteger(L, i);
+        lua_rawsetp(L, -2, t);
+        h->params[h->n++] = tide_retain(t);
+    }
+}
+
+/* set_backward_hooks(params, on_ready, on_done): on_ready(i) once params[i]'s grad is final in
+ * a backward pass, on_done() after the pass; set_backward_hooks(nil) removes them. */
+static int f_set_backward_hooks(lua_State *L)
+{
+    lua_settop(L, 3);
+    lua_getfield(L, LUA_REGISTRYINDEX, HOOKS_KEY); /* 4: the hooks being replaced */
+    int n = lua_isnil(L, 1) && lua_isnil(L, 2) && lua_isnil(L, 3) ? -1 : hooks_check(L);
+    if (n >= 0) {
+        lt_hooks *h = lua_newuserdatauv(L, sizeof *h, 3); /* 5 */
+        *h = (lt_hooks){.L = L};
+        if (luaL_newmetatable(L, HOOKS_MT)) {
+            lua_pushcfunction(L, hooks_gc);
+            lua_setfield(L, -2, "__gc");
+        }
+        lua_setmetatable(L, 5);
+        if (n > 0 && !(h->params = malloc(sizeof *h->params * (size_t)n)))
+            return luaL_error(L, "set_backward_hooks: out of memory");
+        lua_pushvalue(L, 2);
+        lua_setiuservalue(L, 5, UV_READY);
+        lua_pushvalue(L, 3);
+        lua_setiuservalue(L, 5, UV_DONE);
+        lua_createtable(L, 0, n);
+        hooks_fill(L, h, n);
+        lua_setiuservalue(L, 5, UV_INDEX);
+        tide_set_backward_hooks(lua_isnil(L, 2) ? NULL : hook_ready,
+                                lua_isnil(L, 3) ? NULL : hook_done, h);
+        installed = h;
+    }
+    if (!lua_isnil(L, 4))
+        hooks_release(lua_touserdata(L, 4)); /* uninstalls it unless replaced just above */
+    lua_pushvalue(L, n >= 0 ? 5 : 1);          /* the new hooks, or nil */
+    lua_setfield(L, LUA_REGISTRYINDEX, HOOKS_KEY);
+    return 0;
 }
 
 static int t_detach(lua_State *L)
@@ -300,6 +478,7 @@ static const lt_reg autograd_regs[] = {
     {"backward", t_backward, LT_BOTH},
     {"detach", t_detach, LT_BOTH},
     {"_autograd_grad", f_autograd_grad, LT_FUNCTION}, /* tide.autograd.grad (lua/tide/autograd.lua) */
+    {"_set_backward_hooks", f_set_backward_hooks, LT_FUNCTION}, /* tide.autograd.set_backward_hooks */
     {"no_grad", f_no_grad, LT_FUNCTION},
     {"enable_grad", f_enable_grad, LT_FUNCTION},
     {"set_grad_enabled", f_set_grad_enabled, LT_FUNCTION},

@@ -765,6 +765,144 @@ static void test_accumulation_and_retain(void)
     tide_release(x);
 }
 
+/* ---- backward hooks ------------------------------------------------------------------------ */
+
+/* What the hooks saw: the leaves in the order grad_ready named them, each one's grad then. */
+typedef struct hook_log {
+    tide_tensor *leaves[8];
+    double grad_at[8][3];
+    int nready, ndone, ready_before_done;
+    int fail_ready;     /* the grad_ready call (1-based) that returns -1; 0: none */
+    bool fail_silently; /* that -1 comes without an error message */
+    bool fail_done;
+} hook_log;
+
+static int log_ready(void *ctx, tide_tensor *leaf)
+{
+    hook_log *h = ctx;
+    if (++h->nready == h->fail_ready)
+        return h->fail_silently ? -1 : td_error("grad_ready hook: no thanks");
+    if (h->nready <= 8) {
+        tide_tensor *g = tide_grad(leaf);
+        h->leaves[h->nready - 1] = leaf;
+        if (g && tide_numel(g) <= 3)
+            tide_to_buffer(g, h->grad_at[h->nready - 1], sizeof(double) * (size_t)tide_numel(g));
+        tide_release(g);
+    }
+    return 0;
+}
+
+static int log_done(void *ctx)
+{
+    hook_log *h = ctx;
+    h->ndone++;
+    h->ready_before_done = h->nready;
+    return h->fail_done ? td_error("done hook: no thanks") : 0;
+}
+
+/* The grad each leaf held when its hook ran is its final grad. */
+static bool fired_final(const hook_log *h, int k, tide_tensor *leaf)
+{
+    tide_tensor *g = tide_grad(leaf);
+    double got[3];
+    int64_t n = g ? tide_numel(g) : 0;
+    bool ok = g && h->leaves[k] == leaf && n <= 3 &&
+              tide_to_buffer(g, got, sizeof(double) * (size_t)n) == 0;
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = got[i] == h->grad_at[k][i];
+    tide_release(g);
+    return ok;
+}
+
+/* x feeds the add next to the loss and, through tanh, the mul far from it: its hook must wait
+ * for both, and fire once. */
+static void test_hooks_shared_leaf(void)
+{
+    hook_log h = {0};
+    tide_set_backward_hooks(log_ready, log_done, &h);
+    tide_tensor *x = vec((double[]){0.5, -1, 2}, 3, true);
+    tide_tensor *w = vec((double[]){1, 2, -0.5}, 3, true);
+    tide_tensor *a = tide_mul(x, w), *b = tide_tanh(a), *c = tide_add(b, x);
+    tide_tensor *s = tide_sum(c, NULL, 0, false);
+    CHECK(tide_backward(s, NULL, false) == 0, "backward: %s", tide_last_error());
+    CHECK(h.nready == 2 && h.ndone == 1 && h.ready_before_done == 2, "%d ready, %d done",
+          h.nready, h.ndone);
+    bool x_first = h.leaves[0] == x;
+    CHECK(fired_final(&h, x_first ? 0 : 1, x) && fired_final(&h, x_first ? 1 : 0, w),
+          "x's grad at its hook was not its final grad (%g, want the full sum)", h.grad_at[0][0]);
+    double want[3];
+    for (int i = 0; i < 3; i++) {
+        double xv = (double[]){0.5, -1, 2}[i], wv = (double[]){1, 2, -0.5}[i], t = tanh(xv * wv);
+        want[i] = 1 + (1 - t * t) * wv;
+    }
+    CHECK(grad_is(x, want, 3), "x's grad is not 1 + (1 - tanh(xw)^2) w");
+    tide_release(s), tide_release(c), tide_release(b), tide_release(a);
+
+    /* the same leaf twice in one node, and a leaf as the root: once each */
+    h = (hook_log){0};
+    tide_set_grad(x, NULL);
+    tide_tensor *xx = tide_mul(x, x), *xs = tide_sum(xx, NULL, 0, false);
+    CHECK(tide_backward(xs, NULL, false) == 0 && h.nready == 1 && h.leaves[0] == x &&
+              fired_final(&h, 0, x), "x*x: %d ready", h.nready);
+    tide_release(xs), tide_release(xx);
+    h = (hook_log){0};
+    tide_tensor *one = tide_ones(1, (int64_t[]){3}, TIDE_FLOAT64);
+    CHECK(tide_backward(w, one, false) == 0 && h.nready == 1 && h.leaves[0] == w &&
+              h.ndone == 1, "a leaf root: %d ready, %d done", h.nready, h.ndone);
+    tide_release(one);
+
+    /* tide_autograd_grad touches no .grad: no hooks */
+    h = (hook_log){0};
+    tide_tensor *y = tide_mul(x, w), *ys = tide_sum(y, NULL, 0, false), *gx = NULL;
+    CHECK(tide_autograd_grad(&ys, NULL, 1, &x, 1, false, false, false, &gx) == 0 &&
+              h.nready == 0 && h.ndone == 0, "grad fired %d ready, %d done", h.nready, h.ndone);
+    tide_release(gx), tide_release(ys), tide_release(y);
+    tide_set_backward_hooks(NULL, NULL, NULL);
+    tide_release(x), tide_release(w);
+}
+
+/* A chain x*w1*w2*w3: the leaf nearest the loss is final first. Errors from either hook stop
+ * backward with their message; removed hooks are not called. */
+static void test_hooks_order_and_errors(void)
+{
+    hook_log h = {0};
+    tide_tensor *x = vec((double[]){1, 2, 3}, 3, false), *wv[3];
+    for (int i = 0; i < 3; i++)
+        wv[i] = vec((double[]){1.5, -1, 0.5}, 3, true);
+    tide_tensor *y[3];
+    for (int pass = 0; pass < 5; pass++) {
+        h = (hook_log){.fail_ready = pass == 1 ? 2 : pass == 2 ? 1 : 0,
+                       .fail_silently = pass == 2, .fail_done = pass == 3};
+        tide_set_backward_hooks(pass == 4 ? NULL : log_ready, pass == 4 ? NULL : log_done, &h);
+        y[0] = tide_mul(x, wv[0]), y[1] = tide_mul(y[0], wv[1]), y[2] = tide_mul(y[1], wv[2]);
+        tide_tensor *loss = tide_sum(y[2], NULL, 0, false);
+        int rc = tide_backward(loss, NULL, false);
+        if (pass == 0)
+            CHECK(rc == 0 && h.nready == 3 && h.leaves[0] == wv[2] && h.leaves[1] == wv[1] &&
+                      h.leaves[2] == wv[0] && h.ndone == 1 && h.ready_before_done == 3,
+                  "chain order: %d ready, %d done (%s)", h.nready, h.ndone, tide_last_error());
+        else if (pass == 1)
+            CHECK(rc == -1 && strstr(tide_last_error(), "grad_ready hook: no thanks") &&
+                      h.nready == 2 && h.ndone == 0, "a failing grad_ready: %d, %s", rc,
+                  tide_last_error());
+        else if (pass == 2)
+            CHECK(rc == -1 && strstr(tide_last_error(), "grad_ready hook failed"),
+                  "a silent -1: %s", tide_last_error());
+        else if (pass == 3)
+            CHECK(rc == -1 && strstr(tide_last_error(), "done hook: no thanks") && h.ndone == 1,
+                  "a failing done: %d, %s", rc, tide_last_error());
+        else
+            CHECK(rc == 0 && h.nready == 0 && h.ndone == 0, "removed hooks ran");
+        tide_release(loss);
+        for (int i = 0; i < 3; i++)
+            tide_release(y[i]);
+    }
+    tide_set_backward_hooks(NULL, NULL, NULL);
+    for (int i = 0; i < 3; i++)
+        tide_release(wv[i]);
+    tide_release(x);
+}
+
 static void *grad_mode_elsewhere(void *arg)
 {
     (void)arg;
@@ -1015,6 +1153,8 @@ int main(void)
     test_conv_pool();
     test_composites();
     test_accumulation_and_retain();
+    test_hooks_shared_leaf();
+    test_hooks_order_and_errors();
     test_grad_fn_names();
     test_modes_and_detach();
     test_inplace();

@@ -1,6 +1,7 @@
 -- tide.autograd — torch.autograd's functions from Lua:
 --   tide.autograd.grad(outputs, inputs [, {grad_outputs=, retain_graph=, create_graph=,
 --                      allow_unused=}])  -> one gradient per input (C: tide_autograd_grad)
+--   tide.autograd.set_backward_hooks(params, on_ready, on_done)  (C: tide_set_backward_hooks)
 --   tide.autograd.gradcheck(fn, inputs [, {eps=, atol=, rtol=}])
 --   tide.autograd.gradgradcheck(fn, inputs [, {eps=, atol=, rtol=, grad_outputs=}])
 -- The checks compare autograd with central finite differences in float64: every input that
@@ -12,6 +13,10 @@ local tide = require "tide"
 local M = {}
 
 M.grad = tide._autograd_grad
+-- set_backward_hooks(params, on_ready, on_done): on_ready(i) as soon as params[i].grad holds
+-- all of a backward pass's contributions (while the rest of backward still runs: data-parallel
+-- training starts reducing a bucket there), on_done() after the pass; nil removes them.
+M.set_backward_hooks = tide._set_backward_hooks
 
 -- fn's results as a list (nil results, e.g. unused gradients, are dropped).
 local function results(fn, inputs)

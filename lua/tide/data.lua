@@ -7,6 +7,8 @@
 --                                       seed = 1})
 --   for xb, yb in loader:iter() do ... end           -- #loader batches
 --
+-- DataLoader(ds, {sampler = data.DistributedSampler(ds, {num_replicas=, rank=})}) reads one
+-- rank's share of the dataset (tide/data/sampler.lua; call sampler:set_epoch(e) each epoch).
 -- A TensorDataset is batched with index_select on each tensor (one op per tensor and batch;
 -- without shuffle, narrow views). Other datasets are batched by calling get(i) per sample and
 -- stacking the results (tensors with tide.stack, numbers into a tensor). Shuffling draws a
@@ -138,9 +140,22 @@ data.DataLoader = setmetatable(DataLoader, {
 })
 
 local loader_keys = { batch_size = true, shuffle = true, drop_last = true, seed = true,
-                      generator = true, collate_fn = true }
+                      generator = true, collate_fn = true, sampler = true }
 
--- DataLoader(dataset, {batch_size=1, shuffle=false, drop_last=false, seed=nil, collate_fn=nil})
+-- A sampler (DistributedSampler, or any table with indices() and len()) decides the order.
+local function check_sampler(s, shuffle)
+  if type(s) ~= "table" or type(s.indices) ~= "function" or type(s.len) ~= "function" then
+    error("DataLoader: sampler must have indices() and len() (a data.DistributedSampler), got "
+      .. type(s), 4)
+  end
+  if shuffle then
+    error("DataLoader: shuffle must be false when a sampler is given (the sampler decides the "
+      .. "order; DistributedSampler shuffles by itself)", 4)
+  end
+end
+
+-- DataLoader(dataset, {batch_size=1, shuffle=false, drop_last=false, seed=nil, collate_fn=nil,
+-- sampler=nil})
 function DataLoader.new(dataset, opts)
   opts = opts or {}
   if type(opts) ~= "table" then
@@ -162,14 +177,22 @@ function DataLoader.new(dataset, opts)
   if seed ~= nil and math.type(seed) ~= "integer" then
     error("DataLoader: seed must be an integer", 3)
   end
+  if opts.sampler ~= nil then
+    check_sampler(opts.sampler, opts.shuffle)
+  end
   return setmetatable({ dataset = dataset, batch_size = bs, shuffle = opts.shuffle or false,
                         drop_last = opts.drop_last or false, seed = seed, epoch = 0,
-                        collate_fn = opts.collate_fn }, DataLoader)
+                        collate_fn = opts.collate_fn, sampler = opts.sampler }, DataLoader)
+end
+
+-- The number of samples one pass reads: the sampler's share, or the whole dataset.
+function DataLoader:_samples()
+  return self.sampler and self.sampler:len() or self.dataset:len()
 end
 
 -- The number of batches.
 function DataLoader:len()
-  local n = self.dataset:len()
+  local n = self:_samples()
   if self.drop_last then
     return n // self.batch_size
   end
@@ -178,9 +201,13 @@ end
 DataLoader.__len = DataLoader.len
 
 -- The order of the samples for the next pass: nil (in order) or an int64 tensor of 1-based
--- indices.
+-- indices (a sampler's, as it gives them).
 function DataLoader:_order()
   self.epoch = self.epoch + 1
+  if self.sampler then
+    local idx = self.sampler:indices()
+    return #idx > 0 and tide.tensor(idx, { dtype = "int64" }) or nil
+  end
   if not self.shuffle then
     return nil
   end
@@ -221,7 +248,7 @@ end
 -- for xb, yb in loader:iter() do ... end (one pass; shuffled anew each call when shuffle)
 function DataLoader:iter()
   local ds, bs = self.dataset, self.batch_size
-  local n = ds:len()
+  local n = self:_samples()
   local nb = self:len()
   local order = self:_order()
   local b = 0
@@ -338,5 +365,9 @@ data.TextDataset = text.TextDataset
 data.fortunes_files = text.fortunes_files
 data.Fortunes = text.Fortunes
 data.FORTUNES_ROOT = text.FORTUNES_ROOT
+
+-- ---- samplers (tide/data/sampler.lua) ------------------------------------------------------------
+
+data.DistributedSampler = require("tide.data.sampler").DistributedSampler
 
 return data

@@ -27,6 +27,7 @@ local namespaces = {
   { "loader:", function() return tide.data.DataLoader end },
   { "ds:", function() return tide.data.Dataset end },
   { "text:", function() return tide.data.TextDataset end },
+  { "sampler:", function() return tide.data.DistributedSampler end },
   { "gpt.", function() return require "tide.models.gpt" end },
   { "lm:", function() return require("tide.models.gpt").GPT end },
   { "llama.", function() return require "tide.models.llama" end },
@@ -102,7 +103,7 @@ local modules = {
   { "nn", "tide.nn: modules (nn.Linear ...), nn.init, m:<method> for a module" },
   { "F", "tide.nn.functional: torch.nn.functional's names" },
   { "optim", "tide.optim: SGD, Adam, AdamW, LR schedulers (opt:<method>, sched:<method>)" },
-  { "data", "tide.data: datasets and DataLoader (loader:<method>, ds:<method>, text:<method> for TextDataset)" },
+  { "data", "tide.data: datasets, DataLoader and DistributedSampler (loader:<method>, ds:<method>, text:<method> for TextDataset, sampler:<method>)" },
   { "gpt", "tide.models.gpt: a GPT language model (gpt.GPT; lm:<method> for one)" },
   { "llama", "tide.models.llama: Llama and its checkpoint loaders (llm:<method> for one)" },
   { "tokenizer", "tide.models.tokenizer: llama2.c's tokenizer.bin (tokenizer.load; tok:<method>)" },
@@ -110,7 +111,7 @@ local modules = {
 -- The name prefixes each module's listing shows: its functions, then its objects' methods.
 local module_prefixes = {
   tide = { "tide.", "x:" }, nn = { "nn.", "m:" }, F = { "F." },
-  optim = { "optim.", "opt:", "sched:" }, data = { "data.", "loader:", "ds:", "text:" },
+  optim = { "optim.", "opt:", "sched:" }, data = { "data.", "loader:", "ds:", "text:", "sampler:" },
   gpt = { "gpt.", "lm:" }, llama = { "llama.", "llm:" },
   tokenizer = { "tokenizer.", "tok:" },
 }

@@ -9,7 +9,8 @@
 --     nn.init.f, F.f, optim.C, data.f, m:/model:/module: (an nn.Module), opt:/optimizer:,
 --     sched:/scheduler:, loader:, ds:/dataset:, text: (a TextDataset), gpt.f
 --     (tide.models.gpt), lm: (a gpt.GPT model), llama.f (tide.models.llama), llm: (a
---     llama.Llama model), tokenizer.f (tide.models.tokenizer), tok: (a Tokenizer) — anywhere
+--     llama.Llama model), tokenizer.f (tide.models.tokenizer), tok: (a Tokenizer), sampler: (a
+--     data.DistributedSampler) — anywhere
 --     in the span;
 --   * a bare name that starts the span (`exp`, `narrow(dim, start, len)`): tide.<name>, else
 --     the tensor method x:<name>;
@@ -35,7 +36,7 @@ local receivers = {
   optim = "optim.", data = "data.", m = "m:", model = "m:", module = "m:", opt = "opt:",
   optimizer = "opt:", sched = "sched:", scheduler = "sched:", loader = "loader:", ds = "ds:",
   dataset = "ds:", text = "text:", gpt = "gpt.", lm = "lm:", scaler = "scaler:", llama = "llama.",
-  llm = "llm:", tokenizer = "tokenizer.", tok = "tok:",
+  llm = "llm:", tokenizer = "tokenizer.", tok = "tok:", sampler = "sampler:",
 }
 
 local function read_spans(page)
