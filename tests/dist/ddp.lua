@@ -24,7 +24,7 @@ local GLOBAL = 16
 local n_local = GLOBAL // world
 tide.manual_seed(7)
 local X = tide.randn(GLOBAL, 12)
-local Y = tide.randint(0, 5, { GLOBAL })
+local Y = tide.randint(1, 6, { GLOBAL }) -- class ids are 1-based
 local lo = rank * n_local + 1
 local x_local, y_local = X:narrow(1, lo, n_local):contiguous(), Y:narrow(1, lo, n_local):contiguous()
 
@@ -85,7 +85,7 @@ for _, kind in ipairs({ "SGD", "Adam" }) do
       end
       if jit then
         H.eq(step:stats().breaks, 0, "the jitted DDP step has no graph break")
-        H.eq(step:stats().compiles, 1, "compiled once")
+        H.eq(step:stats().compiles, ref_step:stats().compiles, "compiles as often as one process")
       end
     end)
   end
@@ -104,7 +104,8 @@ H.test("no_sync accumulates; the next backward reduces the sum", function()
     for r = 0, world - 1 do
       local rows = X:narrow(1, r * n_local + 1, n_local)
       local ys = Y:narrow(1, r * n_local + 1, n_local)
-      (crit(ref(part(rows, k)), part(ys, k)) / world):backward()
+      local l = crit(ref(part(rows, k)), part(ys, k)) / world
+      l:backward()
     end
   end
   for i, p in ipairs(model:parameters()) do
