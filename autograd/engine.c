@@ -609,11 +609,11 @@ static int run_nodes(const walk *w, node_list *ready)
 
 /* One walk from n roots, each with its gradient (roots that are leaves take theirs directly). */
 static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int n,
-                      const walk *wanted)
+                      const walk *given)
 {
     node_list all = {0}, ready = {0}, starts = {0};
     leaf_counts leaves = {0};
-    walk hooked = *wanted, *w = &hooked;
+    walk hooked = *given, *w = &hooked; /* plus the leaf table, when a hook wants it */
     int rc = 0;
     for (int r = 0; r < n && rc == 0; r++)
         if (roots[r]->grad_fn)
