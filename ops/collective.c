@@ -130,7 +130,26 @@ int td_coll_prepare(td_coll_job *j, tide_op op, tide_tensor *out, tide_tensor *x
     return 0;
 }
 
-/* MEAN is the sum over the ranks divided by their number, in the wire dtype. */
+/* MEAN is the sum over the ranks divided by their number, in the wire dtype. A power-of-two
+ * world multiplies by its exact reciprocal (the same bits as the division); four lanes at a time
+ * (SSE2, which every x86-64 has): a scalar divide here cost as much as the all_reduce itself. */
+typedef float v4f __attribute__((vector_size(16)));
+static void divide_floats(float *p, int64_t n, int world)
+{
+    float w = (float)world, inv = 1.0f / w;
+    bool pow2 = (world & (world - 1)) == 0;
+    v4f wv = {w, w, w, w}, iv = {inv, inv, inv, inv};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f x;
+        memcpy(&x, p + i, sizeof x);
+        x = pow2 ? x * iv : x / wv;
+        memcpy(p + i, &x, sizeof x);
+    }
+    for (; i < n; i++)
+        p[i] = pow2 ? p[i] * inv : p[i] / w;
+}
+
 static void divide_by_world(tide_tensor *t)
 {
     int64_t n = td_numel(t->ndim, t->shape);
@@ -140,9 +159,7 @@ static void divide_by_world(tide_tensor *t)
         for (int64_t i = 0; i < n; i++)
             p[i] /= world;
     } else {
-        float *p = td_tensor_data(t);
-        for (int64_t i = 0; i < n; i++)
-            p[i] /= (float)world;
+        divide_floats(td_tensor_data(t), n, world);
     }
 }
 

@@ -10,6 +10,7 @@ packages=(
   valgrind zlib1g-dev clang
   dataset-fashion-mnist fortunes
   libonnx-dev libonnx-testdata protobuf-c-compiler libprotobuf-c-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -101,6 +101,8 @@ numeric_c=(
   onnx_shape_index
   onnx_nn
   graph_file
+  distributed
+  distributed_mpi
 )
 numeric_lua=(
   ops
@@ -137,6 +139,7 @@ numeric_lua=(
   math
   onnx
   export
+  distributed
 )
 numeric="^(test_($(IFS='|'; echo "${numeric_c[*]}"))|lua_($(IFS='|'; echo "${numeric_lua[*]}"))(_tideprog)?|onnx_conformance(_jit|_vulkan)?)$"
 for tier in $tiers; do

@@ -2,15 +2,15 @@
 # test_distributed.sh BUILD_DIR — tide.distributed across two processes: mpirun -np 2 runs the C
 # and Lua collective tests, the data-parallel training checks (tests/dist/ddp.lua) and a
 # stalled rank (tests/dist/stall.lua), which must end the launch with tide's timeout error
-# well before the stalled rank wakes. Skips (exit 0 with a reason) when tide was built without
+# well before the stalled rank wakes. Skips (exit 77 with a reason) when tide was built without
 # MPI or mpirun is missing.
 set -uo pipefail
 build=${1:?build dir}
 here=$(cd "$(dirname "$0")" && pwd)
 tide="$build/lua/tide"
-if ! command -v mpirun >/dev/null; then echo "SKIP: no mpirun (scripts/setup.sh installs openmpi-bin)"; exit 0; fi
+if ! command -v mpirun >/dev/null; then echo "SKIP: no mpirun (scripts/setup.sh installs openmpi-bin)"; exit 77; fi
 if ! "$tide" -e 'os.exit(require("tide").distributed.is_available() and 0 or 1)'; then
-  echo "SKIP: tide was built without MPI"; exit 0
+  echo "SKIP: tide was built without MPI"; exit 77
 fi
 mpi=(mpirun -np 2 --oversubscribe)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)

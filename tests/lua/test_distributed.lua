@@ -131,6 +131,27 @@ H.test("under tide.jit: recorded in the graph, no break, equal to eager each cal
   H.eq(g:stats().breaks, 0, "async form under the jit: no break")
 end)
 
+H.test("under tide.jit: a tensor reduced twice, gathers at new sizes", function()
+  local twice = tide.jit(function(x)
+    local y = x + 0
+    dist.all_reduce(y)
+    dist.all_reduce(y) -- a second write: never merged with the first
+    return y
+  end)
+  H.values(twice(tide.ones(3)), { world * world, world * world, world * world })
+  local gather = tide.jit(function(x) return dist.all_gather_into_tensor(x * 1) end)
+  for _, n in ipairs({ 2, 5, 3 }) do -- a new size each call: re-planned or recompiled, never wrong
+    local x = mine(n)
+    local want = dist.all_gather_into_tensor(x)
+    H.values(gather(x), want:totable(), 0, "size " .. n)
+  end
+  local scatter = tide.jit(function(x) return dist.reduce_scatter(x, "max") end)
+  for _, n in ipairs({ 2, 4 }) do
+    local x = mine(n * world)
+    H.values(scatter(x), dist.reduce_scatter(x, "max"):totable(), 0, "reduce_scatter " .. n)
+  end
+end)
+
 local vk_ok = tide.vulkan_available and tide.vulkan_available()
 H.test("Vulkan tensors are staged through the host", function()
   if not vk_ok then return end

@@ -173,8 +173,9 @@ function parallel.install(nn)
       b.work = nil
       for _, i in ipairs(b.members) do
         local p = self.params[i]
-        local mean = b.buffer:narrow(1, b.offsets[i] + 1, p:numel()):view(p.shape)
-        if p.grad ~= nil then p.grad:copy_(mean) else p.grad = mean:clone() end
+        -- the gradient becomes a view of the bucket (no copy back): the next backward adds
+        -- into it or replaces it, and the hook copies it into the same place
+        p.grad = b.buffer:narrow(1, b.offsets[i] + 1, p:numel()):view(p.shape)
       end
     end
     tl.wait_end = tide.clock()
