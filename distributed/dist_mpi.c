@@ -202,8 +202,10 @@ static void finish(void)
         MPI_Abort(MPI_COMM_WORLD, 1);
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
+    if (!finalized) {
+        MPI_Comm_free(&comm);
         MPI_Finalize();
+    }
 }
 
 int td_dist_init(double timeout_s)

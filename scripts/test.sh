@@ -191,7 +191,7 @@ vk_icd=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
 [ -f "$vk_icd" ] || vk_icd=""
 for t in build/tests/test_*; do
   [ -x "$t" ] || continue
-  if env ${vk_icd:+VK_DRIVER_FILES=$vk_icd} TIDE_CPU_ISA=baseline valgrind -q --error-exitcode=99 \
+  if env ${vk_icd:+VK_DRIVER_FILES=$vk_icd} TIDE_CPU_ISA=baseline valgrind -q --num-callers=40 --error-exitcode=99 \
        --suppressions=tests/valgrind.supp --leak-check=full --errors-for-leak-kinds=definite \
        --show-leak-kinds=definite "$t" > "$t.valgrind.log" 2>&1; then
     echo "valgrind $(basename "$t"): clean"

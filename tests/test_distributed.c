@@ -208,8 +208,9 @@ static void errors(void)
           "bad reduction: %s", tide_last_error());
     CHECK(tide_broadcast_(t, world) < 0 && strstr(tide_last_error(), "not a rank"),
           "root out of range: %s", tide_last_error());
-    CHECK_ERROR(tide_reduce_scatter(tide_scalar(1, TIDE_FLOAT32), TIDE_REDUCE_SUM),
-                "reduce_scatter", "equal blocks");
+    tide_tensor *scalar = tide_scalar(1, TIDE_FLOAT32);
+    CHECK_ERROR(tide_reduce_scatter(scalar, TIDE_REDUCE_SUM), "reduce_scatter", "equal blocks");
+    tide_release(scalar);
     tide_tensor *w = tide_ones(1, shape, TIDE_FLOAT32);
     tide_requires_grad_(w, true);
     CHECK(tide_all_reduce_(w, TIDE_REDUCE_SUM) < 0 && strstr(tide_last_error(), "requires grad"),
