@@ -47,6 +47,7 @@ H.test("construction takes rank 0's parameters", function()
   H.ok(#ddp.buckets >= 3, "small buckets: several of them, got " .. #ddp.buckets)
   H.raises(function() DDP(model, { bucket_mb = 1 }) end, "unknown option")
   H.raises(function() DDP(42) end, "expected an nn.Module")
+  H.raises(function() DDP(nn.ReLU()) end, "no parameter that requires grad")
 end)
 
 local function make_step(model, opt, jit)
@@ -112,6 +113,42 @@ H.test("no_sync accumulates; the next backward reduces the sum", function()
     local d = max_diff(p.grad, ref:parameters()[i].grad)
     H.ok(d <= 1e-6, ("gradient %d differs by %.3g"):format(i, d))
   end
+end)
+
+H.test("two synchronized backwards accumulate, a parameter left out keeps its gradient", function()
+  local crit = nn.CrossEntropyLoss()
+  for _, jit in ipairs({ false, true }) do
+    local model, ref = net(9), net(9)
+    local ddp = DDP(model, { bucket_cap_mb = 0.001 })
+    local pass = function(m, x, y) local l = crit(m(x), y); l:backward() end
+    if jit then pass = tide.jit(pass) end
+    pass(ddp, x_local, y_local)
+    pass(ddp, x_local * 2, y_local)  -- no zero_grad: grads add up, then the sum is reduced
+    pass(ref, X, Y)
+    pass(ref, X * 2, Y)
+    for i, p in ipairs(model:parameters()) do
+      local d = max_diff(p.grad, ref:parameters()[i].grad)
+      H.ok(d <= 1e-6, ("%s: gradient %d differs by %.3g"):format(jit and "jit" or "eager", i, d))
+    end
+  end
+  -- a parameter backward never reaches: the gradient it holds is averaged too, and one with
+  -- none gets the ranks' mean of zeros and theirs
+  local Two = nn.Module:extend("Two")
+  function Two:__init()
+    nn.Module.__init(self)
+    self:add_module("used", nn.Linear(12, 5))
+    self:add_module("unused", nn.Linear(3, 3))
+  end
+  function Two:forward(x) return self.used(x) end
+  tide.manual_seed(3)
+  local two = Two()
+  local ddp = DDP(two, { bucket_cap_mb = 0.001 })
+  two.unused.weight.grad = tide.ones(3, 3) * (rank + 1)
+  local l = crit(ddp(x_local), y_local)
+  l:backward()
+  H.eq(max_diff(two.unused.weight.grad, tide.ones(3, 3) * (world + 1) / 2), 0,
+    "a gradient held from before is averaged")
+  H.eq(max_diff(two.unused.bias.grad, tide.zeros(3)), 0, "no gradient: zeros")
 end)
 
 H.test("GPT, 1 MB buckets: two or more all_reduces start before the last gradient", function()

@@ -75,6 +75,9 @@ function parallel.install(nn)
     for _, p in ipairs(module:parameters()) do
       if p.requires_grad then params[#params + 1] = p end
     end
+    if #params == 0 then
+      error("DistributedDataParallel: the module has no parameter that requires grad", 2)
+    end
     rawset(self, "params", params)
     self:_sync_module_state(opts.broadcast_buffers ~= false)
     local buckets, bucket_of = make_buckets(params, cap * 1024 * 1024)
@@ -116,7 +119,7 @@ function parallel.install(nn)
   function DDP:prepare_for_backward() self:_prepare_for_backward() end
   function DDP:_prepare_for_backward()
     for _, b in ipairs(self.buckets) do
-      b.pending, b.ready, b.work = #b.members, false, nil
+      b.pending, b.ready, b.work, b.got = #b.members, false, nil, {}
     end
     rawset(self, "next_bucket", 1)
     rawset(self, "timeline", { started = {}, start = tide.clock() })
@@ -130,6 +133,7 @@ function parallel.install(nn)
     local p = self.params[i]
     local slot = b.buffer:narrow(1, b.offsets[i] + 1, p:numel())
     if p.grad ~= nil then slot:copy_(p.grad:reshape(-1)) else slot:zero_() end
+    b.got[i] = true
     b.pending = b.pending - 1
     b.ready = b.pending == 0
     self.timeline.last_ready = tide.clock()
@@ -147,8 +151,9 @@ function parallel.install(nn)
     end
   end
 
-  -- After backward: buckets whose parameters got no gradient this pass are sent with zeros
-  -- there, every bucket is waited, and the means go back into the gradients.
+  -- After backward: the parameters this pass did not reach send the gradient they hold (one
+  -- accumulated earlier under no_sync) or zeros; every bucket is waited, and the means go back
+  -- into the gradients.
   function DDP:_finish_backward()
     tide.autograd.set_backward_hooks(nil)
     local tl = self.timeline
@@ -156,9 +161,10 @@ function parallel.install(nn)
     for _, b in ipairs(self.buckets) do
       if not b.ready then
         for _, i in ipairs(b.members) do
-          if self.params[i].grad == nil then
-            b.buffer:narrow(1, b.offsets[i] + 1, self.params[i]:numel()):zero_()
-          end
+          local p = self.params[i]
+          local slot = b.buffer:narrow(1, b.offsets[i] + 1, p:numel())
+          if b.got[i] then -- copied already
+          elseif p.grad ~= nil then slot:copy_(p.grad:reshape(-1)) else slot:zero_() end
         end
         b.ready = true
       end
