@@ -89,16 +89,25 @@ end
 
 -- Ends the script (status 2) unless path can be written: found out before a long run rather
 -- than after it. An existing file is left as it is ("a" mode); a new one is made, then removed.
-function cli.check_writable(script, path, option)
+-- nil when path can be written, else io.open's reason.
+local function unwritable(path)
   local existed = io.open(path, "r")
   if existed then existed:close() end
   local f, err = io.open(path, "a")
-  if not f then
-    io.stderr:write(("%s: cannot write the checkpoint (%s): %s\n"):format(script, option, err))
-    os.exit(2)
-  end
+  if not f then return err end
   f:close()
   if not existed then os.remove(path) end
+  return nil
+end
+
+local function refuse_checkpoint(script, option, err)
+  io.stderr:write(("%s: cannot write the checkpoint (%s): %s\n"):format(script, option, err))
+  os.exit(2)
+end
+
+function cli.check_writable(script, path, option)
+  local err = unwritable(path)
+  if err then refuse_checkpoint(script, option, err) end
 end
 
 -- "1m05s" from 65 seconds, "4.2s" under a minute.
@@ -115,6 +124,112 @@ function cli.bar(fraction, width)
   local fill = math.max(0, math.min(width, math.floor(width * fraction)))
   local head = fill < width and ">" or ""
   return string.rep("=", fill) .. head .. string.rep(" ", width - fill - #head)
+end
+
+-- ---- --ddp: data-parallel training over the ranks of an MPI launch -----------------------------
+
+-- The CPUs of the machine (/sys's online list), or nil where that cannot be read.
+local function online_cpus()
+  local f = io.open("/sys/devices/system/cpu/online", "r")
+  if not f then return nil end
+  local line = f:read("l") or ""
+  f:close()
+  local n = 0
+  for a, b in line:gmatch("(%d+)%-?(%d*)") do
+    n = n + (b ~= "" and tonumber(b) - tonumber(a) + 1 or 1)
+  end
+  return n > 0 and n or nil
+end
+
+-- The launcher's processes on this machine: Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, else
+-- MPICH's MPI_LOCALNRANKS, else every rank (one machine).
+local function local_ranks(world)
+  local n = tonumber(os.getenv("OMPI_COMM_WORLD_LOCAL_SIZE") or os.getenv("MPI_LOCALNRANKS") or "")
+  return (n and n >= 1) and math.tointeger(n) or world
+end
+
+local Single = {}
+Single.__index = Single
+function Single:mean(x) return x end
+function Single:rank0_says(flag) return flag end
+function Single:barrier() end
+function Single:check_writable(script, path, option) cli.check_writable(script, path, option) end
+function Single:describe() return "" end
+
+local Ranks = setmetatable({}, { __index = Single })
+Ranks.__index = Ranks
+
+-- The mean over the ranks of the number x (every rank calls it, in the same order).
+function Ranks:mean(x)
+  local t = self.tide.tensor({ x }, { dtype = "float64" })
+  self.dist.all_reduce(t, "mean")
+  return t[1]:item()
+end
+
+-- Rank 0's flag on every rank: decisions that must agree (stop now?) follow rank 0's clock.
+function Ranks:rank0_says(flag)
+  local t = self.tide.tensor({ flag and 1 or 0 }, { dtype = "int32" })
+  self.dist.broadcast(t, 0)
+  return t[1]:item() ~= 0
+end
+
+function Ranks:barrier() self.dist.barrier() end
+
+-- Rank 0 (which writes the files) checks the path; every rank learns the outcome and all of
+-- them end with status 2 together, rather than the others waiting for a rank that left.
+function Ranks:check_writable(script, path, option)
+  local err = self.main and unwritable(path) or nil
+  local t = self.tide.tensor({ err and 1 or 0 }, { dtype = "int32" })
+  self.dist.broadcast(t, 0)
+  if t[1]:item() ~= 0 then
+    if self.main then refuse_checkpoint(script, option, err) end
+    os.exit(2)
+  end
+end
+
+-- ", DDP over 2 ranks (64 samples a rank a step)" for the header line (unit: what a batch holds)
+function Ranks:describe(unit)
+  return (", DDP over %d rank%s (%d %s a rank a step)"):format(self.world,
+    self.world == 1 and "" or "s", self.local_batch, unit)
+end
+
+-- cli.distributed(script, args) -> the data-parallel context of a run. Without args.ddp: one
+-- process (rank 0 of 1), whose mean and rank0_says return their argument and whose other
+-- methods do what the script did alone; nothing else is touched. With args.ddp: joins the ranks
+-- (tide.distributed.init; a world of one without mpirun or without an MPI build), checks that
+-- --batch-size (the global batch) divides among them (else status 2 on every rank), and sets
+-- each rank's threads (unless TIDE_NUM_THREADS says): the CPUs of the machine shared among its
+-- ranks (OMPI_COMM_WORLD_LOCAL_SIZE), and never more than the CPUs the launcher lets this rank
+-- run on (mpirun binds each of 2 ranks to one core unless told --bind-to none). Fields: rank,
+-- world, main (rank 0: the one that prints and writes files), local_batch, ddp.
+function cli.distributed(script, args, tide)
+  if not args.ddp then
+    return setmetatable({ rank = 0, world = 1, main = true, local_batch = args.batch_size,
+                          ddp = false }, Single)
+  end
+  local dist = tide.distributed
+  local ok, rank, world = pcall(dist.init)
+  if not ok then
+    io.stderr:write(("%s: --ddp: %s\n"):format(script, tostring(rank)))
+    os.exit(1)
+  end
+  local self = setmetatable({ rank = rank, world = world, main = rank == 0, ddp = true,
+                              tide = tide, dist = dist }, Ranks)
+  if args.batch_size % world ~= 0 then
+    if self.main then
+      io.stderr:write(("%s: --batch-size %d (the global batch) must be a multiple of the %d "
+        .. "ranks (--help for the usage)\n"):format(script, args.batch_size, world))
+    end
+    os.exit(2)
+  end
+  self.local_batch = args.batch_size // world
+  local env = tonumber(os.getenv("TIDE_NUM_THREADS") or "")
+  if not (env and env > 0) then
+    local allowed = tide.get_num_threads() -- the CPUs this process may run on
+    local share = (online_cpus() or allowed) // local_ranks(world)
+    tide.set_num_threads(math.max(1, math.min(allowed, share)))
+  end
+  return self
 end
 
 return cli

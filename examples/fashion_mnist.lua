@@ -4,8 +4,17 @@
 --   build/lua/tide examples/fashion_mnist.lua [options]
 --   LUA_CPATH="build/lua/?.so;;" lua5.4 examples/fashion_mnist.lua [options]
 --
+--   mpirun -np 2 build/lua/tide examples/fashion_mnist.lua --ddp [options]   -- data-parallel
+--
 -- Options: `--help` prints them (USAGE and OPTIONS below). A bad option value ends the script at
 -- once with a one-line message naming the option and the value, and exit status 2.
+--
+-- --ddp: every rank of the launch trains the same model (nn.parallel.DistributedDataParallel:
+-- rank 0's initial weights, gradients averaged over the ranks) on its own share of each epoch's
+-- shuffled training set (data.DistributedSampler, the same seed on every rank), --batch-size /
+-- ranks samples a step, so an epoch over all ranks reads the training set once. The losses
+-- reported are means over the ranks; the test set is split among the ranks and their counts
+-- summed (the BatchNorm statistics are rank 0's). Only rank 0 prints and writes files.
 local tide = require "tide"
 local nn = require "tide.nn"
 local F = require "tide.nn.functional"
@@ -21,7 +30,7 @@ local SCRIPT = "fashion_mnist.lua"
 
 local USAGE = "usage: fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] "
   .. "[--device cpu] [--limit N] [--test-limit N] [--checkpoint PATH] [--export PATH] [--seed N] "
-  .. "[--data DIR] [--autocast float32|bfloat16] [--eager] [--quiet] [--help]"
+  .. "[--data DIR] [--autocast float32|bfloat16] [--eager] [--quiet] [--ddp] [--help]"
 local OPTIONS = [[
   --model mlp|cnn    MLP 784-512-256-10 (default) or a small CNN (2 conv+BN+pool, 2 linear)
   --epochs N         passes over the training set, N >= 1 (default 5 for the MLP, 3 for the CNN)
@@ -42,6 +51,11 @@ local OPTIONS = [[
                      evaluation stays float32
   --eager            run train_step eagerly (no tide.jit)
   --quiet            no per-epoch progress output
+  --ddp              data-parallel over the ranks of an MPI launch (mpirun -np N ... --ddp):
+                     --batch-size is the global batch, split evenly among the ranks (it must
+                     divide); each rank reads its share of every epoch and uses the machine's
+                     CPUs / its ranks threads (unless TIDE_NUM_THREADS); rank 0 prints and
+                     writes the checkpoint. Without mpirun: a world of one
   --help             this text]]
 local function usage_error(msg)
   cli.fail(SCRIPT, msg)
@@ -56,7 +70,7 @@ local args = cli.parse(arg, {
               test_limit = "count", seed = "integer" },
   strings = { model = true, device = true, checkpoint = true, data = true, autocast = true,
               export = true },
-  flags = { eager = true, quiet = true },
+  flags = { eager = true, quiet = true, ddp = true },
 })
 if args.model ~= "mlp" and args.model ~= "cnn" then
   usage_error("--model must be mlp or cnn, got '" .. args.model .. "'")
@@ -67,6 +81,13 @@ end
 args.epochs = args.epochs or (args.model == "mlp" and 5 or 3)
 args.lr = args.lr or 0.05
 args.checkpoint = args.checkpoint or ("fashion_mnist_" .. args.model .. ".safetensors")
+if args.ddp and args.seed < 0 then -- DistributedSampler's seeds are >= 0
+  usage_error("--seed must be >= 0 with --ddp, got '" .. args.seed .. "'")
+end
+-- --ddp: joins the ranks, checks the batch divides, sets the threads (examples/cli.lua); without
+-- it a world of one whose collectives do nothing. Only rank 0 (D.main) prints.
+local D = cli.distributed(SCRIPT, args, tide)
+local print = D.main and print or function() end
 do -- the device must exist: a clear error now rather than in the middle of training
   local ok, err = pcall(tide.zeros, 1, { device = args.device })
   if not ok then
@@ -75,11 +96,11 @@ do -- the device must exist: a clear error now rather than in the middle of trai
   end
 end
 -- the checkpoint is written after training: find out now that it can be written
-cli.check_writable(SCRIPT, args.checkpoint, "--checkpoint")
-if args.export then cli.check_writable(SCRIPT, args.export, "--export") end
+D:check_writable(SCRIPT, args.checkpoint, "--checkpoint")
+if args.export then D:check_writable(SCRIPT, args.export, "--export") end
 
 tide.manual_seed(args.seed)
-local tty = tide.isatty(io.stdout)
+local tty = D.main and tide.isatty(io.stdout)
 
 -- ---- data --------------------------------------------------------------------------------------
 
@@ -105,9 +126,27 @@ end
 local train_set = data.TensorDataset(prepare(train_raw.images), train_raw.labels)
 local test_x = prepare(test_raw.images)
 local test_set = data.TensorDataset(test_x, test_raw.labels)
-local loader = data.DataLoader(train_set, { batch_size = args.batch_size, shuffle = true,
-                                            seed = args.seed })
+local loader, sampler
+if D.ddp then
+  -- this rank's share of each epoch's permutation (from seed + epoch - 1, as DataLoader's seed
+  -- gives it alone: a world of one reads the same batches as a run without --ddp)
+  sampler = data.DistributedSampler(train_set, { num_replicas = D.world, rank = D.rank,
+                                                 shuffle = true, seed = args.seed })
+  loader = data.DataLoader(train_set, { batch_size = D.local_batch, sampler = sampler })
+else
+  loader = data.DataLoader(train_set, { batch_size = args.batch_size, shuffle = true,
+                                        seed = args.seed })
+end
 local test_loader = data.DataLoader(test_set, { batch_size = 1000 })
+-- --ddp: this rank's slice of the test set (rank r scores images lo + 1 .. hi)
+local my_test_loader = test_loader
+if D.world > 1 then
+  local n = #test_set
+  local lo, hi = n * D.rank // D.world, n * (D.rank + 1) // D.world
+  my_test_loader = hi > lo and data.DataLoader(data.TensorDataset(
+    test_x:narrow(1, lo + 1, hi - lo), test_raw.labels:narrow(1, lo + 1, hi - lo)),
+    { batch_size = 1000 }) or nil
+end
 print(("Fashion-MNIST: %d training and %d test images (read in %.2f s)"):format(
   #train_set, #test_set, tide.clock() - t0))
 
@@ -142,18 +181,21 @@ local function to_device(t)
 end
 
 local model = on_device(make_model())
+-- net: what the training step calls (with --ddp the wrapper, whose backward averages the
+-- gradients over the ranks); model: the module itself, evaluated and saved
+local net = D.ddp and nn.parallel.DistributedDataParallel(model) or model
 local opt = optim.SGD(model:parameters(), { lr = args.lr, momentum = 0.9 })
 local sched = optim.CosineAnnealingLR(opt, args.epochs)
 print(("model (%d parameters):\n%s"):format(model:num_parameters(), tostring(model)))
-print(("optimizer: SGD lr %g momentum 0.9, cosine schedule over %d epochs; batch %d; %d threads; "
-  .. "autocast %s"):format(args.lr, args.epochs, args.batch_size, tide.get_num_threads(),
-  args.autocast))
+print(("optimizer: SGD lr %g momentum 0.9, cosine schedule over %d epochs; batch %d%s; "
+  .. "%d threads; autocast %s"):format(args.lr, args.epochs, args.batch_size,
+  D:describe("samples"), tide.get_num_threads(), args.autocast))
 
 -- One training step: forward, loss, backward, optimizer step. tide.jit traces it into one graph,
 -- compiled and then replayed: the first step (creating the momentum buffers), the steady step,
 -- and the partial last batch, whose new size makes the batch dim symbolic; --eager runs it op by
 -- op.
-local function forward_loss(x, y) return F.cross_entropy(model(x), y) end
+local function forward_loss(x, y) return F.cross_entropy(net(x), y) end
 local function train_step(x, y)
   opt:zero_grad()
   local loss = tide.autocast(args.autocast, forward_loss, x, y)
@@ -163,11 +205,19 @@ local function train_step(x, y)
 end
 if not args.eager then train_step = tide.jit(train_step) end
 
-local function evaluate(m)
+-- The test accuracy of m. With --ddp (and not alone) every rank scores its slice of the test
+-- set with rank 0's BatchNorm statistics (each rank's own drift from its batches) and the counts
+-- are summed over the ranks; alone: this rank scores the whole test set.
+local function evaluate(m, alone)
+  local split = D.world > 1 and not alone
   m:eval()
   local correct, total = 0, 0
   tide.no_grad(function()
-    for x, y in test_loader:iter() do
+    if split then
+      for _, b in ipairs(m:buffers()) do tide.distributed.broadcast(b, 0) end
+    end
+    local l = split and my_test_loader or test_loader
+    for x, y in (l and l:iter() or function() end) do
       x, y = to_device(x), to_device(y)
       local pred = m(x):argmax(2)
       correct = correct + pred:eq(y):sum():item()
@@ -175,6 +225,11 @@ local function evaluate(m)
     end
   end)
   m:train()
+  if split then
+    local counts = tide.tensor({ correct, total }, { dtype = "float64" })
+    tide.distributed.all_reduce(counts, "sum")
+    correct, total = counts[1]:item(), counts[2]:item()
+  end
   return correct / total
 end
 
@@ -212,6 +267,7 @@ local function check_divergence(loss, epoch, b)
   first_loss = first_loss or loss
   if warned_divergence or (loss < math.huge and loss <= DIVERGED * first_loss) then return end
   warned_divergence = true
+  if not D.main then return end -- the losses are the ranks' means: the same on every rank
   io.stderr:write(("fashion_mnist.lua: warning: the loss is diverging (%.4g at epoch %d batch %d, "
     .. "the first batch's was %.4g): try a lower --lr than %g\n"):format(loss, epoch, b,
                                                                       first_loss, args.lr))
@@ -224,16 +280,21 @@ for epoch = 1, args.epochs do
   local sum, count, samples = 0, 0, 0
   local last_draw = -1
   local b = 0
+  if sampler then sampler:set_epoch(epoch - 1) end
   for x, y in loader:iter() do
-    local loss = train_step(to_device(x), to_device(y)):item()
+    -- with --ddp the mean over the ranks: the global batch's loss, and the same on every rank,
+    -- so that they take the decisions below together
+    local loss = D:mean(train_step(to_device(x), to_device(y)):item())
     if loss ~= loss then
-      io.stderr:write(("fashion_mnist.lua: the loss became NaN at epoch %d batch %d (lower --lr)\n")
-        :format(epoch, b + 1))
+      if D.main then
+        io.stderr:write(("fashion_mnist.lua: the loss became NaN at epoch %d batch %d "
+          .. "(lower --lr)\n"):format(epoch, b + 1))
+      end
       os.exit(1)
     end
     b = b + 1
     check_divergence(loss, epoch, b)
-    sum, count, samples = sum + loss, count + 1, samples + y:numel()
+    sum, count, samples = sum + loss, count + 1, samples + y:numel() * D.world
     local now = tide.clock()
     if b < nb and (not tty or now - last_draw >= 0.1) then
       progress(epoch, b, nb, sum / count, now - t_epoch, samples, false)
@@ -249,14 +310,16 @@ for epoch = 1, args.epochs do
 end
 local train_time = tide.clock() - t_train
 local acc = evaluate(model)
+if not D.main then return end -- the rest (reports, files) is rank 0's alone
 print(("test accuracy %.2f%% after %d epochs (%s model, %.1f s of training, %d samples/s)")
   :format(100 * acc, args.epochs, args.model, train_time,
           math.floor(args.epochs * #train_set / train_time)))
 if not args.eager then
   local st = train_step:stats()
-  local last = #train_set % args.batch_size
+  local n, bs = sampler and sampler:len() or #train_set, D.local_batch
+  local last = n % bs
   print(("jit: %d compiles, %d hits, %d fallbacks (last batch %d)"):format(st.compiles, st.hits,
-    st.fallbacks, last == 0 and args.batch_size or last))
+    st.fallbacks, last == 0 and bs or last))
 end
 
 -- ---- checkpoint ------------------------------------------------------------------------------
@@ -275,7 +338,7 @@ local same = true
 for name, t in pairs(model:state_dict()) do
   same = same and tide.equal(t, restored:state_dict()[name])
 end
-local acc2 = evaluate(restored)
+local acc2 = evaluate(restored, true)
 print(("checkpoint %s (%s model): reloaded, %s, test accuracy %.2f%%"):format(
   args.checkpoint, meta.model, same and "same weights" or "WEIGHTS DIFFER", 100 * acc2))
 if not same then
