@@ -30,6 +30,6 @@ for mode in jit eager; do
   echo "mlp_step_single_${mode}: $single samples/s (1 rank x 2 threads)"
   echo "mlp_step_ddp_${mode}: $ddp samples/s (2 ranks x 1 thread)"
   awk -v d="$ddp" -v s="$single" -v m="$mode" \
-    'BEGIN { printf "mlp_step_ddp_over_single_%s: %.3f ratio (target >= 0.8)\n", m, d / s }'
+    'BEGIN { r = d / s; printf "mlp_step_ddp_over_single_%s: %.3f ratio (target >= 0.8: %s)\n", m, r, r >= 0.8 ? "met" : "NOT met" }'
 done
 "${mpi[@]}" "$tide" "$here/bench_ddp.lua" --ddp --eager --seconds 3 | grep -E '^ddp_(allreduce|hidden)'

@@ -60,6 +60,14 @@ if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$vk_icd" ]; then export VK_DRIVER_FILE
 section "bench_embed (issue 8) [TIDE_CPU_ISA=$best]"; bash "$here/bench_embed.sh" "$build"
 section "bench_onnx (issue 25) [TIDE_CPU_ISA=$best]"
 bash "$here/bench_onnx.sh" "$build" 2>&1 | tee "$log/onnx"
+section "bench_distributed and bench_ddp (issue 27) [TIDE_CPU_ISA=$best]"
+if [ -x "$build/bench/bench_distributed" ] && command -v mpirun >/dev/null; then
+    mpi=(mpirun -np 2 --oversubscribe); [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
+    "${mpi[@]}" "$build/bench/bench_distributed" 5 2>&1 | tee "$log/distributed"
+    bash "$here/bench_ddp.sh" "$build" 5 2>&1 | tee -a "$log/distributed"
+else
+    echo "skipped: tide built without MPI, or no mpirun" | tee "$log/distributed"
+fi
 
 # The summary: per tier, the references of that tier's sections and every target line.
 refs='^(stream_copy_f32|stream_triad_f32|stream_triad_all|sgemm_1024_tide|sgemm_1024_openblas_best|chain_tanh_eager|chain_tanh_jit|chain_tanh_sleef_loop_[a-z0-9]*|tanh_f32_worst_ulp|sigmoid_f32_worst_ulp|softmax_4096x4096_(eager|jit|memory_floor)|mlp_b(128|32)_(eager|jit)):'
@@ -80,3 +88,5 @@ section "summary: the GPT step [TIDE_CPU_ISA=$best]"
 grep -E '^gpt_(step_(jit|gemms_openblas|target)|generate_(b1|floor|target[a-z_]*)):' "$log/gpt"
 section "summary: ONNX models against ONNX Runtime [TIDE_CPU_ISA=$best]"
 grep -E '_ratio:' "$log/onnx"
+section "summary: collectives and DDP [TIDE_CPU_ISA=$best]"
+grep -E '(met|NOT met)\)?$|_busbw:|stream_triad_all_ranks:|ddp_hidden_share:' "$log/distributed"
