@@ -80,6 +80,11 @@ static inline bool tide_op_is_binary(tide_op op)
 {
     return op >= TIDE_OP_FIRST_BINARY && op <= TIDE_OP_LAST_BINARY;
 }
+/* The ops between processes, which the dispatcher runs over distributed/ (no device does). */
+static inline bool tide_op_is_collective(tide_op op)
+{
+    return op >= TIDE_OP_ALL_REDUCE && op <= TIDE_OP_REDUCE_SCATTER;
+}
 
 /*
  * Attributes of one op application. Which fields mean what, per op:

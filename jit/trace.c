@@ -355,7 +355,7 @@ tide_tensor *jit_trace_hook(void *ctx, tide_op op, const td_meta *meta, tide_ten
     /* with no segment pending and a device other than the CPU in use, a scalar op runs at once
      * too: it is most likely a wrapped number cast for that device's op (a CPU segment of it
      * would only break) */
-    if (!tr->capture && !td_op_is_collective(op) && /* the other ranks wait for every call */
+    if (!tr->capture && !tide_op_is_collective(op) && /* the other ranks wait for every call */
         (tr->n > 0 ? tr->dev && rd != tr->dev : td_device_others_opened()) &&
         side_op(tr, meta, dst, in, nin, out_view))
         return run_eager(op, meta, dst, in, nin, attrs, out_view);

@@ -103,10 +103,6 @@ int td_copy_between_devices(tide_tensor *out, const tide_tensor *src);
 /* The kernel of a collective (collective.c): the dispatcher runs it, no device does. */
 int td_collective_run(tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
                       const tide_attrs *attrs);
-static inline bool td_op_is_collective(tide_op op)
-{
-    return op >= TIDE_OP_ALL_REDUCE && op <= TIDE_OP_REDUCE_SCATTER;
-}
 /* Runs primitive op into out: on dev, or, for the ops no device runs (TO, the collectives),
  * by the dispatcher itself. The eager path and the jit's steps both come here. 0 or -1. */
 static inline int td_run_primitive(tide_device *dev, tide_op op, tide_tensor *out,
@@ -115,7 +111,7 @@ static inline int td_run_primitive(tide_device *dev, tide_op op, tide_tensor *ou
     if (__builtin_expect(op == TIDE_OP_TO || op >= TIDE_OP_ALL_REDUCE, 0)) {
         if (op == TIDE_OP_TO)
             return td_copy_between_devices(out, in[0]);
-        if (td_op_is_collective(op))
+        if (tide_op_is_collective(op))
             return td_collective_run(op, out, in, nin, attrs);
     }
     return dev->run(dev, op, out, in, nin, attrs);

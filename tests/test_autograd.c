@@ -1130,6 +1130,9 @@ static void test_gradgrad_coverage(void)
         {TIDE_OP_TO, "needs a second device: test_autograd_higher.c (ref device)"},
         /* refused with "double backward of ... is not supported" (test_autograd_higher.c) */
         {TIDE_OP_SDPA, "double backward refused"}, {TIDE_OP_SDPA_GRAD, "double backward refused"},
+        /* refuse a tensor that requires grad (test_distributed.c) */
+        {TIDE_OP_ALL_REDUCE, "no gradient"}, {TIDE_OP_BROADCAST, "no gradient"},
+        {TIDE_OP_ALL_GATHER, "no gradient"}, {TIDE_OP_REDUCE_SCATTER, "no gradient"},
     };
     for (int op = 0; op < TIDE_NUM_OPS; op++) {
         bool listed = false;

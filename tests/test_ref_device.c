@@ -1182,7 +1182,9 @@ static int build(tide_op op, int v, tcase *c)
 static void test_all_primitives(const char *const *devices, int ndevices)
 {
     for (int op = 0; op < TIDE_NUM_OPS; op++) {
-        if (is_view_op((tide_op)op) || op == TIDE_OP_TO)
+        /* the collectives run in the dispatcher over distributed/, never on a device:
+         * test_distributed.c checks them (alone and on two ranks) */
+        if (is_view_op((tide_op)op) || op == TIDE_OP_TO || tide_op_is_collective((tide_op)op))
             continue;
         int ncases = 0;
         tcase c;
