@@ -3,7 +3,7 @@
 -- each rank of an MPI launch through DistributedDataParallel on its share of the batch. Run by
 -- bench/bench_ddp.sh, which alternates 1 rank x 2 threads with 2 ranks x 1 thread:
 --
---   tide bench/bench_ddp.lua [--ddp] [--eager] [--seconds S]
+--   tide bench/bench_ddp.lua [--ddp] [--eager] [--seconds S] [--batch GLOBAL]
 --
 -- Prints (rank 0): `ddp_samples_per_s: N samples/s` (or `single_...`), and with --ddp --eager
 -- the all_reduce time a step spends waiting after backward against the time the same buckets
@@ -13,13 +13,13 @@ local nn = require "tide.nn"
 local F = require "tide.nn.functional"
 local optim = require "tide.optim"
 
-local use_ddp, eager, seconds = false, false, 3
+local use_ddp, eager, seconds, GLOBAL = false, false, 3, 128
 for i, a in ipairs(arg) do
   if a == "--ddp" then use_ddp = true
   elseif a == "--eager" then eager = true
-  elseif a == "--seconds" then seconds = tonumber(arg[i + 1]) end
+  elseif a == "--seconds" then seconds = tonumber(arg[i + 1])
+  elseif a == "--batch" then GLOBAL = tonumber(arg[i + 1]) end
 end
-local GLOBAL = 128
 
 local dist = tide.distributed
 local rank, world = 0, 1
