@@ -70,7 +70,7 @@ assert(os.execute("mkdir -p '" .. tmpdir .. "'"))
 local cflags = "-std=c11 -Wall -Werror=implicit-function-declaration -I'" .. src .. "/core'"
 if sanitize then cflags = cflags .. " -fsanitize=address,undefined -fno-omit-frame-pointer" end
 
-local function run_c(where, code, idx)
+local function run_c(where, code, idx, env)
   if not code:find("int%s+main%s*%(") then
     code = "#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <tide.h>\n" ..
            "int main(void)\n{\n" .. code .. "    return 0;\n}\n"
@@ -82,7 +82,7 @@ local function run_c(where, code, idx)
   if not os.execute(cmd) then
     return fail(where, "does not compile:\n" .. read(base .. ".log"))
   end
-  if not os.execute(("'%s' > '%s.out' 2>&1"):format(base, base)) then
+  if not os.execute(("%s'%s' > '%s.out' 2>&1"):format(env or "", base, base)) then
     return fail(where, "exits with an error:\n" .. read(base .. ".out"))
   end
   ok()
@@ -91,7 +91,8 @@ end
 -- Under the sanitizers, a page whose blocks join an MPI world (tide.distributed) runs in a tide
 -- process of its own without leak checks: Open MPI keeps blocks from its init until exit in
 -- components LeakSanitizer cannot name (tests/CMakeLists.txt says the same for the MPI tests).
--- Its blocks run in order in one environment there too; one pass or fail for the page.
+-- Its Lua blocks run in order in one environment there too (one pass or fail for the page); its
+-- C blocks run without leak checks.
 local function run_page_apart(name, blocks)
   local lines = { "local env = setmetatable({ tide = require 'tide' }, { __index = _G })" }
   for _, b in ipairs(blocks) do
@@ -120,7 +121,16 @@ for _, path in ipairs(pages) do
   local nblocks = 0
   local text = read(path)
   local apart = sanitize and text:find("tide.distributed", 1, true)
-  if apart then run_page_apart(name, blocks_of(text)) end
+  if apart then
+    run_page_apart(name, blocks_of(text))
+    for _, b in ipairs(blocks_of(text)) do -- its C blocks, also without leak checks
+      idx = idx + 1
+      if b.lang == "c" and not b.flags.norun then
+        run_c(("docs/%s:%d (c)"):format(name, b.line), b.code, idx,
+              "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 ")
+      end
+    end
+  end
   for _, b in ipairs(apart and {} or blocks_of(text)) do
     idx = idx + 1
     local where = ("docs/%s:%d (%s)"):format(name, b.line, b.lang)
