@@ -152,7 +152,7 @@ H.test("under tide.jit: a tensor reduced twice, gathers at new sizes", function(
   end
 end)
 
-local vk_ok = tide.vulkan_available and tide.vulkan_available()
+local vk_ok = tide.vulkan.available()
 H.test("Vulkan tensors are staged through the host", function()
   if not vk_ok then return end
   local t = mine(5):to("vulkan")
