@@ -20,6 +20,7 @@ static MPI_Comm comm = MPI_COMM_NULL;
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define DESC_LEN 16 /* int64 per rank in the descriptor exchange */
+static int64_t *all_descs; /* world * DESC_LEN, made at init, used under mpi_lock */
 
 bool td_dist_built_with_mpi(void) { return true; }
 
@@ -106,11 +107,8 @@ static void desc_str(char *buf, size_t n, const int64_t *d)
  * all ranks call the same thing happen here, before any data moves. */
 static int handshake(const td_coll *c)
 {
-    int64_t seq = ++td_dist.seq, mine[DESC_LEN];
+    int64_t seq = ++td_dist.seq, mine[DESC_LEN], *all = all_descs;
     describe(mine, c, seq);
-    int64_t *all = malloc(sizeof(int64_t) * DESC_LEN * (size_t)td_dist.world);
-    if (!all)
-        return td_error("%s: out of memory", c->op);
     MPI_Request q;
     int rc = MPI_Iallgather(mine, DESC_LEN, MPI_INT64_T, all, DESC_LEN, MPI_INT64_T, comm, &q);
     rc = rc != MPI_SUCCESS ? mpi_fail(c, rc) : wait_with_timeout(&q, c, seq);
@@ -126,7 +124,6 @@ static int handshake(const td_coll *c)
                            "order, with the same dtypes and shapes)",
                            c->op, (long long)seq, td_dist.rank, a, r, b);
     }
-    free(all);
     return rc;
 }
 
@@ -206,6 +203,8 @@ static void finish(void)
         MPI_Comm_free(&comm);
         MPI_Finalize();
     }
+    free(all_descs);
+    all_descs = NULL;
 }
 
 int td_dist_init(double timeout_s)
@@ -229,6 +228,8 @@ int td_dist_init(double timeout_s)
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm, &td_dist.rank);
     MPI_Comm_size(comm, &td_dist.world);
+    if (!(all_descs = malloc(sizeof(int64_t) * DESC_LEN * (size_t)td_dist.world)))
+        return td_error("distributed.init: out of memory");
     td_dist.threaded = provided >= MPI_THREAD_SERIALIZED;
     td_dist.initialized = true;
     if (!already)

@@ -178,12 +178,17 @@ bool td_dist_test(td_dist_req *r)
     return done;
 }
 
-int td_dist_wait(td_dist_req *r)
+static void wait_done(td_dist_req *r)
 {
     pthread_mutex_lock(&qlock);
     while (!r->done)
         pthread_cond_wait(&done_cond, &qlock);
     pthread_mutex_unlock(&qlock);
+}
+
+int td_dist_wait(td_dist_req *r)
+{
+    wait_done(r);
     return r->rc < 0 ? td_error_code(r->code, "%s", r->err) : 0;
 }
 
@@ -191,9 +196,6 @@ void td_dist_req_free(td_dist_req *r)
 {
     if (!r)
         return;
-    pthread_mutex_lock(&qlock);
-    while (!r->done)
-        pthread_cond_wait(&done_cond, &qlock);
-    pthread_mutex_unlock(&qlock);
+    wait_done(r);
     free(r);
 }

@@ -96,10 +96,13 @@ function parallel.install(nn)
     end)
   end
 
+  -- The hooks are armed for the backward after a forward that records a graph, unless no_sync.
+  local function arm(self)
+    if self.require_sync and tide.is_grad_enabled() then self:prepare_for_backward() end
+  end
+
   function DDP:forward(...)
-    if self.require_sync and tide.is_grad_enabled() then
-      self:_prepare_for_backward()
-    end
+    arm(self)
     return self.module(...)
   end
 
@@ -108,16 +111,13 @@ function parallel.install(nn)
     if type(self.module.loss) ~= "function" then
       error("DistributedDataParallel: the module has no loss method", 2)
     end
-    if self.require_sync and tide.is_grad_enabled() then
-      self:_prepare_for_backward()
-    end
+    arm(self)
     return self.module:loss(...)
   end
 
   -- Arms the hooks for the next backward: the buckets' counts, the next bucket to start.
   -- forward and loss call it; call it yourself before a backward through another method.
-  function DDP:prepare_for_backward() self:_prepare_for_backward() end
-  function DDP:_prepare_for_backward()
+  function DDP:prepare_for_backward()
     for _, b in ipairs(self.buckets) do
       b.pending, b.ready, b.work, b.got = #b.members, false, nil, {}
     end
