@@ -39,6 +39,7 @@ typedef struct ag_node {
     unsigned mark;
     int deps, pending;
     bool useful, feeds; /* autograd.grad: a wanted input is this node or below it / below it */
+    bool grad_owned; /* grad is a tensor the engine made and nothing else holds (see engine.c) */
     tide_tensor *grad;
     int nin;
     ag_input in[];
@@ -55,6 +56,20 @@ bool ag_stored_transposed(const tide_tensor *t);
  * for every needed input, NULL for the others. Written with public ops only, so a tracer sees
  * backward like any other code. 0 or -1 with the error set. */
 int ag_backward_formula(const ag_node *n, tide_tensor *g, tide_tensor **gi);
+
+/* deferred.c: a weight reached through several products x_t @ W^T gets its gradient as one
+ * product at its last use. ag_defer_plan: NULL when no leaf qualifies. ag_defer_takes: whether
+ * node n's gradient goes that way; ag_defer_push then sets gi[0] (x's gradient) and keeps
+ * (g, x); ag_defer_skip counts a use that received no gradient. At a leaf's last use the joined
+ * product goes to sink (consumed). 0 or -1. */
+typedef struct ag_deferred ag_deferred;
+typedef int (*ag_leaf_sink)(void *ctx, tide_tensor *leaf, tide_tensor *grad);
+ag_deferred *ag_defer_plan(ag_node *const *nodes, int n);
+bool ag_defer_takes(ag_deferred *d, const ag_node *n);
+int ag_defer_push(ag_deferred *d, const ag_node *n, tide_tensor *g, tide_tensor **gi,
+                  ag_leaf_sink sink, void *ctx);
+int ag_defer_skip(ag_deferred *d, const ag_node *n, ag_leaf_sink sink, void *ctx);
+void ag_defer_free(ag_deferred *d);
 
 /*
  * gradcheck: compares the analytic gradient of f with central finite differences.

@@ -385,6 +385,7 @@ typedef struct walk {
     int ninputs;
     tide_tensor **captured; /* ninputs slots, for grad */
     leaf_counts *leaves;    /* backward with a grad_ready hook: contributions still to come */
+    ag_deferred *deferred;  /* backward: weights whose products' gradients are joined */
 } walk;
 
 static bool wanted_leaf(const walk *w, const tide_tensor *leaf)
@@ -560,8 +561,12 @@ static int send_grads(const walk *w, ag_node *n, tide_tensor **gi, int rc, node_
             rc = accumulate_leaf(a->leaf, gr, w->create_graph);
             if (rc == 0 && w->leaves)
                 rc = leaf_sent(w, a->leaf);
-        } else if (a->node)
+        } else if (a->node) {
+            bool first = !a->node->grad;
             rc = accumulate(&a->node->grad, gr);
+            if (first) /* gr itself: others may hold it */
+                a->node->grad_owned = false;
+        }
         else
             tide_release(gr);
     }
@@ -570,6 +575,59 @@ static int send_grads(const walk *w, ag_node *n, tide_tensor **gi, int rc, node_
         if (n->in[i].node && --n->in[i].node->deps == 0 && n->in[i].node->useful)
             rc = list_push(ready, n->in[i].node);
     return rc;
+}
+
+/* A select or slice adds its gradient into the matching view of its input's gradient, in place,
+ * rather than padding it to the input's shape: T selects of one [T, ...] tensor (a recurrent
+ * layer's steps) then cost T step-sized adds, not T full-size pads and sums. The input's
+ * gradient is made (zeros) or copied once so that the engine owns it; each element receives the
+ * same contributions in the same order as the padded sums. Not with create_graph (the sum must
+ * stay differentiable) nor for a gradient in a graph. */
+static bool adds_into_input_view(const walk *w, const ag_node *n, const tide_tensor *g)
+{
+    return (n->op == TIDE_OP_SELECT || n->op == TIDE_OP_SLICE) && !w->create_graph &&
+           n->in[0].node && n->in[0].node->useful && !requires_grad(g) &&
+           g->dtype == n->in[0].dtype;
+}
+
+static int add_into_input_view(ag_node *n, tide_tensor *g)
+{
+    ag_node *p = n->in[0].node;
+    const ag_input *a = &n->in[0];
+    const int64_t *v = n->attrs.ints;
+    if (!p->grad || !p->grad_owned) {
+        tide_tensor *acc = p->grad ? tide_clone(p->grad)
+                                   : td_full_on(g->device, "backward", a->ndim, a->shape, 0,
+                                                (tide_dtype)a->dtype);
+        if (!acc)
+            return -1;
+        tide_release(p->grad);
+        p->grad = acc;
+        p->grad_owned = true;
+    }
+    tide_tensor *view = n->op == TIDE_OP_SELECT ? tide_select(p->grad, (int)v[0], v[1])
+                                                : tide_slice(p->grad, (int)v[0], v[1], v[2], v[3]);
+    tide_tensor *sum = view ? tide_add(view, g) : NULL;
+    int rc = sum ? tide_copy_(view, sum) : -1;
+    tide_release(sum);
+    tide_release(view);
+    return rc;
+}
+
+static int add_to_leaf(void *ctx, tide_tensor *leaf, tide_tensor *grad)
+{
+    (void)ctx;
+    return accumulate_leaf(leaf, grad, false);
+}
+
+/* Node n's input gradients into gi: the formula, or one of the two shortcuts above. */
+static int input_grads(const walk *w, ag_node *n, tide_tensor *g, tide_tensor **gi)
+{
+    if (adds_into_input_view(w, n, g))
+        return add_into_input_view(n, g);
+    if (ag_defer_takes(w->deferred, n))
+        return ag_defer_push(w->deferred, n, g, gi, add_to_leaf, NULL);
+    return ag_backward_formula(n, g, gi);
 }
 
 /* Runs the nodes from the roots (their grads already set) in reverse topological order. */
@@ -581,6 +639,7 @@ static int run_nodes(const walk *w, node_list *ready)
         ag_node *n = ready->v[--ready->n];
         tide_tensor *g = n->grad;
         n->grad = NULL;
+        n->grad_owned = false;
         if (n->nin > gi_cap) {
             tide_tensor **grown = td_malloc(sizeof *grown * (size_t)n->nin);
             if (!grown) {
@@ -598,7 +657,9 @@ static int run_nodes(const walk *w, node_list *ready)
         if (g && w->inputs && wanted_node(w, n))
             rc = capture(w, NULL, n, tide_retain(g));
         if (g && n->feeds && rc == 0)
-            rc = ag_backward_formula(n, g, gi);
+            rc = input_grads(w, n, g, gi);
+        else if (rc == 0 && w->deferred)
+            rc = ag_defer_skip(w->deferred, n, add_to_leaf, NULL);
         tide_release(g);
         rc = send_grads(w, n, gi, rc, ready);
     }
@@ -622,14 +683,19 @@ static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int 
         rc = collect(starts.v, starts.n, &all);
     if (rc == 0)
         rc = mark_useful(&all, w);
+    if (rc == 0 && !w->inputs && !w->create_graph)
+        w->deferred = ag_defer_plan(all.v, all.n);
     if (rc == 0 && hooks.grad_ready && !w->inputs) { /* only a hooked backward pays for it */
         rc = count_leaves(&leaves, &all, roots, n);
         w->leaves = rc == 0 ? &leaves : NULL;
     }
     for (int r = 0; r < n && rc == 0; r++) {
-        if (roots[r]->grad_fn)
-            rc = accumulate(&((ag_node *)roots[r]->grad_fn)->grad, tide_retain(grads[r]));
-        else if (w->inputs)
+        if (roots[r]->grad_fn) {
+            ag_node *root = roots[r]->grad_fn;
+            if (!root->grad)
+                root->grad_owned = false; /* the caller's gradient, held by the caller */
+            rc = accumulate(&root->grad, tide_retain(grads[r]));
+        } else if (w->inputs)
             rc = capture(w, roots[r], NULL, tide_retain(grads[r]));
         else {
             rc = accumulate_leaf(roots[r], tide_retain(grads[r]), w->create_graph);
@@ -656,6 +722,7 @@ static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int 
     free(ready.v);
     free(starts.v);
     free(leaves.slots);
+    ag_defer_free(w->deferred);
     return rc;
 }
 

@@ -73,6 +73,7 @@ numeric_c=(
   indexing
   nn
   autograd
+  autograd_accumulate
   creation
   random
   jit
@@ -113,6 +114,7 @@ numeric_lua=(
   jit_random
   jit_symbolic
   autograd
+  autograd_accumulate
   nn
   ref_jit
   activations

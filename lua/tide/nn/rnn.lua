@@ -8,9 +8,11 @@
 --   local out, h_n = gru(x, h0, {lengths = {5, 3}})   -- variable lengths
 --
 -- Everything is tide ops (linear, sigmoid, tanh, mul, add, where), so autograd and tide.jit see
--- it: a traced call records the whole time loop as one plan per sequence length. Each step does
--- its input product, its hidden product and the gate arithmetic; a layer's steps pass to the
--- next layer as a list of [B, H] tensors, stacked once at the end.
+-- it: a traced call records the whole time loop as one plan per sequence length. As PyTorch's
+-- CPU layers do, a layer's input product is one GEMM over all steps ([T, B, in] -> [T, B, G]);
+-- each step selects its rows, adds its hidden product and does the gate arithmetic. Backward
+-- adds each step's gradient into its rows of one [T, B, G] gradient (autograd's engine does
+-- that for selects and slices), so the input product's gradients are one GEMM each as well.
 --
 -- Variable lengths: a `lengths` list (or an int64 tensor) of the batch's valid steps. A step past
 -- a sequence's length keeps its hidden state (so h_n is the state at its last valid step, and
@@ -25,32 +27,31 @@ local rnn = {}
 local GATES = { RNN_TANH = 1, RNN_RELU = 1, LSTM = 4, GRU = 3 }
 
 -- ---- one step of each cell --------------------------------------------------------------------
--- x: the step's input [B, in]; h (and c): the state [B, H]; w: the weights as prepare() made
--- them. RNN and LSTM do one product per step, [x, h] times [W_ih, W_hh]^T with b_ih + b_hh
--- (half the product calls and gradient accumulations of two products); the GRU needs the
--- hidden product apart (r scales its n part), so it keeps two.
+-- xw: the step's input product [B, G] (input_product below); h (and c): the state [B, H]; w:
+-- the weights {ih, hh, b_ih, b_hh}. RNN and LSTM add both biases in the input product; the GRU
+-- keeps b_hh in the hidden product (r scales its n part).
 
-local function prepare(mode, w)
-  if mode == "GRU" then return w end
-  return { w = tide.cat({ w.ih, w.hh }, 2), b = w.b_ih and w.b_ih + w.b_hh }
+-- x [..., in] times W_ih^T, with the biases that belong to it: [..., G].
+local function input_product(mode, x, w)
+  if mode == "GRU" then return tide.linear(x, w.ih, w.b_ih) end
+  return tide.linear(x, w.ih, w.b_ih and w.b_ih + w.b_hh)
 end
 
 local function rnn_step(act)
-  return function(x, h, _, w)
-    local pre = tide.linear(tide.cat({ x, h }, 2), w.w, w.b)
+  return function(xw, h, _, w)
+    local pre = xw + tide.linear(h, w.hh)
     return act == "relu" and tide.relu(pre) or tide.tanh(pre)
   end
 end
 
-local function lstm_step(x, h, c, w)
-  local gates = tide.linear(tide.cat({ x, h }, 2), w.w, w.b)
+local function lstm_step(xw, h, c, w)
+  local gates = xw + tide.linear(h, w.hh)
   local i, f, g, o = table.unpack(gates:chunk(4, 2))
   local c1 = tide.sigmoid(f) * c + tide.sigmoid(i) * tide.tanh(g)
   return tide.sigmoid(o) * tide.tanh(c1), c1
 end
 
-local function gru_step(x, h, _, w)
-  local xw = tide.linear(x, w.ih, w.b_ih)
+local function gru_step(xw, h, _, w)
   local gh = tide.linear(h, w.hh, w.b_hh)
   local xr, xz, xn = table.unpack(xw:chunk(3, 2))
   local hr, hz, hn = table.unpack(gh:chunk(3, 2))
@@ -128,35 +129,16 @@ local function stack_steps(list)
 end
 rnn.stack_steps = stack_steps
 
--- The steps of x [T, B, ...] as a list of [B, ...] tensors. Autograd's backward of a select
--- pads its gradient to the whole of x, so T selects of x cost T full-size pads in backward; a
--- tree of halving narrows bounds that by 2 T log2(T) step-sizes (only when x needs a gradient).
-local function unstack_steps(x, out, first)
-  out, first = out or {}, first or 1
-  local T = x:size(1)
-  if T <= 4 or not x.requires_grad then
-    for t = 1, T do out[first + t - 1] = x:select(1, t) end
-    return out
-  end
-  local half = T // 2
-  unstack_steps(x:narrow(1, 1, half), out, first)
-  unstack_steps(x:narrow(1, half + 1, T - half), out, first + half)
-  return out
-end
-rnn.unstack_steps = unstack_steps
-
 -- ---- one direction ------------------------------------------------------------------------------
 
--- One direction of one layer over xs (a list of T inputs [B, in]); returns the list of outputs
--- [B, H], h_n and c_n. Each step does its input product itself (not one product over all steps
--- sliced per step, whose backward would pad every step's gradient to [T, B, G]).
-local function run_direction(mode, xs, h, c, w, masks, reverse)
-  local T, step = #xs, step_of(mode)
-  w = prepare(mode, w)
+-- One direction of one layer over x [T, B, in]; returns the list of outputs [B, H], h_n and c_n.
+local function run_direction(mode, x, h, c, w, masks, reverse)
+  local T, step = x:size(1), step_of(mode)
+  local xw = input_product(mode, x, w)
   local outs = {}
   for k = 1, T do
     local t = reverse and T - k + 1 or k
-    local h1, c1 = step(xs[t], h, c, w)
+    local h1, c1 = step(xw:select(1, t), h, c, w)
     if masks then -- past the length: keep the state, output zeros
       local m = masks[t]
       h = tide.where(m, h1, h)
@@ -328,28 +310,25 @@ function RNNBase:_state(hx, B, batched, x)
 end
 
 -- All layers over x [T, B, in]: the last layer's output [T, B, H * directions] and the final
--- states. Between layers the steps stay a list (the next layer reads them one by one).
+-- states. Each layer's steps are stacked into the next layer's input [T, B, H * directions].
 function RNNBase:_layers(x, h0, c0, masks)
   local dirs = self.bidirectional and 2 or 1
   local hs, cs = {}, {}
-  local xs = unstack_steps(x)
   for l = 0, self.num_layers - 1 do
     if l > 0 and self.dropout > 0 and self.training then
-      for t = 1, #xs do xs[t] = F.dropout(xs[t], self.dropout, true) end
+      x = F.dropout(x, self.dropout, true)
     end
     local outs = {}
     for d = 1, dirs do
       local k = l * dirs + d
-      outs[d], hs[k], cs[k] = run_direction(self.mode, xs, h0[k], c0 and c0[k],
-                                            self:_weights(l, d), masks, d == 2)
+      local steps
+      steps, hs[k], cs[k] = run_direction(self.mode, x, h0[k], c0 and c0[k],
+                                          self:_weights(l, d), masks, d == 2)
+      outs[d] = stack_steps(steps)
     end
-    xs = outs[1]
-    if dirs == 2 then
-      xs = {}
-      for t = 1, #outs[1] do xs[t] = tide.cat({ outs[1][t], outs[2][t] }, 2) end
-    end
+    x = dirs == 2 and tide.cat(outs, 3) or outs[1]
   end
-  return stack_steps(xs), hs, cs
+  return x, hs, cs
 end
 
 function RNNBase:extra_repr()
@@ -448,9 +427,8 @@ function CellBase:forward(input, hx)
   else
     h = state(hx, "hx")
   end
-  local w = prepare(self.mode, { ih = self.weight_ih, hh = self.weight_hh, b_ih = self.bias_ih,
-                                 b_hh = self.bias_hh })
-  local h1, c1 = step_of(self.mode)(x, h, c, w)
+  local w = { ih = self.weight_ih, hh = self.weight_hh, b_ih = self.bias_ih, b_hh = self.bias_hh }
+  local h1, c1 = step_of(self.mode)(input_product(self.mode, x, w), h, c, w)
   if not batched then
     h1, c1 = h1:squeeze(1), c1 and c1:squeeze(1)
   end
