@@ -121,11 +121,11 @@ static tide_tensor *joined_product(tide_tensor *const *g, tide_tensor *const *x,
     return r;
 }
 
-/* sum_t g_t^T @ x_t over e's uses: one product over all of them, or while tracing (a traced op
- * takes at most 6 inputs) one per 6 uses, summed. */
+/* sum_t g_t^T @ x_t over e's uses: one product per 6 uses (a traced op takes at most 6
+ * inputs), summed in order; eager does the same, so the jit stays bitwise equal to it. */
 static tide_tensor *weight_grad(deferred_leaf *e)
 {
-    int n = e->nuses, per = td_thread_hooks()->trace ? 6 : n;
+    int n = e->nuses, per = 6;
     tide_tensor **gs = td_malloc(sizeof *gs * (size_t)n * 2);
     if (!gs) {
         td_error("backward: out of memory joining a weight's gradients");
