@@ -590,6 +590,17 @@ typedef enum tide_interp_mode {
 TIDE_API tide_tensor *tide_interpolate(const tide_tensor *x, int nsp, const int64_t *size,
                                        const double *scales, tide_interp_mode mode,
                                        bool align_corners);
+typedef enum tide_grid_mode { TIDE_GRID_BILINEAR = 0, TIDE_GRID_NEAREST, TIDE_GRID_BICUBIC } tide_grid_mode;
+typedef enum tide_grid_padding {
+    TIDE_GRID_ZEROS = 0,
+    TIDE_GRID_BORDER,
+    TIDE_GRID_REFLECTION
+} tide_grid_padding;
+/* F.grid_sample: input [N, C, H, W] sampled at grid [N, Ho, Wo, 2] ((x, y) in [-1, 1]) ->
+ * [N, C, Ho, Wo], with PyTorch's coordinates, padding modes and align_corners. */
+TIDE_API tide_tensor *tide_grid_sample(const tide_tensor *input, const tide_tensor *grid,
+                                       tide_grid_mode mode, tide_grid_padding padding,
+                                       bool align_corners);
 typedef enum tide_padding_mode {
     TIDE_PAD_CONSTANT = 0,
     TIDE_PAD_REFLECT,

@@ -1,6 +1,6 @@
 /*
- * ltide_resize.c — group_norm, instance_norm, interpolate, pixel_shuffle/unshuffle and pad's
- * modes (ops/nn_group_norm.c, nn_resize.c, nn_pad.c) from Lua, with PyTorch's argument order
+ * ltide_resize.c — group_norm, instance_norm, interpolate, pixel_shuffle/unshuffle, pad's
+ * modes and grid_sample (ops/nn_group_norm.c, nn_resize.c, nn_pad.c, nn_grid_sample.c) from Lua, with PyTorch's argument order
  * and options in a trailing table:
  *   tide.group_norm(x, num_groups [, weight [, bias [, eps]]])
  *   tide.instance_norm(x [, weight [, bias [, eps]]])
@@ -9,6 +9,8 @@
  *                        align_corners=false})
  *   tide.pixel_shuffle(x, r)   tide.pixel_unshuffle(x, r)
  *   tide.pad_mode(x, pads, mode [, value])   (tide.pad's constant mode is ltide_shape.c's)
+ *   tide.grid_sample(x, grid [, {mode="bilinear"|"nearest"|"bicubic",
+ *                                padding_mode="zeros"|"border"|"reflection", align_corners=false}])
  */
 #include <string.h>
 
@@ -167,7 +169,56 @@ static int f_pad_mode(lua_State *L)
     return lt_fill(L, b, tide_pad_mode(x, pads, (int)n, (tide_padding_mode)mode, value), false);
 }
 
+/* The index of the string option key (default def) in names[n], or a Lua error listing them. */
+static int opt_choice(lua_State *L, int opts, const char *key, const char *const *names, int n,
+                      int def)
+{
+    if (lua_isnoneornil(L, opts))
+        return def;
+    lua_getfield(L, opts, key);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return def;
+    }
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    for (int i = 0; v && i < n; i++)
+        if (strcmp(v, names[i]) == 0) {
+            lua_pop(L, 1);
+            return i;
+        }
+    return luaL_error(L, "grid_sample: %s must be \"%s\", \"%s\" or \"%s\", got %s", key,
+                      names[0], names[1], names[2], v ? v : luaL_typename(L, -1));
+}
+
+static int f_grid_sample(lua_State *L)
+{
+    tide_tensor *x = lt_check(L, 1, "grid_sample");
+    tide_tensor *grid = lt_check(L, 2, "grid_sample");
+    static const char *const keys[] = {"mode", "padding_mode", "align_corners", NULL};
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        lt_checkkeys(L, 3, "grid_sample", keys);
+    }
+    static const char *const modes[] = {"bilinear", "nearest", "bicubic"};
+    static const char *const paddings[] = {"zeros", "border", "reflection"};
+    int mode = opt_choice(L, 3, "mode", modes, 3, 0);
+    int padding = opt_choice(L, 3, "padding_mode", paddings, 3, 0);
+    bool align = false;
+    if (!lua_isnoneornil(L, 3)) {
+        lua_getfield(L, 3, "align_corners");
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+            return luaL_error(L, "grid_sample: align_corners must be a boolean");
+        align = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 3);
+    lt_box *b = lt_newbox(L);
+    return lt_fill(L, b, tide_grid_sample(x, grid, (tide_grid_mode)mode, (tide_grid_padding)padding,
+                                          align), false);
+}
+
 static const lt_reg resize_regs[] = {
+    {"grid_sample", f_grid_sample, LT_FUNCTION},
     {"group_norm", f_group_norm, LT_FUNCTION},
     {"instance_norm", f_instance_norm, LT_FUNCTION},
     {"interpolate", f_interpolate, LT_FUNCTION},

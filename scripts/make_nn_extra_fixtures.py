@@ -110,10 +110,10 @@ cases["adaptive_max_pool2d_indices"] = {"inputs": {"x": xm},
                                         "out": F.adaptive_max_pool2d(xm, (3, 2), True)[1] + 1}
 xg = randn(2, 3, 4, 5)
 grid = torch.rand(2, 3, 4, 2, dtype=D) * 2.4 - 1.2
-for mode in ["bilinear", "nearest"]:
-    for pad in ["zeros", "border"]:
+for mode in ["bilinear", "nearest", "bicubic"]:
+    for pad in ["zeros", "border", "reflection"]:
         for ac in [False, True]:
-            g = ["x", "grid"] if mode == "bilinear" else ["x"]
+            g = ["x", "grid"] if mode != "nearest" else ["x"]
             case("grid_sample_%s_%s_%s" % (mode, pad, ac), lambda x, grid, m=mode, p=pad, a=ac:
                  F.grid_sample(x, grid, mode=m, padding_mode=p, align_corners=a),
                  {"x": xg, "grid": grid}, g)

@@ -57,6 +57,7 @@ if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo &&
 fi
 # The numeric suites, run under every tier: one name per line, so additions merge.
 numeric_c=(
+  grid_sample
   vulkan_half
   half_cast
   div_single

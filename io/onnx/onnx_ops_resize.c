@@ -3,7 +3,8 @@
  * resized axis is one matrix product with an [in, out] weight matrix built on the host from the
  * reference's rule (the n source positions nearest the mapped coordinate, edge-clamped, their
  * weights zeroed and renormalized outside the input with exclude_outside).
- * Upsample (7-9) is Resize with asymmetric coordinates (nearest rounds down).
+ * Upsample (7-9) is Resize with asymmetric coordinates (nearest rounds down). GridSample (16 on,
+ * 4-D) is tide_grid_sample.
  * Rejected: tf_crop_and_resize, antialias, axes, keep_aspect_ratio_policy.
  */
 #include <math.h>
@@ -279,7 +280,55 @@ static int resize_all(onnx_ctx *c, const resize_mode *m, const int64_t *out, con
     return onnx_set(c, y);
 }
 
+/* ---- GridSample (16): tide_grid_sample on 4-D inputs --------------------------------------- */
+
+/* mode's index in {bilinear, nearest, bicubic} (opset 20's names linear and cubic too), else -1. */
+static int grid_mode(const char *mode)
+{
+    static const char *const names[] = {"bilinear", "nearest", "bicubic", "linear", "", "cubic"};
+    for (int i = 0; i < 6; i++)
+        if (names[i][0] && !strcmp(mode, names[i]))
+            return i % 3;
+    return -1;
+}
+
+static int grid_padding(const char *pad)
+{
+    static const char *const names[] = {"zeros", "border", "reflection"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(pad, names[i]))
+            return i;
+    return -1;
+}
+
+static int check_grid_sample(const onnx_node *n, char *why, size_t size)
+{
+    char mbuf[32], pbuf[32];
+    const char *mode = onnx_attr_string(n, "mode", "bilinear", mbuf, sizeof mbuf);
+    const char *pad = onnx_attr_string(n, "padding_mode", "zeros", pbuf, sizeof pbuf);
+    if (grid_mode(mode) < 0)
+        snprintf(why, size, "mode '%s'", mode);
+    else if (grid_padding(pad) < 0)
+        snprintf(why, size, "padding_mode '%s'", pad);
+    else
+        return 0;
+    return 1;
+}
+
+static int run_grid_sample(onnx_ctx *c)
+{
+    char mbuf[32], pbuf[32];
+    const char *mode = onnx_attr_string(c->node, "mode", "bilinear", mbuf, sizeof mbuf);
+    const char *pad = onnx_attr_string(c->node, "padding_mode", "zeros", pbuf, sizeof pbuf);
+    if (tide_ndim(c->in[0]) != 4)
+        return onnx_unsupported(c, "a %d-D input (only 4-D [N, C, H, W] is)", tide_ndim(c->in[0]));
+    bool align = onnx_attr_int(c->node, "align_corners", 0) != 0;
+    return onnx_set(c, tide_grid_sample(c->in[0], c->in[1], (tide_grid_mode)grid_mode(mode),
+                                        (tide_grid_padding)grid_padding(pad), align));
+}
+
 const onnx_op onnx_ops_resize[] = {
+    {"GridSample", 16, 0, 2, 2, check_grid_sample, run_grid_sample, 0},
     {"Resize", 11, 0, 1, 4, check_resize, run_resize, 0},
     {"Upsample", 7, 9, 1, 2, check_upsample, run_upsample, 0},
     {0},

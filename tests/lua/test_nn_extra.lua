@@ -78,8 +78,8 @@ for _, ac in ipairs({ false, true }) do
   CALLS["interp_linear_" .. (ac and "True" or "False")] = function(a)
     return F.interpolate(a.x, 9, nil, "linear", ac)
   end
-  for _, mode in ipairs({ "bilinear", "nearest" }) do
-    for _, pad in ipairs({ "zeros", "border" }) do
+  for _, mode in ipairs({ "bilinear", "nearest", "bicubic" }) do
+    for _, pad in ipairs({ "zeros", "border", "reflection" }) do
       CALLS[("grid_sample_%s_%s_%s"):format(mode, pad, ac and "True" or "False")] = function(a)
         return F.grid_sample(a.x, a.grid, { mode = mode, padding_mode = pad, align_corners = ac })
       end
@@ -375,7 +375,12 @@ H.test("errors name the op, the shapes and the dtypes", function()
            "ctc_loss", "blank 5")
   H.raises(function() return F.grid_sample(x, tide.randn(2, 3, 3, 3)) end, "grid_sample", "[2, 3, 3, 3]")
   H.raises(function() return F.grid_sample(x, tide.randn(2, 3, 3, 2):double()) end, "grid_sample", "float64")
-  H.raises(function() return F.grid_sample(x, tide.randn(2, 3, 3, 2), { mode = "bicubic" }) end, "bicubic")
+  H.raises(function() return F.grid_sample(x, tide.randn(2, 3, 3, 2), { mode = "area" }) end, "grid_sample",
+           "mode", "area")
+  H.raises(function() return F.grid_sample(x, tide.randn(2, 3, 3, 2), { padding_mode = "wrap" }) end,
+           "grid_sample", "padding_mode", "wrap")
+  H.raises(function() return F.grid_sample(x, tide.randn(2, 3, 3, 2), { align = true }) end, "grid_sample",
+           "unknown option 'align'")
   H.raises(function() return F.adaptive_max_pool2d(tide.randn(3), 2) end, "adaptive_max_pool2d", "[3]")
   H.raises(function() return F.bilinear(tide.randn(2, 3), tide.randn(2, 3), tide.randn(4, 3, 2)) end,
            "bilinear", "[4, 3, 2]")

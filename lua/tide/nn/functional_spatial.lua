@@ -238,6 +238,8 @@ function S.bilinear(x1, x2, weight, bias)
   return y:reshape(lead)
 end
 
-require("tide.nn.functional_grid").install(S)
+-- F.grid_sample(input, grid [, {mode="bilinear"|"nearest"|"bicubic",
+-- padding_mode="zeros"|"border"|"reflection", align_corners=false}]): ops/nn_grid_sample.c
+S.grid_sample = tide.grid_sample
 
 return S
