@@ -157,6 +157,15 @@ H.test("gradcheck: finite differences agree with autograd", function()
   local grid = (tide.rand(1, 2, 3, 2):double() * 1.6 - 0.8)
   local img = tide.randn(1, 2, 3, 4):double()
   gradcheck("grid_sample grid", function(g) return F.grid_sample(img, g) end, grid)
+  -- bicubic with reflection: the grid's gradient also flows through the reflection's abs/fmod
+  -- (points inside (-0.8, 0.8) of a [3, 4] image stay clear of the reflection's kinks)
+  gradcheck("grid_sample bicubic reflection grid", function(g)
+    return F.grid_sample(img, g, { mode = "bicubic", padding_mode = "reflection" })
+  end, grid)
+  gradcheck("grid_sample bicubic reflection input", function(t)
+    return F.grid_sample(t, grid, { mode = "bicubic", padding_mode = "reflection",
+                                    align_corners = true })
+  end, img)
 end)
 
 H.test("float32 agrees with float64 (both CPU tiers run this file)", function()
