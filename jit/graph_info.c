@@ -72,6 +72,16 @@ int jit_graph_run_other(tide_graph *g, tide_tensor *const *inputs, int ninputs,
     return tide_graph_run(other, inputs, ninputs, outputs);
 }
 
+int jit_graph_run_replanned(tide_graph *g, tide_tensor *const *inputs, int ninputs,
+                            tide_tensor **outputs)
+{
+    tide_clear_error();
+    tide_graph *other = g->info->replan(g->info->owner, inputs, ninputs);
+    if (!other)
+        return -1;
+    return tide_graph_run(other, inputs, ninputs, outputs);
+}
+
 /* ---- names and declared types ------------------------------------------------------------- */
 
 static const tide_graph_io *graph_io(const tide_graph *g, int i, bool output)

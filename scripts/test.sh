@@ -75,6 +75,7 @@ numeric_c=(
   nn
   autograd
   autograd_accumulate
+  onnx_symbolic
   creation
   random
   jit
@@ -115,7 +116,6 @@ numeric_lua=(
   jit_random
   jit_symbolic
   autograd
-  autograd_accumulate
   nn
   ref_jit
   activations

@@ -1,10 +1,10 @@
 /*
  * onnx_compile.c — tide_onnx_load: a model captured into a compiled tide_graph (the jit's public
  * capture API: tide_jit_begin / tide_jit_end), with the model's names and declared types attached
- * (tide_graph_input_name & co.). Free dims (dim_param) are captured at the sizes the caller gives
- * (1 otherwise); inputs of other sizes get a graph of their own, captured at their first run and
- * kept (re-planned per shape: shape arithmetic is folded to constants at capture, so one plan
- * serves one set of sizes).
+ * (tide_graph_input_name & co.). Free dims (dim_param) first get one symbolic plan for every
+ * size (onnx_symbolic.c); where that is not sound, they are captured at the sizes the caller
+ * gives (1 otherwise). Inputs the graph cannot take (other sizes of a per-shape plan, a size of
+ * 1 for a symbolic one) get a graph of their own, captured at their first run and kept.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -199,7 +199,8 @@ tide_graph *tide_onnx_load(const char *path, const tide_onnx_options *opts)
     tide_graph_info *info = NULL;
     if (m && (!p || !ins))
         td_error("onnx_load: out of memory");
-    else if (m && capture_inputs(m, opts, ins) == 0 && (g = capture(m, ins))) {
+    else if (m && ((g = onnx_capture_symbolic(m, opts)) ||
+                   (capture_inputs(m, opts, ins) == 0 && (g = capture(m, ins))))) {
         p->m = m;
         pthread_mutex_init(&p->lock, NULL);
         for (int i = 0; i < m->ninputs; i++)

@@ -6,6 +6,7 @@
  *   onnx_run.c      the interpreter: nodes in order, constants folded eagerly
  *   onnx_attr.c     attribute and small-input readers for the op handlers
  *   onnx_compile.c  tide_onnx_load: a model captured into a tide_graph, re-planned per shape
+ *   onnx_symbolic.c free dims captured once as a symbolic plan, where that is sound
  *   onnx_table.c    the one op table, gathered from the onnx_ops_*.c lists
  *   onnx_ops_*.c    the handlers, one file per family
  * Internal names start with onnx_.
@@ -145,7 +146,10 @@ tide_tensor *onnx_tensor_from_proto(const td_io_ctx *io, const Onnx__TensorProto
 /* A whole file in memory (for the protobuf parser). NULL with the error set. */
 void *onnx_read_file(const td_io_ctx *io, size_t *len);
 
-/* ---- models (onnx_model.c, onnx_run.c) ----------------------------------------------------- */
+/* ---- models (onnx_model.c, onnx_run.c, onnx_symbolic.c) ------------------------------------ */
+/* m captured as one symbolic plan over its inputs' free dims, checked against the interpreter
+ * at two other sizes; NULL (no error set) when m has no free dims or the plan is not sound. */
+tide_graph *onnx_capture_symbolic(tide_onnx_model *m, const tide_onnx_options *o);
 /* The protobuf-c allocator of io/ (td_malloc, so allocation faults are tested). */
 extern ProtobufCAllocator onnx_allocator;
 
