@@ -530,6 +530,12 @@ static void test_pool_case(const pool_case *k, tide_dtype dt, int layout)
     snprintf(d2, sizeof d2, "max_pool2d indices %s", desc);
     ref_check_tensor(d2, idx, TIDE_INT64, 4, os, want, 0);
     tide_release(r), tide_release(idx);
+    /* without indices (2x2 stride-2 windows of contiguous rows take a vectorized path) */
+    r = tide_max_pool2d(tx, k->kernel, k->stride, k->pad, NULL);
+    ref_pool(P_MAX, k, x, want);
+    snprintf(d2, sizeof d2, "max_pool2d without indices %s", desc);
+    ref_check_tensor(d2, r, dt, 4, os, want, 0);
+    tide_release(r);
 
     for (int incl = 0; incl < 2; incl++) {
         r = tide_avg_pool2d(tx, k->kernel, k->stride, k->pad, incl);

@@ -40,6 +40,8 @@ void td_jit_gather(const jit_gather *d, void *dst, int64_t begin, int64_t n)
         const char *src = d->base + off * es;
         if (is == 1) {
             memcpy(out + done * es, src, (size_t)(run * es));
+        } else if (is == 0) { /* broadcast along the last dim: a conv's bias, a row's scale */
+            td_jit_splat(es, out + done * es, src, run);
         } else if (es == 4) {
             for (int64_t j = 0; j < run; j++)
                 memcpy(out + (done + j) * 4, src + j * is * 4, 4);

@@ -45,7 +45,26 @@ static int64_t window_of(const pool_ctx *c, int64_t oh, int64_t ow, int64_t *hs,
     return c->count_include_pad ? padded : (*he - *hs) * (*we - *ws);
 }
 
+/* Plain -O2 does not vectorize the 2x2 row loop below. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define POOL_VECTORIZE __attribute__((optimize("O3")))
+#else
+#define POOL_VECTORIZE
+#endif
+
 #define DEFINE_POOL_PLANES(T, SFX)                                                                 \
+    /* n outputs of a 2x2, stride-2 window over rows r0 and r1 (contiguous): the rule of         \
+     * max2x2 below in a loop the compiler vectorizes (a conv net's pools, most of their time). */ \
+    static POOL_VECTORIZE void max2x2_row_##SFX(const T *r0, const T *r1, T *out, int64_t n)      \
+    {                                                                                              \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T a = r0[2 * i], b = r0[2 * i + 1], e = r1[2 * i], f = r1[2 * i + 1];                 \
+            T m1 = a > b ? a : b, m2 = e > f ? e : f;                                              \
+            T m = m2 > m1 ? m2 : m1;                                                               \
+            out[i] = (a != a || b != b || e != e || f != f) ? a + b + e + f : m;                   \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
     /* A 2x2 window inside the plane (the common pool of conv nets) without the loops: NaN if    \
      * any element is one (a sum holding a NaN is NaN), else the max. */                         \
     static inline T max2x2_##SFX(const T *p, int64_t s2, int64_t s3)                               \
@@ -61,11 +80,19 @@ static int64_t window_of(const pool_ctx *c, int64_t oh, int64_t ow, int64_t *hs,
     {                                                                                              \
         const T *x = (const T *)(const void *)xp;                                                  \
         int64_t s2 = c->in.s[2], s3 = c->in.s[3];                                                  \
+        /* 2x2 windows with stride 2 inside the plane go row by row through max2x2_row. */     \
+        bool rows2x2 = !indices && c->kh == 2 && c->kw == 2 && c->sh == 2 && c->sw == 2 &&         \
+                       c->ph == 0 && c->pw == 0 && s3 == 1;                                        \
+        int64_t full = rows2x2 ? min64(c->OW, c->W / 2) : 0;                                       \
         /* The clipped window inline (no divisor to count): this loop is most of a small conv \
          * net's pooling time, and a call to window_of per output cost as much as the max. */  \
         for (int64_t oh = 0; oh < c->OH; oh++) {                                                   \
             int64_t h0 = oh * c->sh - c->ph, hs = max64(h0, 0), he = min64(h0 + c->kh, c->H);      \
-            for (int64_t ow = 0; ow < c->OW; ow++) {                                               \
+            int64_t first = he == h0 + 2 ? full : 0;                                               \
+            if (first)                                                                             \
+                max2x2_row_##SFX(x + h0 * s2, x + (h0 + 1) * s2, (T *)(void *)op + oh * c->OW,     \
+                                 first);                                                           \
+            for (int64_t ow = first; ow < c->OW; ow++) {                                           \
                 int64_t w0 = ow * c->sw - c->pw, ws = max64(w0, 0);                                \
                 int64_t we = min64(w0 + c->kw, c->W);                                              \
                 if (!indices && c->kh == 2 && c->kw == 2 && hs == h0 && he == h0 + 2 &&            \
