@@ -226,6 +226,24 @@ static int run_epilogue(const jit_plan *c, const jit_group *g, void **args, tide
     return 0;
 }
 
+/* d's dims merged where one index runs over both (dim k-1 steps by dim k's whole extent, as
+ * in a contiguous block or a broadcast over both): the gather's runs get longer, e.g. one splat
+ * of a conv's bias over a whole [H, W] plane rather than one per row. */
+static void merge_gather_dims(jit_gather *d)
+{
+    int nd = 0;
+    for (int k = 0; k < d->ndim; k++) {
+        if (nd > 0 && d->strides[nd - 1] == d->strides[k] * d->shape[k]) {
+            d->shape[nd - 1] *= d->shape[k];
+            d->strides[nd - 1] = d->strides[k];
+            continue;
+        }
+        d->shape[nd] = d->shape[k];
+        d->strides[nd++] = d->strides[k];
+    }
+    d->ndim = nd;
+}
+
 /* Slot s's argument: its data, or a gather descriptor (filled in d) for an operand read
  * through strides or broadcast. */
 static void *slot_arg(const jit_group *g, const jit_slot *sl, tide_tensor *t, jit_gather *d)
@@ -242,6 +260,7 @@ static void *slot_arg(const jit_group *g, const jit_slot *sl, tide_tensor *t, ji
         int td = k - lead;
         d->strides[k] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td];
     }
+    merge_gather_dims(d);
     return d;
 }
 
