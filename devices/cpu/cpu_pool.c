@@ -11,6 +11,9 @@
  */
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "cpu_conv.h"
 #include "cpu_kernels.h"
@@ -45,26 +48,48 @@ static int64_t window_of(const pool_ctx *c, int64_t oh, int64_t ow, int64_t *hs,
     return c->count_include_pad ? padded : (*he - *hs) * (*we - *ws);
 }
 
-/* Plain -O2 does not vectorize the 2x2 row loop below. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define POOL_VECTORIZE __attribute__((optimize("O3")))
-#else
-#define POOL_VECTORIZE
-#endif
-
-#define DEFINE_POOL_PLANES(T, SFX)                                                                 \
-    /* n outputs of a 2x2, stride-2 window over rows r0 and r1 (contiguous): the rule of         \
-     * max2x2 below in a loop the compiler vectorizes (a conv net's pools, most of their time). */ \
-    static POOL_VECTORIZE void max2x2_row_##SFX(const T *r0, const T *r1, T *out, int64_t n)      \
+/* n outputs of a 2x2, stride-2 window over rows r0 and r1 (contiguous), by max2x2's rule below:
+ * a > b ? a : b pairwise, NaN (the sum) when any element is NaN. A conv net's pools spend most
+ * of their time here; float32 takes 4 outputs at a time (SSE2's maxps is exactly x > y ? x : y). */
+#define DEFINE_MAX2X2_ROW(T, SFX)                                                                  \
+    static void max2x2_row_scalar_##SFX(const T *r0, const T *r1, T *out, int64_t n)               \
     {                                                                                              \
         for (int64_t i = 0; i < n; i++) {                                                          \
             T a = r0[2 * i], b = r0[2 * i + 1], e = r1[2 * i], f = r1[2 * i + 1];                 \
             T m1 = a > b ? a : b, m2 = e > f ? e : f;                                              \
             T m = m2 > m1 ? m2 : m1;                                                               \
-            out[i] = (a != a || b != b || e != e || f != f) ? a + b + e + f : m;                   \
+            out[i] = (isnan(a) | isnan(b) | isnan(e) | isnan(f)) ? a + b + e + f : m;              \
         }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
+    }
+DEFINE_MAX2X2_ROW(float, f32)
+DEFINE_MAX2X2_ROW(double, f64)
+
+static void max2x2_row_f32(const float *r0, const float *r1, float *out, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__SSE2__)
+    for (; i + 4 <= n; i += 4) {
+        __m128 x0 = _mm_loadu_ps(r0 + 2 * i), x1 = _mm_loadu_ps(r0 + 2 * i + 4);
+        __m128 y0 = _mm_loadu_ps(r1 + 2 * i), y1 = _mm_loadu_ps(r1 + 2 * i + 4);
+        __m128 a = _mm_shuffle_ps(x0, x1, _MM_SHUFFLE(2, 0, 2, 0));
+        __m128 b = _mm_shuffle_ps(x0, x1, _MM_SHUFFLE(3, 1, 3, 1));
+        __m128 e = _mm_shuffle_ps(y0, y1, _MM_SHUFFLE(2, 0, 2, 0));
+        __m128 f = _mm_shuffle_ps(y0, y1, _MM_SHUFFLE(3, 1, 3, 1));
+        __m128 m = _mm_max_ps(_mm_max_ps(e, f), _mm_max_ps(a, b));
+        __m128 nan = _mm_or_ps(_mm_cmpunord_ps(a, b), _mm_cmpunord_ps(e, f));
+        __m128 sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(a, b), e), f);
+        _mm_storeu_ps(out + i, _mm_or_ps(_mm_and_ps(nan, sum), _mm_andnot_ps(nan, m)));
+    }
+#endif
+    max2x2_row_scalar_f32(r0 + 2 * i, r1 + 2 * i, out + i, n - i);
+}
+
+static void max2x2_row_f64(const double *r0, const double *r1, double *out, int64_t n)
+{
+    max2x2_row_scalar_f64(r0, r1, out, n);
+}
+
+#define DEFINE_POOL_PLANES(T, SFX)                                                                 \
     /* A 2x2 window inside the plane (the common pool of conv nets) without the loops: NaN if    \
      * any element is one (a sum holding a NaN is NaN), else the max. */                         \
     static inline T max2x2_##SFX(const T *p, int64_t s2, int64_t s3)                               \
