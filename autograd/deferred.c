@@ -107,12 +107,29 @@ bool ag_defer_takes(ag_deferred *d, const ag_node *n)
     return find(d, transposed_leaf(n)) != NULL;
 }
 
-/* g[0..n)^T @ x[0..n) with the rows of each side joined (tide_cat along dim 0). A new
- * reference or NULL. */
+/* tide_cat of list[0..n) along dim 0 (a new reference or NULL): one cat, or while tracing (a
+ * traced op takes at most 6 inputs) cats of at most 6 joined by one more. The same matrix. */
+static tide_tensor *cat_rows(tide_tensor *const *list, int n)
+{
+    if (n == 1)
+        return tide_retain(list[0]);
+    if (n <= 6 || !td_thread_hooks()->trace)
+        return tide_cat(list, n, 0);
+    tide_tensor *parts[6] = {0};
+    int np = 0;
+    bool ok = true;
+    for (int i = 0; i < n; i += 6, np++)
+        ok = ok && (parts[np] = tide_cat(list + i, i + 6 <= n ? 6 : n - i, 0));
+    tide_tensor *r = ok ? tide_cat(parts, np, 0) : NULL;
+    for (int i = 0; i < np; i++)
+        tide_release(parts[i]);
+    return r;
+}
+
+/* g[0..n)^T @ x[0..n) with the rows of each side joined. A new reference or NULL. */
 static tide_tensor *joined_product(tide_tensor *const *g, tide_tensor *const *x, int n)
 {
-    tide_tensor *gj = n == 1 ? tide_retain(g[0]) : tide_cat(g, n, 0);
-    tide_tensor *xj = !gj ? NULL : n == 1 ? tide_retain(x[0]) : tide_cat(x, n, 0);
+    tide_tensor *gj = cat_rows(g, n), *xj = gj ? cat_rows(x, n) : NULL;
     tide_tensor *gt = xj ? tide_transpose(gj, 0, 1) : NULL;
     tide_tensor *r = gt ? tide_matmul(gt, xj) : NULL;
     tide_release(gt);
@@ -121,11 +138,15 @@ static tide_tensor *joined_product(tide_tensor *const *g, tide_tensor *const *x,
     return r;
 }
 
-/* sum_t g_t^T @ x_t over e's uses: one product per 6 uses (a traced op takes at most 6
- * inputs), summed in order; eager does the same, so the jit stays bitwise equal to it. */
+/* Uses per joined product: 36 (two levels of 6-input cats while tracing), so a recurrent
+ * layer's 100 steps take 3 long products and 2 weight-sized adds. */
+#define USES_PER_PRODUCT 36
+
+/* sum_t g_t^T @ x_t over e's uses: one product per USES_PER_PRODUCT uses, summed in order,
+ * the same way eagerly and while tracing, so the jit stays bitwise equal to eager. */
 static tide_tensor *weight_grad(deferred_leaf *e)
 {
-    int n = e->nuses, per = 6;
+    int n = e->nuses, per = USES_PER_PRODUCT;
     tide_tensor **gs = td_malloc(sizeof *gs * (size_t)n * 2);
     if (!gs) {
         td_error("backward: out of memory joining a weight's gradients");
