@@ -15,30 +15,32 @@
 static int run_segment(jit_trace *tr, jit_compiled *c, const int *outs, int nouts)
 {
     tide_tensor **vals = td_calloc((size_t)(nouts ? nouts : 1), sizeof *vals);
-    if (!vals)
+    /* out_of[node] = 1 + its index in outs, 0 for a node that is no output (a segment of a
+     * recurrent layer's backward has thousands of outputs: no search per stub) */
+    int *out_of = td_calloc((size_t)tr->n + 1, sizeof *out_of);
+    if (!vals || !out_of) {
+        free(vals);
+        free(out_of);
         return td_error("jit: out of memory");
+    }
+    for (int k = 0; k < nouts; k++)
+        out_of[outs[k]] = k + 1;
     int rc = jit_execute(c, tr->b.ext, tr->b.nodes, vals);
-    if (rc == 0) {
-        for (int i = 0; i < tr->n; i++) {
-            jit_node *nd = &tr->b.nodes[i];
-            tide_tensor *s = nd->stub;
-            if (!s || s->storage)
-                continue;
-            /* a stub without storage: its root's value, if the root was an output */
-            int root = nd->root;
-            for (int k = 0; k < nouts; k++) {
-                if (outs[k] != root || !vals[k])
-                    continue;
-                s->storage = vals[k]->storage;
-                td_ref_inc(&s->storage->refcount);
-                s->offset += vals[k]->offset;
-                break;
-            }
-        }
+    for (int i = 0; rc == 0 && i < tr->n; i++) {
+        jit_node *nd = &tr->b.nodes[i];
+        tide_tensor *s = nd->stub;
+        int k = out_of[nd->root] - 1;
+        /* a stub without storage: its root's value, if the root was an output */
+        if (!s || s->storage || k < 0 || !vals[k])
+            continue;
+        s->storage = vals[k]->storage;
+        td_ref_inc(&s->storage->refcount);
+        s->offset += vals[k]->offset;
     }
     for (int k = 0; k < nouts; k++)
         tide_release(vals[k]);
     free(vals);
+    free(out_of);
     return rc;
 }
 
