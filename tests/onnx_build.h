@@ -254,6 +254,32 @@ static inline void ob_free(ob_model *b)
     b->nptrs = 0;
 }
 
+/* A model whose Reshape target is computed from its input's shape, written to path (0 or -1):
+ * x [batch, 6] -> Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [2, 3])) [batch, 2, 3].
+ * A capture folds the target to constants (test_onnx.c, test_onnx_symbolic.c). */
+static inline int ob_write_batch_reshape(const char *path)
+{
+    enum { F32 = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, I64 = ONNX__TENSOR_PROTO__DATA_TYPE__INT64 };
+    static const char *const dims[] = {"batch", NULL, NULL};
+    ob_model b;
+    ob_init(&b, 13);
+    int64_t xs[2] = {-1, 6}, ys[3] = {-1, 2, 3}, one[1] = {1}, two[1] = {2}, zero = 0;
+    int64_t tail[2] = {2, 3};
+    ob_input(&b, "x", F32, 2, xs, dims);
+    ob_init_tensor(&b, "zero", I64, 0, NULL, &zero);
+    ob_init_tensor(&b, "axes", I64, 1, one, &zero);
+    ob_init_tensor(&b, "tail", I64, 1, two, tail);
+    ob_node(&b, "Shape", "x", "s");
+    ob_node(&b, "Gather", "s|zero", "n");
+    ob_node(&b, "Unsqueeze", "n|axes", "n1");
+    ob_attr_int(&b, ob_node(&b, "Concat", "n1|tail", "shape"), "axis", 0);
+    ob_node(&b, "Reshape", "x|shape", "y");
+    ob_output(&b, "y", F32, 3, ys, dims);
+    int rc = ob_write(&b, path);
+    ob_free(&b);
+    return rc;
+}
+
 /* Completes b with graph inputs named by `ins` ("|"-separated, in xs' dtypes and shapes) and
  * outputs named by `outs` (declared float of unknown shape: a run does not check them), writes
  * it as dir/m.onnx (freeing b) and runs it on xs. 0, -1 with tide's error, or -2 when the

@@ -176,23 +176,7 @@ static void test_compiled(void)
  * shape is computed from x's shape, which a capture folds to constants. */
 static void test_shape_arithmetic_compiles(void)
 {
-    ob_model b;
-    ob_init(&b, 13);
-    int64_t xs[2] = {-1, 6}, ys[3] = {-1, 2, 3}, one[1] = {1}, two[1] = {2}, zero = 0;
-    int64_t tail[2] = {2, 3};
-    ob_input(&b, "x", F32, 2, xs, batch_dims);
-    ob_init_tensor(&b, "zero", I64, 0, NULL, &zero);
-    ob_init_tensor(&b, "axes", I64, 1, one, &zero);
-    ob_init_tensor(&b, "tail", I64, 1, two, tail);
-    ob_node(&b, "Shape", "x", "s");
-    ob_node(&b, "Gather", "s|zero", "n");
-    ob_node(&b, "Unsqueeze", "n|axes", "n1");
-    ob_attr_int(&b, ob_node(&b, "Concat", "n1|tail", "shape"), "axis", 0);
-    ob_node(&b, "Reshape", "x|shape", "y");
-    const char *const ydims[] = {"batch", NULL, NULL};
-    ob_output(&b, "y", F32, 3, ys, ydims);
-    CHECK(ob_write(&b, path_in_dir("reshape.onnx")) == 0, "write");
-    ob_free(&b);
+    CHECK(ob_write_batch_reshape(path_in_dir("reshape.onnx")) == 0, "write");
     tide_graph *g = tide_onnx_load(path_in_dir("reshape.onnx"), NULL);
     CHECK(g != NULL, "load: %s", tide_last_error());
     for (int n = 1; g && n <= 4; n += 3) {

@@ -54,27 +54,6 @@ static void write_mlp(void)
     ob_free(&b);
 }
 
-/* y = Reshape(x, Concat(Shape(x)[0:1], [2, 3])): x [batch, 6] -> [batch, 2, 3]. */
-static void write_reshape(void)
-{
-    ob_model b;
-    ob_init(&b, 13);
-    int64_t xs[2] = {-1, 6}, ys[3] = {-1, 2, 3}, one[1] = {1}, two[1] = {2}, zero = 0;
-    int64_t tail[2] = {2, 3};
-    ob_input(&b, "x", F32, 2, xs, batch_dims);
-    ob_init_tensor(&b, "zero", I64, 0, NULL, &zero);
-    ob_init_tensor(&b, "axes", I64, 1, one, &zero);
-    ob_init_tensor(&b, "tail", I64, 1, two, tail);
-    ob_node(&b, "Shape", "x", "s");
-    ob_node(&b, "Gather", "s|zero", "n");
-    ob_node(&b, "Unsqueeze", "n|axes", "n1");
-    ob_attr_int(&b, ob_node(&b, "Concat", "n1|tail", "shape"), "axis", 0);
-    ob_node(&b, "Reshape", "x|shape", "y");
-    ob_output(&b, "y", F32, 3, ys, batch_dims);
-    CHECK(ob_write(&b, path_in_dir("reshape.onnx")) == 0, "writing reshape.onnx");
-    ob_free(&b);
-}
-
 /* y = x / float(Shape(x)[0]): x [batch, 3]; the batch size is a value here. */
 static void write_divide_by_batch(void)
 {
@@ -156,7 +135,7 @@ int main(void)
         return 1;
     }
     write_mlp();
-    write_reshape();
+    CHECK(ob_write_batch_reshape(path_in_dir("reshape.onnx")) == 0, "writing reshape.onnx");
     write_divide_by_batch();
     test_one_plan("mlp.onnx", 4);
     test_one_plan("reshape.onnx", 6);
