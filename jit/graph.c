@@ -404,9 +404,8 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
     for (int i = g->ninputs; i < g->nexterns; i++)
         ext[i] = g->captured[i];
     memcpy(nodes, g->nodes, sizeof *nodes * (size_t)g->nnodes);
-    if (g->dyn && bind_dynamic(g, inputs, nodes) < 0) {
-        if (g->info && g->info->replan) /* sizes the plan does not serve: the owner's graph */
-            rc = jit_graph_run_replanned(g, inputs, ninputs, outputs);
+    if (g->dyn && bind_dynamic(g, inputs, nodes) < 0) { /* sizes the plan does not serve */
+        rc = jit_graph_run_replanned(g, inputs, ninputs, outputs);
         goto done;
     }
     for (int i = 0; i < g->nnodes; i++) /* random numbers: fresh ones on every run, as eager */

@@ -75,6 +75,8 @@ int jit_graph_run_other(tide_graph *g, tide_tensor *const *inputs, int ninputs,
 int jit_graph_run_replanned(tide_graph *g, tide_tensor *const *inputs, int ninputs,
                             tide_tensor **outputs)
 {
+    if (!g->info || !g->info->replan)
+        return -1; /* no owner to ask: the refusal's error stands */
     tide_clear_error();
     tide_graph *other = g->info->replan(g->info->owner, inputs, ninputs);
     if (!other)

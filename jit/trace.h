@@ -105,8 +105,8 @@ typedef struct tide_graph {
 bool jit_graph_inputs_fit(const tide_graph *g, tide_tensor *const *inputs); /* graph.c */
 int jit_graph_run_other(tide_graph *g, tide_tensor *const *inputs, int ninputs,
                         tide_tensor **outputs, bool *handled);
-/* The graph the importer's re-plan hook gives for inputs a symbolic plan's guards refused
- * (g->info->replan must be set), run. */
+/* The graph the importer's re-plan hook gives for inputs a symbolic plan's guards refused,
+ * run; -1 with the refusal's error when g has no hook. */
 int jit_graph_run_replanned(tide_graph *g, tide_tensor *const *inputs, int ninputs,
                             tide_tensor **outputs);
 
