@@ -39,7 +39,7 @@ typedef struct ag_node {
     unsigned mark;
     int deps, pending;
     bool useful, feeds; /* autograd.grad: a wanted input is this node or below it / below it */
-    bool grad_owned; /* grad is a tensor the engine made and nothing else holds (see engine.c) */
+    bool grad_owned; /* grad is a tensor the engine made and nothing else holds (view_grad.c) */
     tide_tensor *grad;
     int nin;
     ag_input in[];
@@ -56,6 +56,11 @@ bool ag_stored_transposed(const tide_tensor *t);
  * for every needed input, NULL for the others. Written with public ops only, so a tracer sees
  * backward like any other code. 0 or -1 with the error set. */
 int ag_backward_formula(const ag_node *n, tide_tensor *g, tide_tensor **gi);
+
+/* view_grad.c: whether node n (a select or slice) adds its gradient g into its view of its
+ * input's gradient rather than through the formula; ag_view_grad_add does it (0 or -1). */
+bool ag_view_grad_takes(const ag_node *n, const tide_tensor *g, bool create_graph);
+int ag_view_grad_add(ag_node *n, tide_tensor *g);
 
 /* deferred.c: a weight reached through several products x_t @ W^T gets its gradient as one
  * product at its last use. ag_defer_plan: NULL when no leaf qualifies. ag_defer_takes: whether

@@ -22,15 +22,11 @@
 #include "../ops/dispatch.h"
 #include "autograd.h"
 
-typedef struct use {
-    tide_tensor *g, *x; /* g [rows, N] and x [rows, K] of one product */
-} use;
-
 typedef struct deferred_leaf {
     tide_tensor *leaf;
     int expected, arrived; /* uses in the walk; those run so far (with a gradient or without) */
     int nuses;
-    use *uses;
+    tide_tensor **g, **x; /* per use kept: g [rows, N] and x [rows, K] (expected slots each) */
 } deferred_leaf;
 
 struct ag_deferred {
@@ -94,9 +90,12 @@ ag_deferred *ag_defer_plan(ag_node *const *nodes, int n)
         if (d->v[i].expected >= 2)
             d->v[kept++] = d->v[i];
     d->n = kept;
-    for (int i = 0; i < d->n; i++)
-        if (!(d->v[i].uses = td_calloc((size_t)d->v[i].expected, sizeof(use))))
+    for (int i = 0; i < d->n; i++) {
+        deferred_leaf *e = &d->v[i];
+        if (!(e->g = td_calloc(2 * (size_t)e->expected, sizeof(tide_tensor *))))
             return ag_defer_free(d), NULL;
+        e->x = e->g + e->expected;
+    }
     if (d->n == 0)
         return ag_defer_free(d), NULL;
     return d;
@@ -144,34 +143,26 @@ static tide_tensor *joined_product(tide_tensor *const *g, tide_tensor *const *x,
 
 /* sum_t g_t^T @ x_t over e's uses: one product per USES_PER_PRODUCT uses, summed in order,
  * the same way eagerly and while tracing, so the jit stays bitwise equal to eager. */
-static tide_tensor *weight_grad(deferred_leaf *e)
+static tide_tensor *weight_grad(const deferred_leaf *e)
 {
-    int n = e->nuses, per = USES_PER_PRODUCT;
-    tide_tensor **gs = td_malloc(sizeof *gs * (size_t)n * 2);
-    if (!gs) {
-        td_error("backward: out of memory joining a weight's gradients");
-        return NULL;
-    }
-    tide_tensor **xs = gs + n, *sum = NULL;
-    for (int i = 0; i < n; i++)
-        gs[i] = e->uses[i].g, xs[i] = e->uses[i].x;
-    for (int i = 0; i < n; i += per) {
-        tide_tensor *p = joined_product(gs + i, xs + i, i + per <= n ? per : n - i);
+    tide_tensor *sum = NULL;
+    for (int i = 0; i < e->nuses; i += USES_PER_PRODUCT) {
+        int n = e->nuses - i < USES_PER_PRODUCT ? e->nuses - i : USES_PER_PRODUCT;
+        tide_tensor *p = joined_product(e->g + i, e->x + i, n);
         tide_tensor *next = !p ? NULL : sum ? tide_add(sum, p) : tide_retain(p);
         tide_release(p);
         tide_release(sum);
         if (!(sum = next))
             break;
     }
-    free(gs);
     return sum;
 }
 
 static void drop_uses(deferred_leaf *e)
 {
     for (int i = 0; i < e->nuses; i++) {
-        tide_release(e->uses[i].g);
-        tide_release(e->uses[i].x);
+        tide_release(e->g[i]);
+        tide_release(e->x[i]);
     }
     e->nuses = 0;
 }
@@ -215,7 +206,8 @@ int ag_defer_push(ag_deferred *d, const ag_node *n, tide_tensor *g, tide_tensor 
     deferred_leaf *e = find(d, transposed_leaf(n));
     if (ag_input_needed(&n->in[0]) && !(gi[0] = input_grad(n, g)))
         return -1;
-    e->uses[e->nuses++] = (use){tide_retain(g), tide_retain(n->in[0].saved)};
+    e->g[e->nuses] = tide_retain(g);
+    e->x[e->nuses++] = tide_retain(n->in[0].saved);
     return arrive(e, sink, ctx);
 }
 
@@ -231,7 +223,7 @@ void ag_defer_free(ag_deferred *d)
         return;
     for (int i = 0; i < d->n; i++) {
         drop_uses(&d->v[i]);
-        free(d->v[i].uses);
+        free(d->v[i].g);
     }
     free(d->v);
     free(d);

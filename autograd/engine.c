@@ -268,6 +268,15 @@ static int accumulate(tide_tensor **acc, tide_tensor *g)
     return 0;
 }
 
+/* node->grad += g (consumed). A first gradient is stored as it came, and whoever made it may
+ * hold it too, so the engine does not own it (view_grad.c copies it before writing into it). */
+static int accumulate_node(ag_node *node, tide_tensor *g)
+{
+    if (!node->grad)
+        node->grad_owned = false;
+    return accumulate(&node->grad, g);
+}
+
 static bool writable(const tide_tensor *t)
 {
     for (int d = 0; d < t->ndim; d++)
@@ -561,12 +570,8 @@ static int send_grads(const walk *w, ag_node *n, tide_tensor **gi, int rc, node_
             rc = accumulate_leaf(a->leaf, gr, w->create_graph);
             if (rc == 0 && w->leaves)
                 rc = leaf_sent(w, a->leaf);
-        } else if (a->node) {
-            bool first = !a->node->grad;
-            rc = accumulate(&a->node->grad, gr);
-            if (first) /* gr itself: others may hold it */
-                a->node->grad_owned = false;
-        }
+        } else if (a->node)
+            rc = accumulate_node(a->node, gr);
         else
             tide_release(gr);
     }
@@ -577,54 +582,18 @@ static int send_grads(const walk *w, ag_node *n, tide_tensor **gi, int rc, node_
     return rc;
 }
 
-/* A select or slice adds its gradient into the matching view of its input's gradient, in place,
- * rather than padding it to the input's shape: T selects of one [T, ...] tensor (a recurrent
- * layer's steps) then cost T step-sized adds, not T full-size pads and sums. The input's
- * gradient is made (zeros) or copied once so that the engine owns it; each element receives the
- * same contributions in the same order as the padded sums. Not with create_graph (the sum must
- * stay differentiable) nor for a gradient in a graph. */
-static bool adds_into_input_view(const walk *w, const ag_node *n, const tide_tensor *g)
-{
-    return (n->op == TIDE_OP_SELECT || n->op == TIDE_OP_SLICE) && !w->create_graph &&
-           n->in[0].node && n->in[0].node->useful && !requires_grad(g) &&
-           g->dtype == n->in[0].dtype;
-}
-
-static int add_into_input_view(ag_node *n, tide_tensor *g)
-{
-    ag_node *p = n->in[0].node;
-    const ag_input *a = &n->in[0];
-    const int64_t *v = n->attrs.ints;
-    if (!p->grad || !p->grad_owned) {
-        tide_tensor *acc = p->grad ? tide_clone(p->grad)
-                                   : td_full_on(g->device, "backward", a->ndim, a->shape, 0,
-                                                (tide_dtype)a->dtype);
-        if (!acc)
-            return -1;
-        tide_release(p->grad);
-        p->grad = acc;
-        p->grad_owned = true;
-    }
-    tide_tensor *view = n->op == TIDE_OP_SELECT ? tide_select(p->grad, (int)v[0], v[1])
-                                                : tide_slice(p->grad, (int)v[0], v[1], v[2], v[3]);
-    tide_tensor *sum = view ? tide_add(view, g) : NULL;
-    int rc = sum ? tide_copy_(view, sum) : -1;
-    tide_release(sum);
-    tide_release(view);
-    return rc;
-}
-
 static int add_to_leaf(void *ctx, tide_tensor *leaf, tide_tensor *grad)
 {
     (void)ctx;
     return accumulate_leaf(leaf, grad, false);
 }
 
-/* Node n's input gradients into gi: the formula, or one of the two shortcuts above. */
+/* Node n's input gradients into gi: the formula, or one of the shortcuts for a tensor reached
+ * many times (view_grad.c, deferred.c). */
 static int input_grads(const walk *w, ag_node *n, tide_tensor *g, tide_tensor **gi)
 {
-    if (adds_into_input_view(w, n, g))
-        return add_into_input_view(n, g);
+    if (ag_view_grad_takes(n, g, w->create_graph))
+        return ag_view_grad_add(n, g);
     if (ag_defer_takes(w->deferred, n))
         return ag_defer_push(w->deferred, n, g, gi, add_to_leaf, NULL);
     return ag_backward_formula(n, g, gi);
@@ -690,12 +659,9 @@ static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int 
         w->leaves = rc == 0 ? &leaves : NULL;
     }
     for (int r = 0; r < n && rc == 0; r++) {
-        if (roots[r]->grad_fn) {
-            ag_node *root = roots[r]->grad_fn;
-            if (!root->grad)
-                root->grad_owned = false; /* the caller's gradient, held by the caller */
-            rc = accumulate(&root->grad, tide_retain(grads[r]));
-        } else if (w->inputs)
+        if (roots[r]->grad_fn)
+            rc = accumulate_node(roots[r]->grad_fn, tide_retain(grads[r]));
+        else if (w->inputs)
             rc = capture(w, roots[r], NULL, tide_retain(grads[r]));
         else {
             rc = accumulate_leaf(roots[r], tide_retain(grads[r]), w->create_graph);

@@ -135,7 +135,8 @@ static tide_tensor *sample_nearest(const sampler *sp, const tide_tensor *x, cons
     nn_scope s = {0};
     tide_tensor *ix = nn_keep(&s, tide_cast(nn_keep(&s, tide_round(nn_keep(&s, tide_detach(x)))), TIDE_INT64));
     tide_tensor *iy = nn_keep(&s, tide_cast(nn_keep(&s, tide_round(nn_keep(&s, tide_detach(y)))), TIDE_INT64));
-    tide_tensor *one = nn_keep(&s, tide_add_scalar(nn_keep(&s, tide_mul_scalar(nn_keep(&s, tide_detach(x)), 0)), 1));
+    tide_tensor *one = nn_keep(&s, td_full_on(x->device, "grid_sample", x->ndim, x->shape, 1,
+                                              (tide_dtype)x->dtype));
     return nn_finish(&s, "grid_sample", nn_keep(&s, pick(sp, ix, iy, one)));
 }
 
