@@ -4,7 +4,7 @@
  * precision: the seven-loop convolution and its adjoints, window loops for the pools. A grid of
  * stride/padding/dilation/groups (1x1, depthwise, asymmetric, a kernel as large as the padded
  * input, images big enough to be cut into tiles and small enough to be batched), batch 1 and
- * 3, float32 and float64, inputs in six layouts (contiguous, channels-last, all dims reversed,
+ * 3, float32 and float64, the shapes the CPU sums in registers, inputs in six layouts (contiguous, channels-last, all dims reversed,
  * sliced, every other channel, expanded batch), empty tensors, NaN and -inf in max pooling,
  * and one error test for every failure kind.
  */
@@ -159,6 +159,22 @@ static const conv_case SHIFT_CASES[] = {
 };
 #define NSHIFT ((int)(sizeof SHIFT_CASES / sizeof SHIFT_CASES[0]))
 
+/* Float32 convolutions that the AVX2 and AVX-512 tiers sum in registers (cpu_conv_direct.c:
+ * stride 1 along rows, rows that fill most of a vector, a small padded input): the conv net's
+ * first layer, output channels that leave a partial block (13, 9), rows of 16, 24 and 26
+ * columns (a partial last vector), a row stride of 2, groups with dilation and an asymmetric
+ * kernel, and 8-column rows that only AVX2's 8-lane vectors take. Batches of 1 to 3: below
+ * twice the threads, so the tiles of one image spread over the threads. */
+static const conv_case DIRECT_CASES[] = {
+    {1, 3, 32, 32, 32, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+    {1, 5, 13, 16, 13, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+    {3, 4, 10, 24, 6, 3, 3, {2, 1}, {1, 1}, {1, 1}, 1, false},
+    {2, 6, 12, 32, 9, 3, 5, {1, 1}, {2, 1}, {1, 2}, 3, false},
+    {1, 2, 40, 8, 3, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, false},
+    {2, 16, 18, 40, 20, 3, 3, {1, 1}, {0, 1}, {1, 1}, 1, false},
+};
+#define NDIRECT ((int)(sizeof DIRECT_CASES / sizeof DIRECT_CASES[0]))
+
 static void conv_shapes(const conv_case *k, int64_t xs[4], int64_t ws[4], int64_t os[4])
 {
     xs[0] = k->n, xs[1] = k->c, xs[2] = k->h, xs[3] = k->w;
@@ -296,6 +312,14 @@ static void test_conv_grid(void)
             for (int d = 0; d < 2; d++) {
                 ref_seed((uint64_t)(8000 + ci * 10 + d));
                 test_conv_case(&SHIFT_CASES[ci], dts[d], d ? L_CONTIG : (ci + pass) % NL);
+            }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        tide_set_num_threads(pass ? 1 : threads);
+        for (int ci = 0; ci < NDIRECT; ci++)
+            for (int layout = 0; layout < NL; layout++) {
+                ref_seed((uint64_t)(9000 + ci * 10 + layout + pass * 100));
+                test_conv_case(&DIRECT_CASES[ci], TIDE_FLOAT32, layout);
             }
     }
     tide_set_num_threads(1);

@@ -386,6 +386,8 @@ int td_cpu_conv2d(tide_tensor *out, const tide_tensor *x, const tide_tensor *w, 
         return -1;
     if (splits_images(pl))
         return by_images(op, td_cpu_conv2d, out, x, w, p);
+    if (td_conv_direct_fits(d))
+        return td_conv_direct(d, j.out, &j.x, w) < 0 ? out_of_memory(op) : 0;
     if (!pl->parallel && !pl->direct && td_conv_shift_fits(d))
         return td_conv_shift(TD_CONV_FORWARD, d, j.out, &j.x, NULL, w) < 0 ? out_of_memory(op)
                                                                           : 0;

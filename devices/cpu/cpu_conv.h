@@ -54,6 +54,36 @@ bool td_conv_shift_fits(const td_conv_dims *d);
 int td_conv_shift(int which, const td_conv_dims *d, char *out, const td_nchw *x,
                   const td_nchw *gout, const tide_tensor *w);
 
+/* ---- cpu_conv_direct.c: float32 convolutions summed in registers, without BLAS ---- */
+
+/* One image's group, as cpu_conv_direct_isa.c's tiles read it. */
+typedef struct td_direct_conv {
+    const float *x;            /* zero-padded input planes: channel c at x + c*plane, rows Wp */
+    const float *w;            /* weights in blocks of MR output channels: w[(b*K + k)*MR + m]
+                                * for o = b*MR + m, k = (c*kh + i)*kw + j; zeros past Og */
+    float *out;                /* Og contiguous output planes of OH x OW */
+    const int64_t *tap_offset; /* kh*kw: where tap (i, j) reads, i*dh*Wp + j*dw */
+    int64_t plane, Wp, sh, Cg, Og, K, kh, kw, OH, OW;
+} td_direct_conv;
+
+/* Whether the direct path suits d on this CPU: float32, stride 1 along rows, an AVX2 or
+ * AVX-512 tier, and shapes where it was measured faster than the GEMM paths. */
+bool td_conv_direct_fits(const td_conv_dims *d);
+/* out (contiguous NCHW) = conv(x, w). 0, or -1 when out of memory (no error set: the caller
+ * names the op). */
+int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w);
+
+#define TD_DIRECT_DECLARE(isa)                                                                     \
+    int td_conv_direct_mr_##isa(void);                                                             \
+    void td_conv_direct_pack_##isa(const float *const *rows, int64_t n, int64_t K, float *dst);    \
+    int64_t td_conv_direct_slack_##isa(void);                                                      \
+    int64_t td_conv_direct_tiles_##isa(const td_direct_conv *c);                                   \
+    void td_conv_direct_run_##isa(const td_direct_conv *c, int64_t t0, int64_t t1);
+TD_DIRECT_DECLARE(baseline)
+TD_DIRECT_DECLARE(avx2)
+TD_DIRECT_DECLARE(avx512)
+#undef TD_DIRECT_DECLARE
+
 /* col[r][q] (row-major, P columns) = x[n, c0 + c, ih, iw] at position p0 + q for row
  * r = (c * kh + i) * kw + j, c < nc, where ih = oh*sh - ph + i*dh and iw = ow*sw - pw + j*dw;
  * 0 outside the plane. es is the element size (4 or 8): this is a copy of bits. */

@@ -1,0 +1,173 @@
+/*
+ * cpu_conv_direct.c — float32 convolutions summed in registers (direct convolution), without
+ * BLAS: the path for batch-1 inference and small layers, where a GEMM's packing and the
+ * output's rewrites cost about as much as the arithmetic.
+ *
+ * Per image and group: the input planes are copied once with their zero padding (plus a
+ * vector of slack, cpu_conv_direct_isa.c), the weights once per call into blocks of MR output
+ * channels, and then every (segment tile, output block) pair is one task of
+ * cpu_conv_direct_isa.c's register tile, on tide's threads (a batch of at least twice the
+ * threads is split by images before it gets here, cpu_conv.c).
+ *
+ * Only the AVX2 and AVX-512 tiers take this path: at the baseline tier (SSE2, no FMA) OpenBLAS's
+ * own kernels, which pick their ISA themselves, are faster. The shapes it takes are those
+ * where it was measured faster than the GEMM paths (td_conv_direct_fits).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_conv.h"
+#include "cpu_isa.h"
+
+typedef struct direct_isa {
+    int (*mr)(void);
+    void (*pack)(const float *const *rows, int64_t n, int64_t K, float *dst);
+    int64_t (*slack)(void);
+    int64_t (*tiles)(const td_direct_conv *c);
+    void (*run)(const td_direct_conv *c, int64_t t0, int64_t t1);
+} direct_isa;
+
+/* The tile of this CPU's tier, or NULL at the baseline tier. */
+static const direct_isa *isa_tile(void)
+{
+    static const direct_isa avx2 = {td_conv_direct_mr_avx2, td_conv_direct_pack_avx2, td_conv_direct_slack_avx2,
+                                    td_conv_direct_tiles_avx2, td_conv_direct_run_avx2};
+    static const direct_isa avx512 = {td_conv_direct_mr_avx512, td_conv_direct_pack_avx512, td_conv_direct_slack_avx512,
+                                      td_conv_direct_tiles_avx512, td_conv_direct_run_avx512};
+    switch (td_cpu_isa()) {
+    case TD_ISA_AVX512:
+        return &avx512;
+    case TD_ISA_AVX2:
+        return &avx2;
+    default:
+        return NULL;
+    }
+}
+
+/* Padded input of one image and group past which the GEMM paths win: the tiles then read it
+ * from L2 or memory once per block of output channels. Measured (1 thread, AVX-512): 256
+ * channels at 16x16 padded (256 KB) direct 1.6 ms against 2.0; 128 at 30x30 (450 KB) 1.61
+ * against 1.41. */
+#define MAX_INPUT_BYTES (320 << 10)
+
+bool td_conv_direct_fits(const td_conv_dims *d)
+{
+    const direct_isa *k = isa_tile();
+    const td_conv_geom *g = &d->g;
+    if (!k || d->dt != TIDE_FLOAT32 || g->sw != 1 || g->L < 1 || d->Cg < 1 || d->Og < 1 ||
+        g->kh * g->kw == 1) /* 1x1: the GEMM reads the planes in place */
+        return false;
+    /* lanes a row of outputs fills: 7 columns in 16 lanes ran at half the GEMM's speed */
+    int64_t v = k->slack(), lanes = (g->OW + v - 1) / v * v;
+    double padded = (double)(g->H + 2 * g->ph) * (double)(g->W + 2 * g->pw + v);
+    return 4 * g->OW >= 3 * lanes && padded * (double)d->Cg * 4.0 <= MAX_INPUT_BYTES;
+}
+
+/* Whether w [O, Cg, kh, kw] is laid out as rows w[o*K + k], k = (c*kh + i)*kw + j. */
+static bool weight_rows(const td_conv_dims *d, const tide_tensor *w)
+{
+    const int64_t *s = w->strides;
+    return (d->g.kw == 1 || s[3] == 1) && (d->g.kh == 1 || s[2] == d->g.kw) &&
+           (d->Cg == 1 || s[1] == d->g.kh * d->g.kw);
+}
+
+/* w's rows (weight_rows) for a weight with other strides: rows[o*K + k]. */
+static void copy_weight_rows(const td_conv_dims *d, const tide_tensor *w, float *rows)
+{
+    const float *base = td_tensor_data(w);
+    const int64_t *s = w->strides;
+    for (int64_t o = 0; o < d->O; o++)
+        for (int64_t c = 0; c < d->Cg; c++)
+            for (int64_t i = 0; i < d->g.kh; i++)
+                for (int64_t j = 0; j < d->g.kw; j++)
+                    *rows++ = base[o * s[0] + c * s[1] + i * s[2] + j * s[3]];
+}
+
+/* Group g's weights in blocks of mr output channels, as the tile reads them (cpu_conv.h);
+ * rows[o*ldr + k] holds output channel o's. */
+static void pack_weight(const direct_isa *k, const td_conv_dims *d, const float *rows,
+                        int64_t ldr, int64_t g, float *wp)
+{
+    int64_t mr = k->mr();
+    const float *r[16];
+    for (int64_t o0 = 0; o0 < d->Og; o0 += mr, wp += mr * d->K) {
+        int64_t n = d->Og - o0 < mr ? d->Og - o0 : mr;
+        for (int64_t m = 0; m < n; m++)
+            r[m] = rows + (g * d->Og + o0 + m) * ldr;
+        k->pack(r, n, d->K, wp);
+    }
+}
+
+/* Image n's channels of group g, zero-padded, to xp[c*plane + r*Wp + col]; slack zeros after. */
+static void pack_input(const td_conv_dims *d, const td_nchw *x, int64_t n, int64_t g,
+                       int64_t Wp, int64_t plane, int64_t slack, float *xp)
+{
+    const td_conv_geom *gm = &d->g;
+    memset(xp, 0, (size_t)(d->Cg * plane + slack) * sizeof(float));
+    for (int64_t c = 0; c < d->Cg; c++)
+        for (int64_t h = 0; h < gm->H; h++) {
+            int64_t e = n * x->s[0] + (g * d->Cg + c) * x->s[1] + h * x->s[2];
+            td_copy_strided((char *)(xp + c * plane + (h + gm->ph) * Wp + gm->pw),
+                            x->base + e * (int64_t)sizeof(float), gm->W, x->s[3], sizeof(float));
+        }
+}
+
+typedef struct direct_job {
+    const direct_isa *k;
+    const td_direct_conv *c;
+} direct_job;
+
+static void run_range(void *ctx, int64_t begin, int64_t end)
+{
+    const direct_job *j = ctx;
+    j->k->run(j->c, begin, end);
+}
+
+int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w)
+{
+    const direct_isa *k = isa_tile();
+    const td_conv_geom *g = &d->g;
+    int64_t kk = g->kh * g->kw, mr = k->mr(), nblk = (d->Og + mr - 1) / mr;
+    int64_t Wp = g->W + 2 * g->pw, plane = (g->H + 2 * g->ph) * Wp, slack = k->slack();
+    bool in_place = weight_rows(d, w);
+    size_t w_bytes = (size_t)(nblk * mr * d->K) * sizeof(float);
+    size_t r_bytes = in_place ? 0 : (size_t)(d->O * d->K) * sizeof(float);
+    size_t x_bytes = (size_t)(d->Cg * plane + slack) * sizeof(float);
+    float *wp = td_cache_alloc(w_bytes), *xp = td_cache_alloc(x_bytes);
+    float *wr = in_place ? NULL : td_cache_alloc(r_bytes);
+    int64_t *tap_offset = td_malloc((size_t)kk * sizeof(int64_t));
+    if (!wp || !xp || (!in_place && !wr) || !tap_offset) {
+        td_cache_free(wp, w_bytes);
+        td_cache_free(xp, x_bytes);
+        td_cache_free(wr, r_bytes);
+        free(tap_offset);
+        return -1;
+    }
+    if (!in_place)
+        copy_weight_rows(d, w, wr);
+    const float *rows = in_place ? td_tensor_data(w) : wr;
+    int64_t ldr = in_place ? w->strides[0] : d->K;
+    for (int64_t t = 0; t < kk; t++)
+        tap_offset[t] = t / g->kw * g->dh * Wp + t % g->kw * g->dw;
+    td_direct_conv c = {.tap_offset = tap_offset, .plane = plane, .Wp = Wp, .sh = g->sh,
+                        .Cg = d->Cg, .Og = d->Og, .K = d->K, .kh = g->kh, .kw = g->kw,
+                        .OH = g->OH, .OW = g->OW};
+    direct_job job = {k, &c};
+    /* a tile is about K * 8 * 48 multiply-adds: chunks of at least ~1M of them per thread */
+    int64_t grain = 1 + (1 << 20) / (d->K * 8 * 48);
+    for (int64_t n = 0; n < d->N; n++)
+        for (int64_t gr = 0; gr < d->groups; gr++) {
+            if (n == 0 || d->groups > 1)
+                pack_weight(k, d, rows, ldr, gr, wp);
+            pack_input(d, x, n, gr, Wp, plane, slack, xp);
+            c.x = xp;
+            c.w = wp;
+            c.out = (float *)(void *)out + (n * d->O + gr * d->Og) * g->L;
+            td_parallel_for(k->tiles(&c), grain, run_range, &job);
+        }
+    td_cache_free(wp, w_bytes);
+    td_cache_free(xp, x_bytes);
+    td_cache_free(wr, r_bytes);
+    free(tap_offset);
+    return 0;
+}
