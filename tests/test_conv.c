@@ -446,6 +446,8 @@ static const pool_case POOL_CASES[] = {
     {2, 2, 6, 5, {1, 1}, {1, 1}, {0, 0}},  {2, 2, 5, 6, {4, 3}, {1, 3}, {2, 1}},
     {1, 4, 11, 13, {5, 5}, {3, 2}, {2, 2}}, {2, 1, 3, 3, {3, 3}, {1, 1}, {1, 1}},
     {1, 2, 4, 4, {4, 4}, {4, 4}, {0, 0}},
+    /* 2x2 stride 2 over rows long enough for 16-, 8- and 4-wide vector steps and a tail */
+    {1, 2, 6, 58, {2, 2}, {2, 2}, {0, 0}}, {2, 3, 32, 32, {2, 2}, {2, 2}, {0, 0}},
 };
 #define NPOOL ((int)(sizeof POOL_CASES / sizeof POOL_CASES[0]))
 
@@ -592,6 +594,36 @@ static void test_pool_grid(void)
 
 /* NaN wins a max window (the last NaN gives the index); -inf everywhere gives the first
  * element; a NULL stride means the kernel size. */
+/* 2x2 stride-2 rows of 29 outputs (vector steps of 16, 8 and 4, then one scalar) with NaN and
+ * infinities in every step, each of the four window places: the window's NaN, else its max. */
+static void test_max_pool_rows(void)
+{
+    enum { OW = 29, W = 2 * OW };
+    double v[2 * W];
+    for (int i = 0; i < 2 * W; i++)
+        v[i] = (double)((i * 37) % 23) - 11.0;
+    const int nan_at[] = {0, 3, W + 6, W + 7, 33, 40, W + 49, 56};
+    for (size_t k = 0; k < sizeof nan_at / sizeof nan_at[0]; k++)
+        v[nan_at[k]] = NAN;
+    v[10] = INFINITY, v[W + 11] = -INFINITY, v[44] = -INFINITY;
+    double want[OW];
+    for (int o = 0; o < OW; o++) {
+        double a = v[2 * o], b = v[2 * o + 1], e = v[W + 2 * o], f = v[W + 2 * o + 1];
+        double m = fmax(fmax(a, b), fmax(e, f));
+        want[o] = (isnan(a) || isnan(b) || isnan(e) || isnan(f)) ? NAN : m;
+    }
+    int64_t xs[4] = {1, 1, 2, W}, os[4] = {1, 1, 1, OW};
+    int k[2] = {2, 2};
+    for (int d = 0; d < 2; d++) {
+        tide_dtype dt = d ? TIDE_FLOAT64 : TIDE_FLOAT32;
+        tide_tensor *x = ref_from_doubles(v, 4, xs, dt);
+        tide_tensor *r = tide_max_pool2d(x, k, NULL, NULL, NULL);
+        ref_check_tensor(d ? "max_pool2d 2x2 rows float64" : "max_pool2d 2x2 rows float32", r,
+                         dt, 4, os, want, 0);
+        tide_release(r), tide_release(x);
+    }
+}
+
 static void test_max_pool_special(void)
 {
     for (int d = 0; d < 2; d++) {
@@ -879,6 +911,7 @@ int main(void)
     test_conv_empty();
     test_pool_grid();
     test_max_pool_special();
+    test_max_pool_rows();
     test_pool_empty();
     test_adaptive();
     test_conv_errors();

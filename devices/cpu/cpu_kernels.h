@@ -99,6 +99,11 @@ int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide
  * pad_w, count_include_pad). */
 int td_cpu_pool2d(tide_op op, tide_tensor *out, const tide_tensor *x, const int64_t *p);
 int td_cpu_avg_pool2d_grad(tide_tensor *out, const tide_tensor *grad_out, const int64_t *p);
+/* cpu_pool_isa.c, per tier: the first whole vector steps of a 2x2, stride-2 max over rows r0
+ * and r1 (contiguous) into out; returns how many of the n outputs were written. */
+int64_t td_max2x2_rows_f32_baseline(const float *r0, const float *r1, float *out, int64_t n);
+int64_t td_max2x2_rows_f32_avx2(const float *r0, const float *r1, float *out, int64_t n);
+int64_t td_max2x2_rows_f32_avx512(const float *r0, const float *r1, float *out, int64_t n);
 
 /* ---- cpu_index.c ---- */
 /* Every index value is checked against its bound; an error names the index and the bound. */

@@ -11,11 +11,9 @@
  */
 #include <math.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
 
 #include "cpu_conv.h"
+#include "cpu_isa.h"
 #include "cpu_kernels.h"
 
 /* The least number of window elements one thread is given. */
@@ -50,7 +48,7 @@ static int64_t window_of(const pool_ctx *c, int64_t oh, int64_t ow, int64_t *hs,
 
 /* n outputs of a 2x2, stride-2 window over rows r0 and r1 (contiguous), by max2x2's rule below:
  * a > b ? a : b pairwise, NaN (the sum) when any element is NaN. A conv net's pools spend most
- * of their time here; float32 takes 4 outputs at a time (SSE2's maxps is exactly x > y ? x : y). */
+ * of their time here; float32 takes whole vectors in cpu_pool_isa.c, and the tail here. */
 #define DEFINE_MAX2X2_ROW(T, SFX)                                                                  \
     static void max2x2_row_scalar_##SFX(const T *r0, const T *r1, T *out, int64_t n)               \
     {                                                                                              \
@@ -66,21 +64,9 @@ DEFINE_MAX2X2_ROW(double, f64)
 
 static void max2x2_row_f32(const float *r0, const float *r1, float *out, int64_t n)
 {
-    int64_t i = 0;
-#if defined(__SSE2__)
-    for (; i + 4 <= n; i += 4) {
-        __m128 x0 = _mm_loadu_ps(r0 + 2 * i), x1 = _mm_loadu_ps(r0 + 2 * i + 4);
-        __m128 y0 = _mm_loadu_ps(r1 + 2 * i), y1 = _mm_loadu_ps(r1 + 2 * i + 4);
-        __m128 a = _mm_shuffle_ps(x0, x1, _MM_SHUFFLE(2, 0, 2, 0));
-        __m128 b = _mm_shuffle_ps(x0, x1, _MM_SHUFFLE(3, 1, 3, 1));
-        __m128 e = _mm_shuffle_ps(y0, y1, _MM_SHUFFLE(2, 0, 2, 0));
-        __m128 f = _mm_shuffle_ps(y0, y1, _MM_SHUFFLE(3, 1, 3, 1));
-        __m128 m = _mm_max_ps(_mm_max_ps(e, f), _mm_max_ps(a, b));
-        __m128 nan = _mm_or_ps(_mm_cmpunord_ps(a, b), _mm_cmpunord_ps(e, f));
-        __m128 sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(a, b), e), f);
-        _mm_storeu_ps(out + i, _mm_or_ps(_mm_and_ps(nan, sum), _mm_andnot_ps(nan, m)));
-    }
-#endif
+    static int64_t (*const rows[])(const float *, const float *, float *, int64_t) = {
+        td_max2x2_rows_f32_baseline, td_max2x2_rows_f32_avx2, td_max2x2_rows_f32_avx512};
+    int64_t i = rows[td_cpu_isa()](r0, r1, out, n);
     max2x2_row_scalar_f32(r0 + 2 * i, r1 + 2 * i, out + i, n - i);
 }
 
