@@ -125,8 +125,11 @@ static void dump_plan(const jit_compiled *c)
         if (g->producer >= 0) {
             td_emit(&b, ", the epilogue of ");
             describe_node(&b, c, g->producer);
-            td_emit(&b, " in blocks of %lld row%s", (long long)g->block_units,
-                    g->block_units == 1 ? "" : "s");
+            if (c->nodes[g->producer].op == TIDE_OP_CONV2D)
+                td_emit(&b, " whole");
+            else
+                td_emit(&b, " in blocks of %lld row%s", (long long)g->block_units,
+                        g->block_units == 1 ? "" : "s");
         }
         td_emit(&b, "):\n");
         for (int m = 0; m < g->nmembers; m++) {
@@ -193,7 +196,7 @@ jit_compiled *jit_compile(const jit_node *nodes, int n, int nexterns, const int 
         c->outputs[i] = c->alias[c->outputs[i]];
     if (jit_schedule(c, live, is_output, written) < 0)
         goto fail;
-    jit_fuse_epilogues(c, written);
+    jit_fuse_epilogues(c, written, is_output);
     if (jit_plan_memory(c, is_output) < 0)
         goto fail;
     dump_plan(c);

@@ -199,11 +199,11 @@ static int add_slot(jit_group *g, int node, int vkind, int member)
 }
 
 /* Ops whose result a group can take as the product it is the epilogue of (fuse_epilogues):
- * matmul alone. A conv cut into blocks of images computes its GEMMs over other column extents
- * than the device's eager call (images batched per GEMM, shares per thread), which rounds
- * differently; a conv epilogue measured 0-5% faster, less than the jit's promise of eager's
- * bits is worth. */
-static bool product_op(int op) { return op == TIDE_OP_MATMUL; }
+ * matmul, and conv2d whole. A conv is never cut into blocks: blocks of images would run its
+ * GEMMs over other column extents than the device's eager call, which rounds differently (and
+ * measured 0-5% faster, less than the jit's promise of eager's bits is worth). Whole, it lets
+ * a device fuse a bias and an activation into the convolution's own stores. */
+static bool product_op(int op) { return op == TIDE_OP_MATMUL || op == TIDE_OP_CONV2D; }
 
 /* Whether the open group's only member reads, whole and in its own shape, a product whose
  * epilogue it could be (fuse_epilogues decides). */
@@ -371,6 +371,7 @@ static int close_group(grouper *gp)
     jit_group *g = &ng[gi];
     memset(g, 0, sizeof *g);
     g->producer = -1;
+    g->product_private = 0;
     set_extent(g, gp);
     if (add_slots(g, gp) < 0)
         return -1;
@@ -640,12 +641,26 @@ static bool step_writes(const jit_compiled *c, const jit_step *st)
     return false;
 }
 
+/* Sets product_private on each fused group whose product no other step reads and the graph
+ * does not return. */
+static void mark_private_products(jit_compiled *c, const char *is_output)
+{
+    for (int s = 0; s < c->nsteps; s++) {
+        if (c->steps[s].kind != JS_GROUP || c->groups[c->steps[s].group].producer < 0)
+            continue;
+        jit_group *g = &c->groups[c->steps[s].group];
+        g->product_private = !is_output[g->producer];
+        for (int q = 0; q < c->nsteps && g->product_private; q++)
+            g->product_private = q == s || !step_reads(c, &c->steps[q], g->producer);
+    }
+}
+
 /* Fuses each group with the product it reads that ran a few steps before it: the product's step
  * goes, and the group's step runs it block by block. Moving the product later is safe when no
  * step between reads its result and none writes what it reads (in-place writes: only into
  * outside tensors and written nodes, so an operand that is an op result nobody writes is safe
  * from them). */
-void jit_fuse_epilogues(jit_compiled *c, const char *written)
+void jit_fuse_epilogues(jit_compiled *c, const char *written, const char *is_output)
 {
     /* TIDE_JIT_EPILOGUES=0 leaves products unfused (read per compile: bench_jit compares both) */
     const char *e = getenv("TIDE_JIT_EPILOGUES");
@@ -682,5 +697,6 @@ void jit_fuse_epilogues(jit_compiled *c, const char *written)
         out--;
     }
     c->nsteps = out;
+    mark_private_products(c, is_output);
 }
 

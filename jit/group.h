@@ -6,7 +6,8 @@
  * The contract, step by step:
  *  1. While grouping, the jit asks jit_member(dev, op, dtype) whether a member of that op and
  *     operand dtype can be rendered, and jit_epilogue_rows whether a group may follow a matmul
- *     block by block (a product's epilogue). Both may be NULL (yes, and no epilogues).
+ *     block by block, or a conv2d whole (a product's epilogue). Both may be NULL (yes, and no
+ *     epilogues).
  *  2. A closed group has its domain, its slots (members in program order, then the operands
  *     read from outside) and each slot's kind of value (scalar, row, full). The jit sets every
  *     field above "the device's layout"; jit_compile(dev, plan, group, index) then lays the group
@@ -14,7 +15,7 @@
  *     group->source (text for TIDE_DUMP); jit_free releases them.
  *  3. jit_run(dev, plan, group, t) runs it. t[s] is slot s's tensor: an operand, a member's
  *     output tensor (allocated by the jit), the destination of a fused write-back (into >= 0),
- *     or NULL for a value kept inside. A group with a producer (a matmul it is the epilogue of)
+ *     or NULL for a value kept inside. A group with a producer (a product it is the epilogue of)
  *     also gets t[nslots] = the product's result tensor and t[nslots + 1], t[nslots + 2] = its
  *     operands: the device computes the product and the group over it. Sizes and strides reach
  *     the device in these tensors at every run; a device must not assume them from compile time
@@ -104,9 +105,14 @@ typedef struct jit_group {
      * followed at once by the group's rows or tiles over it: the group is the product's
      * epilogue and reads its result while the block is in cache. Blocks are the BLAS calls of
      * the device's eager matmul: block_units rows of one matrix when planned (from
-     * jit_epilogue_rows; the device asks itself again at each run) */
+     * jit_epilogue_rows; the device asks itself again at each run). Or a conv2d, run whole
+     * (block_units is the device's, unused by the jit), which the device may fuse with a group
+     * of its own liking */
     int producer;
     int64_t block_units;
+    /* the product's result is read by this group alone (no other step, not an output): a
+     * device that fuses the group into the product's own stores need not write it */
+    int product_private;
     /* the device's rendering: its entry point where it has one (the CPU's generated C:
      * fn(args, row_begin, row_end, scratch)), its handle, and the text TIDE_DUMP writes */
     void (*fn)(void **args, int64_t r0, int64_t r1, char *scratch);

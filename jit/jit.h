@@ -71,7 +71,7 @@ typedef struct jit_compiled {
  * groups with the products they follow (fusion.c), and the memory plan (memplan.c). */
 int jit_run_passes(jit_compiled *c, char *live, char *is_output, char *written);
 int jit_schedule(jit_compiled *c, const char *live, const char *is_output, const char *written);
-void jit_fuse_epilogues(jit_compiled *c, const char *written);
+void jit_fuse_epilogues(jit_compiled *c, const char *written, const char *is_output);
 int jit_plan_memory(jit_compiled *c, const char *is_output);
 /* A symbolic plan's arena for one run: each buffer's offset (off, by node) for the run's
  * shapes (nodes), placed in the compile's order. Its size in bytes. */

@@ -387,7 +387,7 @@ int td_cpu_conv2d(tide_tensor *out, const tide_tensor *x, const tide_tensor *w, 
     if (splits_images(pl))
         return by_images(op, td_cpu_conv2d, out, x, w, p);
     if (td_conv_direct_fits(d))
-        return td_conv_direct(d, j.out, &j.x, w) < 0 ? out_of_memory(op) : 0;
+        return td_conv_direct(d, j.out, &j.x, w, NULL, false) < 0 ? out_of_memory(op) : 0;
     if (!pl->parallel && !pl->direct && td_conv_shift_fits(d))
         return td_conv_shift(TD_CONV_FORWARD, d, j.out, &j.x, NULL, w) < 0 ? out_of_memory(op)
                                                                           : 0;
@@ -398,6 +398,21 @@ int td_cpu_conv2d(tide_tensor *out, const tide_tensor *x, const tide_tensor *w, 
     run_tasks(&j, pl->img_blocks * pl->tiles * d->groups, forward_tasks);
     weight_free(d, packed);
     return j.failed ? out_of_memory(op) : 0;
+}
+
+int td_cpu_conv2d_fused(tide_tensor *out, const tide_tensor *x, const tide_tensor *w,
+                        const int64_t *p, const float *bias, bool relu)
+{
+    conv_plan pl;
+    plan_init(&pl, x->shape, out->shape + 1, w->shape + 2, p, (tide_dtype)x->dtype);
+    /* td_cpu_conv2d takes the direct path for these shapes too, whole or in shares of images:
+     * each output is the same sum either way, so the fused result has eager's bits */
+    if (!td_conv_direct_fits(&pl.d))
+        return 0;
+    td_nchw xn = td_nchw_of(x);
+    return td_conv_direct(&pl.d, td_tensor_data(out), &xn, w, bias, relu) < 0
+               ? out_of_memory("conv2d")
+               : 1;
 }
 
 /* ---- gradient with respect to the input -------------------------------------------------- */

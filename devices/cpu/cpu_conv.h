@@ -61,17 +61,20 @@ typedef struct td_direct_conv {
     const float *x;            /* zero-padded input planes: channel c at x + c*plane, rows Wp */
     const float *w;            /* weights in blocks of MR output channels: w[(b*K + k)*MR + m]
                                 * for o = b*MR + m, k = (c*kh + i)*kw + j; zeros past Og */
+    const float *bias;         /* Og values added to the sums, or NULL */
     float *out;                /* Og contiguous output planes of OH x OW */
     const int64_t *tap_offset; /* kh*kw: where tap (i, j) reads, i*dh*Wp + j*dw */
     int64_t plane, Wp, sh, Cg, Og, K, kh, kw, OH, OW;
+    bool relu; /* stores max(0, sum + bias), with relu's NaN and -0 */
 } td_direct_conv;
 
 /* Whether the direct path suits d on this CPU: float32, stride 1 along rows, an AVX2 or
  * AVX-512 tier, and shapes where it was measured faster than the GEMM paths. */
 bool td_conv_direct_fits(const td_conv_dims *d);
-/* out (contiguous NCHW) = conv(x, w). 0, or -1 when out of memory (no error set: the caller
- * names the op). */
-int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w);
+/* out (contiguous NCHW) = conv(x, w) + bias (O values, or NULL), then relu's max(0, .) when
+ * relu. 0, or -1 when out of memory (no error set: the caller names the op). */
+int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w,
+                   const float *bias, bool relu);
 
 #define TD_DIRECT_DECLARE(isa)                                                                     \
     int td_conv_direct_mr_##isa(void);                                                             \

@@ -7,7 +7,8 @@
  * vector of slack, cpu_conv_direct_isa.c), the weights once per call into blocks of MR output
  * channels, and then every (segment tile, output block) pair is one task of
  * cpu_conv_direct_isa.c's register tile, on tide's threads (a batch of at least twice the
- * threads is split by images before it gets here, cpu_conv.c).
+ * threads is split by images before it gets here, cpu_conv.c). A bias and a ReLU that the jit
+ * fused (cpu_jit_conv.c) ride on the tile's single store.
  *
  * Only the AVX2 and AVX-512 tiers take this path: at the baseline tier (SSE2, no FMA) OpenBLAS's
  * own kernels, which pick their ISA themselves, are faster. The shapes it takes are those
@@ -123,7 +124,8 @@ static void run_range(void *ctx, int64_t begin, int64_t end)
     j->k->run(j->c, begin, end);
 }
 
-int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w)
+int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w,
+                   const float *bias, bool relu)
 {
     const direct_isa *k = isa_tile();
     const td_conv_geom *g = &d->g;
@@ -151,7 +153,7 @@ int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tid
         tap_offset[t] = t / g->kw * g->dh * Wp + t % g->kw * g->dw;
     td_direct_conv c = {.tap_offset = tap_offset, .plane = plane, .Wp = Wp, .sh = g->sh,
                         .Cg = d->Cg, .Og = d->Og, .K = d->K, .kh = g->kh, .kw = g->kw,
-                        .OH = g->OH, .OW = g->OW};
+                        .OH = g->OH, .OW = g->OW, .relu = relu};
     direct_job job = {k, &c};
     /* a tile is about K * 8 * 48 multiply-adds: chunks of at least ~1M of them per thread */
     int64_t grain = 1 + (1 << 20) / (d->K * 8 * 48);
@@ -162,6 +164,7 @@ int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tid
             pack_input(d, x, n, gr, Wp, plane, slack, xp);
             c.x = xp;
             c.w = wp;
+            c.bias = bias ? bias + gr * d->Og : NULL;
             c.out = (float *)(void *)out + (n * d->O + gr * d->Og) * g->L;
             td_parallel_for(k->tiles(&c), grain, run_range, &job);
         }

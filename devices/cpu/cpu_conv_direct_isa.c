@@ -3,7 +3,8 @@
  *
  * A tile is MR output channels by up to NR vectors of output columns (segments: V columns of
  * one output row, the last of a row shorter). Its MR*NR sums stay in registers over every
- * input channel and kernel tap, and are stored once. A GEMM over im2col columns, or the kh*kw GEMMs of the shifted path, write the output or its columns
+ * input channel and kernel tap, and are stored once, with a bias per output channel and a
+ * ReLU when the jit fused them (cpu_jit_conv.c). A GEMM over im2col columns, or the kh*kw GEMMs of the shifted path, write the output or its columns
  * several times over; at batch 1 that traffic, and BLAS's packing, cost as much as the
  * arithmetic.
  *
@@ -33,6 +34,8 @@ typedef __m512 vf;
 #define VLOAD(p) _mm512_loadu_ps(p)
 #define VSET1(x) _mm512_set1_ps(x)
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VMAX(a, b) _mm512_max_ps(a, b)
 #define VZERO() _mm512_setzero_ps()
 #elif defined(__AVX2__)
 enum { V = 8, MR = 4, NR = 3 };
@@ -40,6 +43,8 @@ typedef __m256 vf;
 #define VLOAD(p) _mm256_loadu_ps(p)
 #define VSET1(x) _mm256_set1_ps(x)
 #define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VMAX(a, b) _mm256_max_ps(a, b)
 #define VZERO() _mm256_setzero_ps()
 #else
 enum { V = 4, MR = 4, NR = 3 };
@@ -47,6 +52,8 @@ typedef __m128 vf;
 #define VLOAD(p) _mm_loadu_ps(p)
 #define VSET1(x) _mm_set1_ps(x)
 #define VFMA(a, b, c) _mm_add_ps(_mm_mul_ps(a, b), c)
+#define VADD(a, b) _mm_add_ps(a, b)
+#define VMAX(a, b) _mm_max_ps(a, b)
 #define VZERO() _mm_setzero_ps()
 #endif
 
@@ -108,10 +115,15 @@ static inline __attribute__((always_inline)) void tile(const td_direct_conv *c, 
         }
     }
     int64_t out_plane = c->OH * c->OW;
-    for (int m = 0; m < mr; m++)
-        for (int r = 0; r < nr; r++)
-            store_lanes(c->out + (o0 + m) * out_plane + oh[r] * c->OW + ow0[r], acc[m][r],
-                        len[r]);
+    for (int m = 0; m < mr; m++) {
+        vf b = VSET1(c->bias ? c->bias[o0 + m] : 0.0f);
+        for (int r = 0; r < nr; r++) {
+            vf v = c->bias ? VADD(acc[m][r], b) : acc[m][r];
+            if (c->relu) /* relu's v < 0 ? 0 : v, NaN and -0 kept: max gives its 2nd if not > */
+                v = VMAX(VZERO(), v);
+            store_lanes(c->out + (o0 + m) * out_plane + oh[r] * c->OW + ow0[r], v, len[r]);
+        }
+    }
 }
 
 #if defined(__AVX512F__)

@@ -17,12 +17,15 @@ bool td_cpu_jit_member(tide_device *dev, int op, int dtype)
 /* Rows per block of a fused matmul: rows per BLAS call as eager cuts it
  * (td_cpu_matmul_call_rows; the runner asks again at each run, since it follows the thread
  * count, and runs a tile straddling two blocks once both are done), 0 when eager would cut it
- * by columns or the product is not a float matmul. */
+ * by columns or the product is not a float matmul. A float32 conv2d takes an epilogue too,
+ * run whole. */
 int64_t td_cpu_jit_epilogue_rows(tide_device *dev, const void *plan, int pi)
 {
     (void)dev;
     const jit_plan *c = plan;
     const jit_node *p = &c->nodes[pi];
+    if (p->op == TIDE_OP_CONV2D) /* run whole (cpu_jit_run.c): rows of its planes, unused */
+        return p->dtype == TIDE_FLOAT32 && p->ndim == 4 ? p->shape[2] : 0;
     if (p->op != TIDE_OP_MATMUL || p->nin != 2 ||
         (p->dtype != TIDE_FLOAT32 && p->dtype != TIDE_FLOAT64))
         return 0;

@@ -26,6 +26,11 @@ int td_cpu_jit_compile(tide_device *dev, const void *plan, void *group, int inde
 int td_cpu_jit_run(tide_device *dev, const void *plan, const void *group, tide_tensor *const *t);
 void td_cpu_jit_free(tide_device *dev, void *group);
 
+/* Runs group g, the epilogue of a conv2d (t as in jit/group.h), inside the convolution's stores
+ * when it is a bias per channel and/or a ReLU (cpu_jit_conv.c): 1 when done, 0 when not this
+ * case (nothing written: run the convolution, then the group), -1 with the error set. */
+int td_cpu_jit_conv_fused(const jit_plan *c, const jit_group *g, tide_tensor *const *t);
+
 /* Lays out group g's scratch (tiles, operand buffers, splats, streaming tiles). */
 void td_cpu_jit_layout(const jit_plan *c, jit_group *g);
 /* Renders group g of c as C, compiles it with libtcc and sets g->fn (or leaves it NULL, so the

@@ -189,10 +189,28 @@ static void choose_blocks(epilogue_run *er)
     er->blocks_per_matrix = (er->units + er->block_units - 1) / er->block_units;
 }
 
+/* A conv2d's epilogue: inside the convolution's stores where the device can (cpu_jit_conv.c),
+ * else the convolution whole, as eager runs it, and then the group over its result. */
+static int run_conv_epilogue(const jit_plan *c, const jit_group *g, void **args,
+                             tide_tensor *const *t)
+{
+    int rc = td_cpu_jit_conv_fused(c, g, t);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    if (td_cpu_conv2d(t[g->nslots], t[g->nslots + 1], t[g->nslots + 2],
+                      c->nodes[g->producer].attrs.ints) < 0)
+        return -1;
+    group_run gr = {c, g, args, 0};
+    group_all(&gr);
+    return __atomic_load_n(&gr.failed, __ATOMIC_RELAXED) ? scratch_error(g) : 0;
+}
+
 /* t[nslots] is the product's result, t[nslots + 1] and t[nslots + 2] its operands. */
 static int run_epilogue(const jit_plan *c, const jit_group *g, void **args, tide_tensor *const *t)
 {
     const jit_node *p = &c->nodes[g->producer];
+    if (p->op == TIDE_OP_CONV2D)
+        return run_conv_epilogue(c, g, args, t);
     epilogue_run er = {{c, g, args, 0}, c->device, p, t[g->nslots + 1], t[g->nslots + 2],
                        t[g->nslots], 0, 0, 0, 0, 0, 0};
     jit_product_layout(p, &er.nbatch, &er.units, &er.unit_elems);

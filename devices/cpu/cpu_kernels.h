@@ -91,6 +91,10 @@ int td_cpu_linear_half(tide_tensor *out, const tide_tensor *x, const tide_tensor
 /* ---- cpu_conv.c ---- */
 /* p = (stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups); float32/float64. */
 int td_cpu_conv2d(tide_tensor *out, const tide_tensor *x, const tide_tensor *w, const int64_t *p);
+/* conv2d with out = conv + bias[o] (O values, or NULL), then relu when asked, in one pass, when
+ * the direct path takes the shape: 1; 0 when it does not (nothing written); -1 on error. */
+int td_cpu_conv2d_fused(tide_tensor *out, const tide_tensor *x, const tide_tensor *w,
+                        const int64_t *p, const float *bias, bool relu);
 int td_cpu_conv2d_grad_input(tide_tensor *out, const tide_tensor *grad_out, const tide_tensor *w,
                              const int64_t *p);
 int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide_tensor *grad_out,
@@ -99,11 +103,15 @@ int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide
  * pad_w, count_include_pad). */
 int td_cpu_pool2d(tide_op op, tide_tensor *out, const tide_tensor *x, const int64_t *p);
 int td_cpu_avg_pool2d_grad(tide_tensor *out, const tide_tensor *grad_out, const int64_t *p);
-/* cpu_pool_isa.c, per tier: the first whole vector steps of a 2x2, stride-2 max over rows r0
- * and r1 (contiguous) into out; returns how many of the n outputs were written. */
-int64_t td_max2x2_rows_f32_baseline(const float *r0, const float *r1, float *out, int64_t n);
-int64_t td_max2x2_rows_f32_avx2(const float *r0, const float *r1, float *out, int64_t n);
-int64_t td_max2x2_rows_f32_avx512(const float *r0, const float *r1, float *out, int64_t n);
+/* cpu_pool_isa.c, per tier: 2x2, stride-2 max over nrows output rows (input rows 2r and 2r + 1
+ * at x + 2r*s2, s2 apart, contiguous; output row r at out + r*ow), the first whole vector
+ * steps of the n outputs of each; returns how many of each row were written. */
+int64_t td_max2x2_rows_f32_baseline(const float *x, int64_t s2, float *out, int64_t ow,
+                                    int64_t n, int64_t nrows);
+int64_t td_max2x2_rows_f32_avx2(const float *x, int64_t s2, float *out, int64_t ow, int64_t n,
+                                int64_t nrows);
+int64_t td_max2x2_rows_f32_avx512(const float *x, int64_t s2, float *out, int64_t ow,
+                                  int64_t n, int64_t nrows);
 
 /* ---- cpu_index.c ---- */
 /* Every index value is checked against its bound; an error names the index and the bound. */

@@ -62,17 +62,25 @@ static int64_t window_of(const pool_ctx *c, int64_t oh, int64_t ow, int64_t *hs,
 DEFINE_MAX2X2_ROW(float, f32)
 DEFINE_MAX2X2_ROW(double, f64)
 
-static void max2x2_row_f32(const float *r0, const float *r1, float *out, int64_t n)
+/* Rows 0 .. nrows - 1 of 2x2 windows, the first n of each (input rows 2r and 2r + 1, s2 apart;
+ * output rows ow apart): whole vector steps in cpu_pool_isa.c, one call for the plane, and the
+ * rest of each row here. */
+static void max2x2_rows_f32(const float *x, int64_t s2, float *out, int64_t ow, int64_t n,
+                            int64_t nrows)
 {
-    static int64_t (*const rows[])(const float *, const float *, float *, int64_t) = {
+    static int64_t (*const rows[])(const float *, int64_t, float *, int64_t, int64_t, int64_t) = {
         td_max2x2_rows_f32_baseline, td_max2x2_rows_f32_avx2, td_max2x2_rows_f32_avx512};
-    int64_t i = rows[td_cpu_isa()](r0, r1, out, n);
-    max2x2_row_scalar_f32(r0 + 2 * i, r1 + 2 * i, out + i, n - i);
+    int64_t i = rows[td_cpu_isa()](x, s2, out, ow, n, nrows);
+    for (int64_t r = 0; r < nrows && i < n; r++)
+        max2x2_row_scalar_f32(x + 2 * r * s2 + 2 * i, x + (2 * r + 1) * s2 + 2 * i,
+                              out + r * ow + i, n - i);
 }
 
-static void max2x2_row_f64(const double *r0, const double *r1, double *out, int64_t n)
+static void max2x2_rows_f64(const double *x, int64_t s2, double *out, int64_t ow, int64_t n,
+                            int64_t nrows)
 {
-    max2x2_row_scalar_f64(r0, r1, out, n);
+    for (int64_t r = 0; r < nrows; r++)
+        max2x2_row_scalar_f64(x + 2 * r * s2, x + (2 * r + 1) * s2, out + r * ow, n);
 }
 
 #define DEFINE_POOL_PLANES(T, SFX)                                                                 \
@@ -91,18 +99,18 @@ static void max2x2_row_f64(const double *r0, const double *r1, double *out, int6
     {                                                                                              \
         const T *x = (const T *)(const void *)xp;                                                  \
         int64_t s2 = c->in.s[2], s3 = c->in.s[3];                                                  \
-        /* 2x2 windows with stride 2 inside the plane go row by row through max2x2_row. */     \
+        /* 2x2 windows with stride 2 inside the plane go through max2x2_rows. */               \
         bool rows2x2 = !indices && c->kh == 2 && c->kw == 2 && c->sh == 2 && c->sw == 2 &&         \
                        c->ph == 0 && c->pw == 0 && s3 == 1;                                        \
         int64_t full = rows2x2 ? min64(c->OW, c->W / 2) : 0;                                       \
+        int64_t full_rows = rows2x2 ? min64(c->OH, c->H / 2) : 0; /* rows with both input rows */ \
+        if (full && full_rows)                                                                     \
+            max2x2_rows_##SFX(x, s2, (T *)(void *)op, c->OW, full, full_rows);                     \
         /* The clipped window inline (no divisor to count): this loop is most of a small conv \
          * net's pooling time, and a call to window_of per output cost as much as the max. */  \
         for (int64_t oh = 0; oh < c->OH; oh++) {                                                   \
             int64_t h0 = oh * c->sh - c->ph, hs = max64(h0, 0), he = min64(h0 + c->kh, c->H);      \
-            int64_t first = he == h0 + 2 ? full : 0;                                               \
-            if (first)                                                                             \
-                max2x2_row_##SFX(x + h0 * s2, x + (h0 + 1) * s2, (T *)(void *)op + oh * c->OW,     \
-                                 first);                                                           \
+            int64_t first = oh < full_rows ? full : 0;                                             \
             for (int64_t ow = first; ow < c->OW; ow++) {                                           \
                 int64_t w0 = ow * c->sw - c->pw, ws = max64(w0, 0);                                \
                 int64_t we = min64(w0 + c->kw, c->W);                                              \

@@ -76,19 +76,28 @@ static inline void step16(const float *r0, const float *r1, float *out)
 }
 #endif
 
-/* Outputs 0 .. n - 1 in the widest steps that fit, down to 4; returns how many were written. */
-int64_t TD_ISA_FN(td_max2x2_rows_f32)(const float *r0, const float *r1, float *out, int64_t n)
+/* Outputs 0 .. n - 1 of rows 0 .. nrows - 1 (input rows 2r and 2r + 1 at x + 2r*s2 and s2
+ * after; output row r at out + r*ow) in the widest steps that fit, down to 4; returns how many
+ * of each row were written. */
+int64_t TD_ISA_FN(td_max2x2_rows_f32)(const float *x, int64_t s2, float *out, int64_t ow,
+                                      int64_t n, int64_t nrows)
 {
-    int64_t i = 0;
+    int64_t done = 0;
+    for (int64_t r = 0; r < nrows; r++) {
+        const float *r0 = x + 2 * r * s2, *r1 = r0 + s2;
+        float *o = out + r * ow;
+        int64_t i = 0;
 #if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-        step16(r0 + 2 * i, r1 + 2 * i, out + i);
+        for (; i + 16 <= n; i += 16)
+            step16(r0 + 2 * i, r1 + 2 * i, o + i);
 #endif
 #if defined(__AVX2__)
-    for (; i + 8 <= n; i += 8)
-        step8(r0 + 2 * i, r1 + 2 * i, out + i);
+        for (; i + 8 <= n; i += 8)
+            step8(r0 + 2 * i, r1 + 2 * i, o + i);
 #endif
-    for (; i + 4 <= n; i += 4)
-        step4(r0 + 2 * i, r1 + 2 * i, out + i);
-    return i;
+        for (; i + 4 <= n; i += 4)
+            step4(r0 + 2 * i, r1 + 2 * i, o + i);
+        done = i;
+    }
+    return done;
 }
