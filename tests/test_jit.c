@@ -847,12 +847,87 @@ static void ref_conv(const double *x, const double *w, double *out, int64_t N, i
                 }
 }
 
+/* The forms of a conv2d's epilogue, each traced alone (same-shape groups of one trace merge)
+ * and bitwise against eager: a bias per channel given as [O, 1, 1], a scalar added, a relu
+ * alone, a bias alone, the bias added after the relu (not the form: conv, then the group), a
+ * bias that varies along W (not per channel), the sum also returned (an intermediate needed
+ * outside), the conv's own result also returned (the product is read elsewhere), and a batch
+ * of 5 (split over threads by images in eager). Every tier: where the direct path is absent
+ * (baseline) all run as the conv and then the group. */
+enum { EPI_BIAS_RELU, EPI_SCALAR_RELU, EPI_RELU, EPI_BIAS, EPI_RELU_BIAS, EPI_BIAS_ALONG_W,
+       EPI_SUM_RETURNED, EPI_CONV_RETURNED, EPI_BATCH5, NEPI };
+
+/* Case k's outputs (up to 2) from x, w, b (per channel) and bw (along W). */
+static void conv_epilogue_case(int k, const tide_tensor *x, const tide_tensor *w,
+                               const tide_tensor *b, const tide_tensor *bw, tide_tensor **r)
+{
+    const int one[2] = {1, 1}, pad1[2] = {1, 1};
+    tide_tensor *c = tide_conv2d(x, w, NULL, one, pad1, one, 1), *t = NULL;
+    switch (k) {
+    case EPI_BIAS_RELU:
+    case EPI_BATCH5:
+        t = tide_add(c, b), r[0] = tide_relu(t);
+        break;
+    case EPI_SCALAR_RELU:
+        t = tide_add_scalar(c, 0.25), r[0] = tide_relu(t);
+        break;
+    case EPI_RELU:
+        r[0] = tide_relu(c);
+        break;
+    case EPI_BIAS:
+        r[0] = tide_add(b, c);
+        break;
+    case EPI_RELU_BIAS:
+        t = tide_relu(c), r[0] = tide_add(t, b);
+        break;
+    case EPI_BIAS_ALONG_W:
+        t = tide_add(c, bw), r[0] = tide_relu(t);
+        break;
+    case EPI_SUM_RETURNED:
+        r[0] = tide_add(c, b), r[1] = tide_relu(r[0]);
+        break;
+    default: /* EPI_CONV_RETURNED */
+        t = tide_add(c, b), r[0] = tide_relu(t), r[1] = c, c = NULL;
+        break;
+    }
+    tide_release(t), tide_release(c);
+}
+
+static void test_conv_epilogue_forms(void)
+{
+    int64_t sx[4] = {2, 3, 16, 16}, sx5[4] = {5, 3, 16, 16}, sw[4] = {8, 3, 3, 3},
+            sb[3] = {8, 1, 1}, sbw[4] = {1, 1, 1, 16};
+    tide_tensor *x = randt(4, sx, TIDE_FLOAT32, -1, 1), *x5 = randt(4, sx5, TIDE_FLOAT32, -1, 1);
+    tide_tensor *w = randt(4, sw, TIDE_FLOAT32, -1, 1), *b = randt(3, sb, TIDE_FLOAT32, -1, 1);
+    tide_tensor *bw = randt(4, sbw, TIDE_FLOAT32, -1, 1);
+    static const char *const names[NEPI] = {
+        "bias [O,1,1] + relu", "scalar + relu", "relu alone", "bias alone", "relu then bias",
+        "bias along W + relu", "sum returned", "conv returned", "batch of 5"};
+    for (int k = 0; k < NEPI; k++) {
+        tide_tensor *want[2] = {0}, *got[2] = {0};
+        const tide_tensor *in = k == EPI_BATCH5 ? x5 : x;
+        conv_epilogue_case(k, in, w, b, bw, want);
+        CHECK(tide_jit_trace_begin(NULL, NULL, NULL) == 0, "%s", tide_last_error());
+        conv_epilogue_case(k, in, w, b, bw, got);
+        CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+        for (int i = 0; i < 2 && want[i]; i++) {
+            bool bitwise;
+            double e = ref_compare(got[i], want[i], &bitwise);
+            CHECK(e == 0 && bitwise, "conv epilogue %s (output %d): jit vs eager max rel diff %g",
+                  names[k], i, e);
+            tide_release(got[i]), tide_release(want[i]);
+        }
+    }
+    tide_release(x), tide_release(x5), tide_release(w), tide_release(b), tide_release(bw);
+}
+
 /* Epilogues of batched matmuls, in the device's own BLAS calls: a 4-D attention score
  * softmax(q k^T * 0.25) (row mode, k read transposed, 6 matrices) and a 3-D product with a
- * broadcast B + bias + relu (one tall product). The groups after convs (conv + bias + relu,
- * conv + relu + spatial mean, grad_input * 2 + z, a one-image conv + relu) are not epilogues:
- * blocks of images would round the conv's GEMMs differently from eager. Values bitwise against
- * eager and against a double reference; the plans say which were fused. */
+ * broadcast B + bias + relu (one tall product). The groups after conv2d are its epilogues,
+ * run whole: conv + bias + relu and a one-image conv + relu inside the direct convolution's
+ * stores where the tier has it (cpu_jit_conv.c), conv + relu + spatial mean as the conv and
+ * then the group. grad_input * 2 + z is not one (a conv2d only). Values bitwise against eager
+ * and against a double reference in every tier; the plans say which were fused. */
 static void test_product_epilogues(void)
 {
     char dir[] = "/tmp/tide_prod_epi_XXXXXX";
@@ -900,7 +975,7 @@ static void test_product_epilogues(void)
     unsetenv("TIDE_DUMP");
     int fused = count_plan_lines(dir, "the epilogue of"),
         convs = count_plan_lines(dir, "epilogue of .* conv");
-    CHECK(fused == 2 && convs == 0, "product epilogues fused: %d (%d of convs), want 2 (0); "
+    CHECK(fused == 5 && convs == 3, "product epilogues fused: %d (%d of convs), want 5 (3); "
           "plans in %s", fused, convs, dir);
     const char *names[NR] = {"conv+bias+relu", "conv+relu+mean", "grad_input*2+z",
                              "softmax(q k^T / 4)", "bmm+bias+relu", "one-image conv+relu"};
@@ -1207,6 +1282,7 @@ int main(void)
     test_clone_forwarding();
     test_matmul_epilogues();
     test_product_epilogues();
+    test_conv_epilogue_forms();
     test_fused_updates();
     test_fused_pairs();
     test_breaks();
