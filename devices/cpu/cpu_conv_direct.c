@@ -50,6 +50,11 @@ static const direct_isa *isa_tile(void)
  * channels at 16x16 padded (256 KB) direct 1.6 ms against 2.0; 128 at 30x30 (450 KB) 1.61
  * against 1.41. */
 #define MAX_INPUT_BYTES (320 << 10)
+/* Sums per output past which the GEMM paths win: a tile's rows of every input channel no
+ * longer stay in L1. Measured (1 thread, AVX2 tier against OpenBLAS's Haswell kernels): 512
+ * channels at 7x7 (K = 4608) direct 3.3 ms against 2.65; 256 at 14x14 (K = 2304) 2.5 against
+ * 2.9. */
+#define MAX_K 2304
 
 bool td_conv_direct_fits(const td_conv_dims *d)
 {
@@ -61,7 +66,8 @@ bool td_conv_direct_fits(const td_conv_dims *d)
     /* lanes a row of outputs fills: 7 columns in 16 lanes ran at half the GEMM's speed */
     int64_t v = k->slack(), lanes = (g->OW + v - 1) / v * v;
     double padded = (double)(g->H + 2 * g->ph) * (double)(g->W + 2 * g->pw + v);
-    return 4 * g->OW >= 3 * lanes && padded * (double)d->Cg * 4.0 <= MAX_INPUT_BYTES;
+    return 4 * g->OW >= 3 * lanes && padded * (double)d->Cg * 4.0 <= MAX_INPUT_BYTES &&
+           d->K <= MAX_K;
 }
 
 /* Whether w [O, Cg, kh, kw] is laid out as rows w[o*K + k], k = (c*kh + i)*kw + j. */
