@@ -290,6 +290,14 @@ static void test_shapes(void)
         {3, {3, 33, 17}, 3, {3, 17, 40}, 0},
         {3, {2, 20, 128}, 3, {2, 128, 128}, BATCH_LAYOUTS}, /* 16-row blocks across threads */
         {3, {3, 100, 500}, 3, {3, 500, 1}, 0},  /* gemv in 18-row blocks */
+        /* float32 with B row-major, 4..64 rows, whole vectors of columns: summed in registers
+         * on the AVX2 and AVX-512 tiers (cpu_matmul_direct.c): a partial block of rows, 5, 7
+         * and 16 vectors of columns (tiles of 3 with 2 and 1 left), a batch folding into 64
+         * rows, a batch that does not */
+        {2, {64, 96}, 2, {96, 256}, KEY_LAYOUTS},
+        {2, {5, 40}, 2, {40, 80}, 0},
+        {3, {4, 16, 33}, 2, {33, 64}, 0},
+        {3, {3, 12, 48}, 3, {3, 48, 112}, 0},
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
         check_case(big[i].na, big[i].as, big[i].nb, big[i].bs,

@@ -60,12 +60,16 @@ int td_conv_shift(int which, const td_conv_dims *d, char *out, const td_nchw *x,
 typedef struct td_direct_conv {
     const float *x;            /* zero-padded input planes: channel c at x + c*plane, rows Wp */
     const float *w;            /* weights in blocks of MR output channels: w[(b*K + k)*MR + m]
-                                * for o = b*MR + m, k = (c*kh + i)*kw + j; zeros past Og */
+                                * for o = w_first + b*MR + m, k = (c*kh + i)*kw + j; zeros
+                                * past Og */
+    int64_t w_first;           /* the output channel w's first block starts at (0, or a
+                                * product's block of rows packed alone) */
     const float *bias;         /* Og values added to the sums, or NULL */
     float *out;                /* Og contiguous output planes of OH x OW */
     const int64_t *tap_offset; /* kh*kw: where tap (i, j) reads, i*dh*Wp + j*dw */
     int64_t plane, Wp, sh, Cg, Og, K, kh, kw, OH, OW;
-    bool relu; /* stores max(0, sum + bias), with relu's NaN and -0 */
+    bool relu;      /* stores max(0, sum + bias), with relu's NaN and -0 */
+    bool seg_major; /* tiles in order of columns first, then blocks of output channels */
 } td_direct_conv;
 
 /* Whether the direct path suits d on this CPU: float32, stride 1 along rows, an AVX2 or

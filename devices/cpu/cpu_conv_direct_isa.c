@@ -88,7 +88,7 @@ static inline void segment_at(const td_direct_conv *c, int64_t s, int64_t *oh, i
 static inline __attribute__((always_inline)) void tile(const td_direct_conv *c, int64_t s0,
                                                        const int nr, int64_t o0, int64_t mr)
 {
-    const float *w = c->w + o0 * c->K; /* block o0 / MR: w[k*MR + m] */
+    const float *w = c->w + (o0 - c->w_first) * c->K; /* block o0 / MR: w[k*MR + m] */
     const float *xb[NR];
     int64_t oh[NR], ow0[NR], len[NR];
     for (int r = 0; r < nr; r++) {
@@ -185,13 +185,14 @@ int64_t TD_ISA_FN(td_conv_direct_tiles)(const td_direct_conv *c)
     return (segments(c) + NR - 1) / NR * ((c->Og + MR - 1) / MR);
 }
 
-/* Tiles t0 .. t1 - 1 of the conv's (segment tile, output block) pairs, segment tile major. */
+/* Tiles t0 .. t1 - 1 of the conv's (segment tile, output block) pairs: output block major (a
+ * block's weights stay in L1 while its tiles sweep the input), or segment-tile major. */
 void TD_ISA_FN(td_conv_direct_run)(const td_direct_conv *c, int64_t t0, int64_t t1)
 {
-    int64_t nseg = segments(c);
+    int64_t nseg = segments(c), nst = (nseg + NR - 1) / NR, nblk = (c->Og + MR - 1) / MR;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t nst = (nseg + NR - 1) / NR;
-        int64_t s0 = t % nst * NR, b = t / nst;
+        int64_t s0 = c->seg_major ? t / nblk * NR : t % nst * NR;
+        int64_t b = c->seg_major ? t % nblk : t / nst;
         int64_t nr = nseg - s0 < NR ? nseg - s0 : NR;
         int64_t o0 = b * MR, mr = c->Og - o0 < MR ? c->Og - o0 : MR;
         if (nr == NR)

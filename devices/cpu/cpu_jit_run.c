@@ -114,7 +114,9 @@ static int run_product_block(const epilogue_run *er, int64_t batch, int64_t u0, 
     /* one matrix of several rows is one gemm in eager, cut by rows: a block of one row is a
      * gemm then (a product of one row alone is a gemv); a batch's blocks are eager's calls */
     bool gemm_rows = er->nbatch == 1 && er->units > 1 && er->unit_elems > 1;
-    int rc = in[0] && in[1] && out ? td_cpu_matmul_rows_of(out, in[0], in[1], gemm_rows) : -1;
+    int rc = in[0] && in[1] && out
+                 ? td_cpu_matmul_rows_of(out, in[0], in[1], gemm_rows, er->units)
+                 : -1;
     tide_release(in[0]);
     tide_release(in[1]);
     tide_release(out);

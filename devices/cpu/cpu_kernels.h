@@ -72,11 +72,13 @@ int td_cpu_topk(tide_tensor *out, const tide_tensor *x, int dim, int64_t k, bool
 /* a [..., M, K] and b [..., K, N] have out's dtype and ndim; batch dims broadcast to out's
  * (stride 0 where expanded). float32/float64 through BLAS, integers by a blocked loop. */
 int td_cpu_matmul(tide_tensor *out, const tide_tensor *a, const tide_tensor *b);
-/* The same for rows of a larger float product (a matmul's epilogue block, cpu_jit_run.c): with
- * gemm_rows, one row is a gemm call, as in the larger product's own gemm cut by rows, where a
- * product of one row alone is a gemv (another summation, other bits). */
+/* The same for rows of a larger float product (a matmul's epilogue block, cpu_jit_run.c) of
+ * whole_rows rows (the tall product's when the batch folds): with gemm_rows, one row is a gemm
+ * call, as in the larger product's own gemm cut by rows, where a product of one row alone is a
+ * gemv (another summation, other bits); whole_rows picks the kernel the larger product's
+ * eager call picks (cpu_matmul_direct.c or BLAS). */
 int td_cpu_matmul_rows_of(tide_tensor *out, const tide_tensor *a, const tide_tensor *b,
-                          bool gemm_rows);
+                          bool gemm_rows, int64_t whole_rows);
 /* Rows of C per BLAS call when td_cpu_matmul runs nbatch [m, k] x [k, n] products (a batch
  * that folds into one tall product given as one matrix of nbatch * m rows), or 0 when its calls
  * cut C by columns. A function of the shape and td_num_threads() alone; the jit's matmul

@@ -15,6 +15,7 @@
 #include "cpu_blas.h"
 #include "cpu_kernels.h"
 #include "cpu_matmul_bf16.h"
+#include "cpu_matmul_direct.h"
 
 /* One input as the batch loop sees it. */
 typedef struct operand {
@@ -92,6 +93,8 @@ typedef struct mm_job {
     int64_t rows, blocks; /* BLAS tasks: blocks of rows rows per product */
     bool gemm_rows; /* rows of a product with more: one row is a gemm call too (as the whole
                      * product's gemm, cut by rows, makes it), never a gemv */
+    int64_t plan_m; /* rows of the product as eager runs it whole: picks the kernel */
+    int failed;     /* a direct product (cpu_matmul_direct.c) ran out of memory */
 } mm_job;
 
 /* Element offsets of batch t's matrices in a and b. */
@@ -121,7 +124,11 @@ static void blas_product(const mm_job *j, const char *pa, const char *pb, char *
         else if (m == 1 && !j->gemm_rows)
             td_blas_sgemv(!b->trans, n, k, 1.0f, (const float *)pb, b->ld, (const float *)pa,
                           a->trans ? a->ld : 1, 0.0f, (float *)pc, 1);
-        else
+        else if (!a->trans && td_matmul_direct_fits(j->plan_m, n, k, b->trans)) {
+            if (td_matmul_direct(m, n, k, (const float *)pa, a->ld, (const float *)pb, b->ld,
+                                 (float *)pc) < 0)
+                __atomic_store_n(&((mm_job *)j)->failed, 1, __ATOMIC_RELAXED);
+        } else
             td_blas_sgemm(a->trans, b->trans, m, n, k, 1.0f, (const float *)pa, a->ld,
                           (const float *)pb, b->ld, 0.0f, (float *)pc, n);
     } else {
@@ -315,11 +322,11 @@ DEFINE_INT_ROWS(uint8_rows, uint8_t, uint32_t)
 
 int td_cpu_matmul(tide_tensor *out, const tide_tensor *a, const tide_tensor *b)
 {
-    return td_cpu_matmul_rows_of(out, a, b, false);
+    return td_cpu_matmul_rows_of(out, a, b, false, 0);
 }
 
 int td_cpu_matmul_rows_of(tide_tensor *out, const tide_tensor *a, const tide_tensor *b,
-                          bool gemm_rows)
+                          bool gemm_rows, int64_t whole_rows)
 {
     int nd = out->ndim, nb = nd - 2;
     mm_job j = {.nb = nb,
@@ -354,7 +361,12 @@ int td_cpu_matmul_rows_of(tide_tensor *out, const tide_tensor *a, const tide_ten
     }
     int rc = 0;
     if (floating) {
+        j.plan_m = whole_rows > 0 ? whole_rows
+                   : nbatch > 1 && batch_folds_into_rows(&j) ? j.m * nbatch
+                                                             : j.m;
         run_blas(&j, nbatch);
+        if (j.failed)
+            rc = td_error("matmul: out of memory");
     } else if (bf16) {
         rc = run_bf16(&j, nbatch);
     } else {
