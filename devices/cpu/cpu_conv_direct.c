@@ -121,13 +121,75 @@ static void pack_input(const td_conv_dims *d, const td_nchw *x, int64_t n, int64
 
 typedef struct direct_job {
     const direct_isa *k;
-    const td_direct_conv *c;
+    const td_conv_dims *d;
+    const td_nchw *x;
+    td_direct_conv c;  /* all but x, w, bias and out, which are per image and group */
+    const float *wp;   /* every group's weights, packed: group gr at gr * group_w */
+    int64_t group_w;
+    const float *bias; /* O values, or NULL */
+    char *out;
+    int64_t tile_grain;
+    int failed;
 } direct_job;
 
-static void run_range(void *ctx, int64_t begin, int64_t end)
+typedef struct tile_job {
+    const direct_isa *k;
+    const td_direct_conv *c;
+} tile_job;
+
+static void tile_range(void *ctx, int64_t begin, int64_t end)
 {
-    const direct_job *j = ctx;
-    j->k->run(j->c, begin, end);
+    const tile_job *t = ctx;
+    t->k->run(t->c, begin, end);
+}
+
+/* Images [n0, n1) with a padded copy of their own: a share of the batch on one thread, or the
+ * whole batch with each image's tiles over the threads. */
+static void image_range(void *ctx, int64_t n0, int64_t n1)
+{
+    direct_job *j = ctx;
+    const td_conv_dims *d = j->d;
+    size_t x_bytes = (size_t)(d->Cg * j->c.plane + j->k->slack()) * sizeof(float);
+    float *xp = td_cache_alloc(x_bytes);
+    if (!xp) {
+        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    td_direct_conv c = j->c;
+    tile_job t = {j->k, &c};
+    for (int64_t n = n0; n < n1; n++)
+        for (int64_t gr = 0; gr < d->groups; gr++) {
+            pack_input(d, j->x, n, gr, c.Wp, c.plane, j->k->slack(), xp);
+            c.x = xp;
+            c.w = j->wp + gr * j->group_w;
+            c.bias = j->bias ? j->bias + gr * d->Og : NULL;
+            c.out = (float *)(void *)j->out + (n * d->O + gr * d->Og) * d->g.L;
+            td_parallel_for(j->k->tiles(&c), j->tile_grain, tile_range, &t);
+        }
+    td_cache_free(xp, x_bytes);
+}
+
+/* Every group's weights packed (wp, group_w floats a group), from the tensor's rows or a copy. */
+static float *pack_weights(const direct_isa *k, const td_conv_dims *d, const tide_tensor *w,
+                           int64_t group_w, size_t *bytes)
+{
+    bool in_place = weight_rows(d, w);
+    size_t r_bytes = in_place ? 0 : (size_t)(d->O * d->K) * sizeof(float);
+    *bytes = (size_t)(d->groups * group_w) * sizeof(float);
+    float *wp = td_cache_alloc(*bytes), *wr = in_place ? NULL : td_cache_alloc(r_bytes);
+    if (wp && (in_place || wr)) {
+        if (!in_place)
+            copy_weight_rows(d, w, wr);
+        const float *rows = in_place ? td_tensor_data(w) : wr;
+        int64_t ldr = in_place ? w->strides[0] : d->K;
+        for (int64_t gr = 0; gr < d->groups; gr++)
+            pack_weight(k, d, rows, ldr, gr, wp + gr * group_w);
+    } else {
+        td_cache_free(wp, *bytes);
+        wp = NULL;
+    }
+    td_cache_free(wr, r_bytes);
+    return wp;
 }
 
 int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w,
@@ -135,50 +197,30 @@ int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tid
 {
     const direct_isa *k = isa_tile();
     const td_conv_geom *g = &d->g;
-    int64_t kk = g->kh * g->kw, mr = k->mr(), nblk = (d->Og + mr - 1) / mr;
-    int64_t Wp = g->W + 2 * g->pw, plane = (g->H + 2 * g->ph) * Wp, slack = k->slack();
-    bool in_place = weight_rows(d, w);
-    size_t w_bytes = (size_t)(nblk * mr * d->K) * sizeof(float);
-    size_t r_bytes = in_place ? 0 : (size_t)(d->O * d->K) * sizeof(float);
-    size_t x_bytes = (size_t)(d->Cg * plane + slack) * sizeof(float);
-    float *wp = td_cache_alloc(w_bytes), *xp = td_cache_alloc(x_bytes);
-    float *wr = in_place ? NULL : td_cache_alloc(r_bytes);
+    int64_t kk = g->kh * g->kw, mr = k->mr(), group_w = (d->Og + mr - 1) / mr * mr * d->K;
+    int64_t Wp = g->W + 2 * g->pw;
+    size_t w_bytes;
+    float *wp = pack_weights(k, d, w, group_w, &w_bytes);
     int64_t *tap_offset = td_malloc((size_t)kk * sizeof(int64_t));
-    if (!wp || !xp || (!in_place && !wr) || !tap_offset) {
+    if (!wp || !tap_offset) {
         td_cache_free(wp, w_bytes);
-        td_cache_free(xp, x_bytes);
-        td_cache_free(wr, r_bytes);
         free(tap_offset);
         return -1;
     }
-    if (!in_place)
-        copy_weight_rows(d, w, wr);
-    const float *rows = in_place ? td_tensor_data(w) : wr;
-    int64_t ldr = in_place ? w->strides[0] : d->K;
     for (int64_t t = 0; t < kk; t++)
         tap_offset[t] = t / g->kw * g->dh * Wp + t % g->kw * g->dw;
-    td_direct_conv c = {.tap_offset = tap_offset, .plane = plane, .Wp = Wp, .sh = g->sh,
-                        .Cg = d->Cg, .Og = d->Og, .K = d->K, .kh = g->kh, .kw = g->kw,
-                        .OH = g->OH, .OW = g->OW, .relu = relu};
-    direct_job job = {k, &c};
-    /* a tile is about K * 8 * 48 multiply-adds: chunks of at least ~4M of them per thread.
-     * Measured in a compiled conv net at batch 1 on 2 threads: with 1M, its 32 -> 64 channel
-     * 16x16 layer (4.7M) split in two and the net ran 81 us against 76 on one thread */
-    int64_t grain = 1 + (1 << 22) / (d->K * 8 * 48);
-    for (int64_t n = 0; n < d->N; n++)
-        for (int64_t gr = 0; gr < d->groups; gr++) {
-            if (n == 0 || d->groups > 1)
-                pack_weight(k, d, rows, ldr, gr, wp);
-            pack_input(d, x, n, gr, Wp, plane, slack, xp);
-            c.x = xp;
-            c.w = wp;
-            c.bias = bias ? bias + gr * d->Og : NULL;
-            c.out = (float *)(void *)out + (n * d->O + gr * d->Og) * g->L;
-            td_parallel_for(k->tiles(&c), grain, run_range, &job);
-        }
+    /* Chunks of at least ~4M multiply-adds per thread (a tile is about K * 8 * 48): measured in
+     * a compiled conv net at batch 1 on 2 threads, with 1M its 32 -> 64 channel 16x16 layer
+     * (4.7M) split in two and the net ran 81 us against 76 on one thread. A batch goes to the
+     * threads by images when it has that much work for each. */
+    int64_t per_image = d->groups * d->Og * g->L * d->K;
+    direct_job j = {.k = k, .d = d, .x = x, .wp = wp, .group_w = group_w, .bias = bias,
+                    .out = out, .tile_grain = 1 + (1 << 22) / (d->K * 8 * 48)};
+    j.c = (td_direct_conv){.tap_offset = tap_offset, .plane = (g->H + 2 * g->ph) * Wp, .Wp = Wp,
+                           .sh = g->sh, .Cg = d->Cg, .Og = d->Og, .K = d->K, .kh = g->kh,
+                           .kw = g->kw, .OH = g->OH, .OW = g->OW, .relu = relu};
+    td_parallel_for(d->N, 1 + (1 << 22) / (per_image > 0 ? per_image : 1), image_range, &j);
     td_cache_free(wp, w_bytes);
-    td_cache_free(xp, x_bytes);
-    td_cache_free(wr, r_bytes);
     free(tap_offset);
-    return 0;
+    return j.failed ? -1 : 0;
 }
