@@ -293,11 +293,15 @@ static void test_shapes(void)
         /* float32 with B row-major, 4..64 rows, whole vectors of columns: summed in registers
          * on the AVX2 and AVX-512 tiers (cpu_matmul_direct.c): a partial block of rows, 5, 7
          * and 16 vectors of columns (tiles of 3 with 2 and 1 left), a batch folding into 64
-         * rows, a batch that does not */
+         * rows, a batch that does not (their transposed layouts of B take the dot tiles) */
         {2, {64, 96}, 2, {96, 256}, KEY_LAYOUTS},
         {2, {5, 40}, 2, {40, 80}, 0},
         {3, {4, 16, 33}, 2, {33, 64}, 0},
         {3, {3, 12, 48}, 3, {3, 48, 112}, 0},
+        /* ... and with B transposed (cpu_matmul_dot_isa.c): k past whole vectors (a masked
+         * last step), partial blocks of rows and of B's rows */
+        {2, {6, 397}, 2, {397, 70}, 0},
+        {2, {40, 512}, 2, {512, 64}, KEY_LAYOUTS},
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
         check_case(big[i].na, big[i].as, big[i].nb, big[i].bs,

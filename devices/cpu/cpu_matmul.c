@@ -128,6 +128,10 @@ static void blas_product(const mm_job *j, const char *pa, const char *pb, char *
             if (td_matmul_direct(m, n, k, (const float *)pa, a->ld, (const float *)pb, b->ld,
                                  (float *)pc) < 0)
                 __atomic_store_n(&((mm_job *)j)->failed, 1, __ATOMIC_RELAXED);
+        } else if (!a->trans && b->trans && td_matmul_dot_fits(j->plan_m, n, k)) {
+            td_dot_product dp = {(const float *)pa, (const float *)pb, (float *)pc, m, n, k,
+                                 a->ld, b->ld};
+            td_matmul_dot(&dp);
         } else
             td_blas_sgemm(a->trans, b->trans, m, n, k, 1.0f, (const float *)pa, a->ld,
                           (const float *)pb, b->ld, 0.0f, (float *)pc, n);
