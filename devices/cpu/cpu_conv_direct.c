@@ -47,9 +47,13 @@ static const direct_isa *isa_tile(void)
 
 /* Padded input of one image and group past which the GEMM paths win: the tiles then read it
  * from L2 or memory once per block of output channels. Measured (1 thread, AVX-512): 256
- * channels at 16x16 padded (256 KB) direct 1.6 ms against 2.0; 128 at 30x30 (450 KB) 1.61
- * against 1.41. */
+ * channels at 16x16 padded (262 KB) direct 1.6 ms against 2.0; 16 at 66x66 (279 KB) 0.12
+ * against 0.26; 128 at 30x30 (460 KB) 1.61 against 1.41; 64 at 58x58 (861 KB) 1.63 against
+ * 1.43. */
 #define MAX_INPUT_BYTES (320 << 10)
+/* Input channels up to which a large plane still goes direct (a tile's rows of every channel
+ * stay in L1): 3 channels at 230x230 (635 KB), 7x7 to 64 channels, 4.8 ms against 7.1. */
+#define FEW_CHANNELS 16
 /* Sums per output past which the GEMM paths win: a tile's rows of every input channel no
  * longer stay in L1. Measured (1 thread, AVX2 tier against OpenBLAS's Haswell kernels): 512
  * channels at 7x7 (K = 4608) direct 3.3 ms against 2.65; 256 at 14x14 (K = 2304) 2.5 against
@@ -63,11 +67,12 @@ bool td_conv_direct_fits(const td_conv_dims *d)
     if (!k || d->dt != TIDE_FLOAT32 || g->sw != 1 || g->L < 1 || d->Cg < 1 || d->Og < 1 ||
         g->kh * g->kw == 1) /* 1x1: the GEMM reads the planes in place */
         return false;
-    /* lanes a row of outputs fills: 7 columns in 16 lanes ran at half the GEMM's speed */
+    /* at least half the lanes of a row's vectors hold outputs: LeNet's 10 columns in 16 lanes
+     * ran 3.7x the GEMM path (batch 64, 6 -> 16 channels, 5x5); 7 in 16 at half its speed */
     int64_t v = k->slack(), lanes = (g->OW + v - 1) / v * v;
-    double padded = (double)(g->H + 2 * g->ph) * (double)(g->W + 2 * g->pw + v);
-    return 4 * g->OW >= 3 * lanes && padded * (double)d->Cg * 4.0 <= MAX_INPUT_BYTES &&
-           d->K <= MAX_K;
+    double padded = (double)(g->H + 2 * g->ph) * (double)(g->W + 2 * g->pw);
+    return 2 * g->OW >= lanes && d->K <= MAX_K &&
+           (d->Cg <= FEW_CHANNELS || padded * (double)d->Cg * 4.0 <= MAX_INPUT_BYTES);
 }
 
 /* Whether w [O, Cg, kh, kw] is laid out as rows w[o*K + k], k = (c*kh + i)*kw + j. */

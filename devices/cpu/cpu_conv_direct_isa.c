@@ -57,6 +57,10 @@ typedef __m128 vf;
 #define VZERO() _mm_setzero_ps()
 #endif
 
+/* Input channels ahead whose rows a tile asks for before it reads them: a product's B rows
+ * (one channel each) lie pages apart, beyond the hardware prefetchers' reach. */
+#define PREFETCH_CHANNELS 24
+
 /* The first n lanes of v to p (n <= V). */
 static inline void store_lanes(float *p, vf v, int64_t n)
 {
@@ -102,6 +106,10 @@ static inline __attribute__((always_inline)) void tile(const td_direct_conv *c, 
     int64_t taps = c->kh * c->kw;
     for (int64_t ch = 0; ch < c->Cg; ch++) {
         int64_t cofs = ch * c->plane;
+        if (ch + PREFETCH_CHANNELS < c->Cg)
+            for (int r = 0; r < nr; r++)
+                _mm_prefetch((const char *)(xb[r] + cofs + PREFETCH_CHANNELS * c->plane),
+                             _MM_HINT_T0);
         for (int64_t t = 0; t < taps; t++, w += MR) {
             int64_t ofs = cofs + c->tap_offset[t];
             vf xv[NR];
