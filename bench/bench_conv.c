@@ -8,8 +8,9 @@
  * dispatch), timed in alternation with the tide op so both see the same load on this shared
  * machine. The ratio says how much of what BLAS can do the convolution keeps.
  *
- * Layers: LeNet-5's two convolutions at batch 64 and a ResNet basic-block convolution
- * (64 -> 64 channels, 3x3, padding 1, 56x56, batch 8). Every line is "name: value unit";
+ * Layers: LeNet-5's two convolutions at batch 64, a ResNet basic-block convolution
+ * (64 -> 64 channels, 3x3, padding 1, 56x56, batch 8) and the ONNX conv net's two layers at
+ * batch 1. Every line is "name: value unit";
  * lines starting with '#' say how the figures were taken.
  */
 #define _GNU_SOURCE
@@ -38,6 +39,9 @@ static const layer LAYERS[] = {
     {"lenet_c1", 64, 1, 32, 32, 6, 5, 5, 1, 0},
     {"lenet_c2", 64, 6, 14, 14, 16, 5, 5, 1, 0},
     {"resnet_3x3", 8, 64, 56, 56, 64, 3, 3, 1, 1},
+    /* the ONNX conv net's two layers at batch 1 (bench/onnx_models.py) */
+    {"cnn_b1_c1", 1, 3, 32, 32, 32, 3, 3, 1, 1},
+    {"cnn_b1_c2", 1, 32, 16, 16, 64, 3, 3, 1, 1},
 };
 
 static double now_seconds(void)

@@ -80,6 +80,17 @@ bool td_conv_direct_fits(const td_conv_dims *d);
 int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w,
                    const float *bias, bool relu);
 
+/* The tile's functions at this CPU's tier (cpu_conv_direct_isa.c), or NULL at the baseline
+ * tier. Products use them too (cpu_matmul_direct.c). */
+typedef struct td_direct_tile_fns {
+    int (*mr)(void);
+    void (*pack)(const float *const *rows, int64_t n, int64_t K, float *dst);
+    int64_t (*slack)(void);
+    int64_t (*tiles)(const td_direct_conv *c);
+    void (*run)(const td_direct_conv *c, int64_t t0, int64_t t1);
+} td_direct_tile_fns;
+const td_direct_tile_fns *td_direct_tile(void);
+
 #define TD_DIRECT_DECLARE(isa)                                                                     \
     int td_conv_direct_mr_##isa(void);                                                             \
     void td_conv_direct_pack_##isa(const float *const *rows, int64_t n, int64_t K, float *dst);    \

@@ -20,21 +20,14 @@
 #include "cpu_conv.h"
 #include "cpu_isa.h"
 
-typedef struct direct_isa {
-    int (*mr)(void);
-    void (*pack)(const float *const *rows, int64_t n, int64_t K, float *dst);
-    int64_t (*slack)(void);
-    int64_t (*tiles)(const td_direct_conv *c);
-    void (*run)(const td_direct_conv *c, int64_t t0, int64_t t1);
-} direct_isa;
-
-/* The tile of this CPU's tier, or NULL at the baseline tier. */
-static const direct_isa *isa_tile(void)
+const td_direct_tile_fns *td_direct_tile(void)
 {
-    static const direct_isa avx2 = {td_conv_direct_mr_avx2, td_conv_direct_pack_avx2, td_conv_direct_slack_avx2,
-                                    td_conv_direct_tiles_avx2, td_conv_direct_run_avx2};
-    static const direct_isa avx512 = {td_conv_direct_mr_avx512, td_conv_direct_pack_avx512, td_conv_direct_slack_avx512,
-                                      td_conv_direct_tiles_avx512, td_conv_direct_run_avx512};
+    static const td_direct_tile_fns avx2 = {td_conv_direct_mr_avx2, td_conv_direct_pack_avx2,
+                                            td_conv_direct_slack_avx2, td_conv_direct_tiles_avx2,
+                                            td_conv_direct_run_avx2};
+    static const td_direct_tile_fns avx512 = {
+        td_conv_direct_mr_avx512, td_conv_direct_pack_avx512, td_conv_direct_slack_avx512,
+        td_conv_direct_tiles_avx512, td_conv_direct_run_avx512};
     switch (td_cpu_isa()) {
     case TD_ISA_AVX512:
         return &avx512;
@@ -62,7 +55,7 @@ static const direct_isa *isa_tile(void)
 
 bool td_conv_direct_fits(const td_conv_dims *d)
 {
-    const direct_isa *k = isa_tile();
+    const td_direct_tile_fns *k = td_direct_tile();
     const td_conv_geom *g = &d->g;
     if (!k || d->dt != TIDE_FLOAT32 || g->sw != 1 || g->L < 1 || d->Cg < 1 || d->Og < 1 ||
         g->kh * g->kw == 1) /* 1x1: the GEMM reads the planes in place */
@@ -97,7 +90,7 @@ static void copy_weight_rows(const td_conv_dims *d, const tide_tensor *w, float 
 
 /* Group g's weights in blocks of mr output channels, as the tile reads them (cpu_conv.h);
  * rows[o*ldr + k] holds output channel o's. */
-static void pack_weight(const direct_isa *k, const td_conv_dims *d, const float *rows,
+static void pack_weight(const td_direct_tile_fns *k, const td_conv_dims *d, const float *rows,
                         int64_t ldr, int64_t g, float *wp)
 {
     int64_t mr = k->mr();
@@ -125,7 +118,7 @@ static void pack_input(const td_conv_dims *d, const td_nchw *x, int64_t n, int64
 }
 
 typedef struct direct_job {
-    const direct_isa *k;
+    const td_direct_tile_fns *k;
     const td_conv_dims *d;
     const td_nchw *x;
     td_direct_conv c;  /* all but x, w, bias and out, which are per image and group */
@@ -138,7 +131,7 @@ typedef struct direct_job {
 } direct_job;
 
 typedef struct tile_job {
-    const direct_isa *k;
+    const td_direct_tile_fns *k;
     const td_direct_conv *c;
 } tile_job;
 
@@ -175,7 +168,7 @@ static void image_range(void *ctx, int64_t n0, int64_t n1)
 }
 
 /* Every group's weights packed (wp, group_w floats a group), from the tensor's rows or a copy. */
-static float *pack_weights(const direct_isa *k, const td_conv_dims *d, const tide_tensor *w,
+static float *pack_weights(const td_direct_tile_fns *k, const td_conv_dims *d, const tide_tensor *w,
                            int64_t group_w, size_t *bytes)
 {
     bool in_place = weight_rows(d, w);
@@ -200,7 +193,7 @@ static float *pack_weights(const direct_isa *k, const td_conv_dims *d, const tid
 int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w,
                    const float *bias, bool relu)
 {
-    const direct_isa *k = isa_tile();
+    const td_direct_tile_fns *k = td_direct_tile();
     const td_conv_geom *g = &d->g;
     int64_t kk = g->kh * g->kw, mr = k->mr(), group_w = (d->Og + mr - 1) / mr * mr * d->K;
     int64_t Wp = g->W + 2 * g->pw;

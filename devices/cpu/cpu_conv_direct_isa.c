@@ -77,14 +77,19 @@ static inline void store_lanes(float *p, vf v, int64_t n)
 #endif
 }
 
-/* Segment s of the output plane: its row, first column and length. */
-static inline void segment_at(const td_direct_conv *c, int64_t s, int64_t *oh, int64_t *ow0,
-                              int64_t *len)
+/* Segments s0 .. s0 + nr - 1 of the output plane: each one's row, first column and length
+ * (one division for the first; a small conv's tile is short enough for divisions to show). */
+static inline void segments_at(const td_direct_conv *c, int64_t s0, int nr, int64_t *oh,
+                               int64_t *ow0, int64_t *len)
 {
-    int64_t per_row = (c->OW + V - 1) / V;
-    *oh = s / per_row;
-    *ow0 = s % per_row * V;
-    *len = c->OW - *ow0 < V ? c->OW - *ow0 : V;
+    int64_t per_row = (c->OW + V - 1) / V, row = s0 / per_row, col = s0 % per_row;
+    for (int r = 0; r < nr; r++, col++) {
+        if (col == per_row)
+            col = 0, row++;
+        oh[r] = row;
+        ow0[r] = col * V;
+        len[r] = c->OW - ow0[r] < V ? c->OW - ow0[r] : V;
+    }
 }
 
 /* One tile of nr segments from s0 (nr a constant where inlined, so the sums stay in
@@ -95,8 +100,8 @@ static inline __attribute__((always_inline)) void tile(const td_direct_conv *c, 
     const float *w = c->w + (o0 - c->w_first) * c->K; /* block o0 / MR: w[k*MR + m] */
     const float *xb[NR];
     int64_t oh[NR], ow0[NR], len[NR];
+    segments_at(c, s0, nr, oh, ow0, len);
     for (int r = 0; r < nr; r++) {
-        segment_at(c, s0 + r, &oh[r], &ow0[r], &len[r]);
         xb[r] = c->x + oh[r] * c->sh * c->Wp + ow0[r];
     }
     vf acc[MR][NR];

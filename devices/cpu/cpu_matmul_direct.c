@@ -21,29 +21,6 @@
 #include "cpu_isa.h"
 #include "cpu_matmul_direct.h"
 
-typedef struct gemm_isa {
-    int (*mr)(void);
-    void (*pack)(const float *const *rows, int64_t n, int64_t K, float *dst);
-    int64_t (*slack)(void);
-    void (*run)(const td_direct_conv *c, int64_t t0, int64_t t1);
-} gemm_isa;
-
-static const gemm_isa *isa_tile(void)
-{
-    static const gemm_isa avx2 = {td_conv_direct_mr_avx2, td_conv_direct_pack_avx2,
-                                  td_conv_direct_slack_avx2, td_conv_direct_run_avx2};
-    static const gemm_isa avx512 = {td_conv_direct_mr_avx512, td_conv_direct_pack_avx512,
-                                    td_conv_direct_slack_avx512, td_conv_direct_run_avx512};
-    switch (td_cpu_isa()) {
-    case TD_ISA_AVX512:
-        return &avx512;
-    case TD_ISA_AVX2:
-        return &avx2;
-    default:
-        return NULL;
-    }
-}
-
 /* The range measured faster than OpenBLAS with B cold in cache, as a layer's weights are
  * when a model runs (1 thread, AVX-512; OpenBLAS packs B for every call, and that pass is
  * most of what the direct tile saves): m = 64, n 768 / k 256 1.21x, n 1024 / k 256 1.14x,
@@ -59,13 +36,13 @@ static const gemm_isa *isa_tile(void)
 
 bool td_matmul_direct_fits(int64_t plan_m, int64_t n, int64_t k, bool b_trans)
 {
-    const gemm_isa *g = isa_tile();
+    const td_direct_tile_fns *g = td_direct_tile();
     return g && !b_trans && n % g->slack() == 0 && plan_m >= MIN_M && plan_m <= MAX_M &&
            plan_m * k <= MAX_A_ELEMS && n >= MIN_N && n <= MAX_N && k >= MIN_K;
 }
 
 typedef struct gemm_job {
-    const gemm_isa *g;
+    const td_direct_tile_fns *g;
     td_direct_conv c; /* the product as a 1x1 convolution, out = C */
 } gemm_job;
 
@@ -78,7 +55,7 @@ static void gemm_range(void *ctx, int64_t t0, int64_t t1)
 int td_matmul_direct(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                      const float *b, int64_t ldb, float *c)
 {
-    const gemm_isa *g = isa_tile();
+    const td_direct_tile_fns *g = td_direct_tile();
     static const int64_t tap0[1] = {0};
     int64_t mr = g->mr(), nblk = (m + mr - 1) / mr;
     size_t bytes = (size_t)(nblk * mr * k) * sizeof(float);
