@@ -22,22 +22,25 @@
 #include "cpu_matmul_direct.h"
 
 /* The range measured faster than OpenBLAS with B cold in cache, as a layer's weights are
- * when a model runs (1 thread, AVX-512; OpenBLAS packs B for every call, and that pass is
- * most of what the direct tile saves): m = 64, n 768 / k 256 1.21x, n 1024 / k 256 1.14x,
- * n 256 / k 1024 1.05x; m = 8 and 16, n = k = 512: 1.9x and 1.7x; m = 32, k 784: 0.99x.
- * Past 64 rows, or a packed A past 256 KB, the tile's passes over A lose (m = 128, n = k =
- * 1024: 0.48x; m = 256, k = 256: 0.88x). */
+ * when a model runs (bench/bench_small_gemm.c, 1 thread; OpenBLAS packs B for every call, and
+ * that pass is most of what the direct tile saves). AVX-512: m = 64, n 768 / k 256 1.39x,
+ * n 256 / k 1024 1.28x; m = 16 and 8, n = k = 512: 2.3x and 3.0x. Past 64 rows, or a packed A
+ * past 256 KB, the tile's passes over A lose (m = 128, n = k = 1024: 0.48x; m = 256, k = 256:
+ * 0.88x). The AVX2 tile (4 x 3 vectors of 8) against OpenBLAS's Haswell kernels wins only up
+ * to 16 rows (m = 8: 1.24x, m = 16: 1.00x, m = 64: 0.69-0.79x). */
 #define MIN_M 4
-#define MAX_M 64
 #define MAX_A_ELEMS (64 << 10)
 #define MIN_N 64
 #define MAX_N 4096
 #define MIN_K 32
 
+/* The most rows this tier's tiles take. */
+static int64_t max_rows(void) { return td_cpu_isa() == TD_ISA_AVX512 ? 64 : 16; }
+
 bool td_matmul_direct_fits(int64_t plan_m, int64_t n, int64_t k, bool b_trans)
 {
     const td_direct_tile_fns *g = td_direct_tile();
-    return g && !b_trans && n % g->slack() == 0 && plan_m >= MIN_M && plan_m <= MAX_M &&
+    return g && !b_trans && n % g->slack() == 0 && plan_m >= MIN_M && plan_m <= max_rows() &&
            plan_m * k <= MAX_A_ELEMS && n >= MIN_N && n <= MAX_N && k >= MIN_K;
 }
 
@@ -104,15 +107,16 @@ static const dot_isa *dot_tile_isa(void)
 }
 
 /* The same rows as above, and k long enough that the lanes' reduction at the end of each tile
- * is a small part of it. Measured with B cold (1 thread, AVX-512, against OpenBLAS's NT
- * product): m 64, k 784: 1.17x; m 16: 1.75x; m 8, k 512: 2.1x; m 64, n 256, k 1024: 1.22x;
- * but k 256: 0.87x (n 768) and 0.99x (n 256). */
+ * is a small part of it. Measured with B cold (bench_small_gemm, 1 thread, against OpenBLAS's
+ * NT product): AVX-512 m 64, k 784: 1.18x; m 16: 1.74x; m 8, k 512: 1.80x; m 64, n 256, k 1024:
+ * 1.30x; but k 256: 0.87x (n 768) and 0.99x (n 256). AVX2: m 8: 1.21x, m 16: 1.07x, m 64:
+ * 0.75-0.78x. */
 #define MIN_DOT_K 384
 
 bool td_matmul_dot_fits(int64_t plan_m, int64_t n, int64_t k)
 {
-    return dot_tile_isa() && plan_m >= MIN_M && plan_m <= MAX_M && plan_m * k <= MAX_A_ELEMS &&
-           n >= MIN_N && n <= MAX_N && k >= MIN_DOT_K;
+    return dot_tile_isa() && plan_m >= MIN_M && plan_m <= max_rows() &&
+           plan_m * k <= MAX_A_ELEMS && n >= MIN_N && n <= MAX_N && k >= MIN_DOT_K;
 }
 
 typedef struct dot_job {
