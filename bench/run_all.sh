@@ -36,6 +36,8 @@ for tier in $tiers; do
         section "bench_conv (issue 3) [TIDE_CPU_ISA=$tier]";    "$build/bench/bench_conv"
         section "bench_conv_family (issue 24) [TIDE_CPU_ISA=$tier]"
         "$build/bench/bench_conv_family"
+        section "bench_small_gemm (issue 25) [TIDE_CPU_ISA=$tier, 1 thread]"
+        TIDE_NUM_THREADS=1 "$build/bench/bench_small_gemm"
         section "bench_jit (issues 6, 18) [TIDE_CPU_ISA=$tier]"; "$build/bench/bench_jit"
         section "bench_half (issue 22) [TIDE_CPU_ISA=$tier]"; "$build/bench/bench_half"
         section "bench_jit_mlp (issues 6, 18) [TIDE_CPU_ISA=$tier]"
