@@ -4,9 +4,9 @@
  * precision: the seven-loop convolution and its adjoints, window loops for the pools. A grid of
  * stride/padding/dilation/groups (1x1, depthwise, asymmetric, a kernel as large as the padded
  * input, images big enough to be cut into tiles and small enough to be batched), batch 1 and
- * 3, float32 and float64, the shapes the CPU sums in registers, inputs in six layouts (contiguous, channels-last, all dims reversed,
- * sliced, every other channel, expanded batch), empty tensors, NaN and -inf in max pooling,
- * and one error test for every failure kind.
+ * 3, float32 and float64, the shapes the CPU sums in registers, inputs in six layouts
+ * (contiguous, channels-last, all dims reversed, sliced, every other channel, expanded batch),
+ * empty tensors, NaN and -inf in max pooling, and one error test for every failure kind.
  */
 #include <stdlib.h>
 

@@ -90,6 +90,11 @@ typedef struct td_direct_tile_fns {
     void (*run)(const td_direct_conv *c, int64_t t0, int64_t t1);
 } td_direct_tile_fns;
 const td_direct_tile_fns *td_direct_tile(void);
+/* nrows rows of K weights (ldr apart) into the tile's blocks of MR rows at dst (zeros past the
+ * last row); dst holds ceil(nrows / MR) * MR * K floats. */
+void td_direct_pack_rows(const float *rows, int64_t ldr, int64_t nrows, int64_t K, float *dst);
+/* Every tile of c over tide's threads, in chunks of at least grain tiles. */
+void td_direct_run(const td_direct_conv *c, int64_t grain);
 
 #define TD_DIRECT_DECLARE(isa)                                                                     \
     int td_conv_direct_mr_##isa(void);                                                             \

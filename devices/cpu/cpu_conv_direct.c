@@ -88,18 +88,16 @@ static void copy_weight_rows(const td_conv_dims *d, const tide_tensor *w, float 
                     *rows++ = base[o * s[0] + c * s[1] + i * s[2] + j * s[3]];
 }
 
-/* Group g's weights in blocks of mr output channels, as the tile reads them (cpu_conv.h);
- * rows[o*ldr + k] holds output channel o's. */
-static void pack_weight(const td_direct_tile_fns *k, const td_conv_dims *d, const float *rows,
-                        int64_t ldr, int64_t g, float *wp)
+void td_direct_pack_rows(const float *rows, int64_t ldr, int64_t nrows, int64_t K, float *dst)
 {
+    const td_direct_tile_fns *k = td_direct_tile();
     int64_t mr = k->mr();
     const float *r[16];
-    for (int64_t o0 = 0; o0 < d->Og; o0 += mr, wp += mr * d->K) {
-        int64_t n = d->Og - o0 < mr ? d->Og - o0 : mr;
+    for (int64_t o0 = 0; o0 < nrows; o0 += mr, dst += mr * K) {
+        int64_t n = nrows - o0 < mr ? nrows - o0 : mr;
         for (int64_t m = 0; m < n; m++)
-            r[m] = rows + (g * d->Og + o0 + m) * ldr;
-        k->pack(r, n, d->K, wp);
+            r[m] = rows + (o0 + m) * ldr;
+        k->pack(r, n, K, dst);
     }
 }
 
@@ -130,15 +128,15 @@ typedef struct direct_job {
     int failed;
 } direct_job;
 
-typedef struct tile_job {
-    const td_direct_tile_fns *k;
-    const td_direct_conv *c;
-} tile_job;
-
 static void tile_range(void *ctx, int64_t begin, int64_t end)
 {
-    const tile_job *t = ctx;
-    t->k->run(t->c, begin, end);
+    const td_direct_conv *c = ctx;
+    td_direct_tile()->run(c, begin, end);
+}
+
+void td_direct_run(const td_direct_conv *c, int64_t grain)
+{
+    td_parallel_for(td_direct_tile()->tiles(c), grain, tile_range, (void *)c);
 }
 
 /* Images [n0, n1) with a padded copy of their own: a share of the batch on one thread, or the
@@ -154,7 +152,6 @@ static void image_range(void *ctx, int64_t n0, int64_t n1)
         return;
     }
     td_direct_conv c = j->c;
-    tile_job t = {j->k, &c};
     for (int64_t n = n0; n < n1; n++)
         for (int64_t gr = 0; gr < d->groups; gr++) {
             pack_input(d, j->x, n, gr, c.Wp, c.plane, j->k->slack(), xp);
@@ -162,14 +159,14 @@ static void image_range(void *ctx, int64_t n0, int64_t n1)
             c.w = j->wp + gr * j->group_w;
             c.bias = j->bias ? j->bias + gr * d->Og : NULL;
             c.out = (float *)(void *)j->out + (n * d->O + gr * d->Og) * d->g.L;
-            td_parallel_for(j->k->tiles(&c), j->tile_grain, tile_range, &t);
+            td_direct_run(&c, j->tile_grain);
         }
     td_cache_free(xp, x_bytes);
 }
 
 /* Every group's weights packed (wp, group_w floats a group), from the tensor's rows or a copy. */
-static float *pack_weights(const td_direct_tile_fns *k, const td_conv_dims *d, const tide_tensor *w,
-                           int64_t group_w, size_t *bytes)
+static float *pack_weights(const td_conv_dims *d, const tide_tensor *w, int64_t group_w,
+                           size_t *bytes)
 {
     bool in_place = weight_rows(d, w);
     size_t r_bytes = in_place ? 0 : (size_t)(d->O * d->K) * sizeof(float);
@@ -181,7 +178,7 @@ static float *pack_weights(const td_direct_tile_fns *k, const td_conv_dims *d, c
         const float *rows = in_place ? td_tensor_data(w) : wr;
         int64_t ldr = in_place ? w->strides[0] : d->K;
         for (int64_t gr = 0; gr < d->groups; gr++)
-            pack_weight(k, d, rows, ldr, gr, wp + gr * group_w);
+            td_direct_pack_rows(rows + gr * d->Og * ldr, ldr, d->Og, d->K, wp + gr * group_w);
     } else {
         td_cache_free(wp, *bytes);
         wp = NULL;
@@ -198,7 +195,7 @@ int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tid
     int64_t kk = g->kh * g->kw, mr = k->mr(), group_w = (d->Og + mr - 1) / mr * mr * d->K;
     int64_t Wp = g->W + 2 * g->pw;
     size_t w_bytes;
-    float *wp = pack_weights(k, d, w, group_w, &w_bytes);
+    float *wp = pack_weights(d, w, group_w, &w_bytes);
     int64_t *tap_offset = td_malloc((size_t)kk * sizeof(int64_t));
     if (!wp || !tap_offset) {
         td_cache_free(wp, w_bytes);

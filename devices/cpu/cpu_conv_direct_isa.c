@@ -4,9 +4,9 @@
  * A tile is MR output channels by up to NR vectors of output columns (segments: V columns of
  * one output row, the last of a row shorter). Its MR*NR sums stay in registers over every
  * input channel and kernel tap, and are stored once, with a bias per output channel and a
- * ReLU when the jit fused them (cpu_jit_conv.c). A GEMM over im2col columns, or the kh*kw GEMMs of the shifted path, write the output or its columns
- * several times over; at batch 1 that traffic, and BLAS's packing, cost as much as the
- * arithmetic.
+ * ReLU when the jit fused them (cpu_jit_conv.c). A GEMM over im2col columns, or the kh*kw
+ * GEMMs of the shifted path, write the output or its columns several times over; at batch 1
+ * that traffic, and BLAS's packing, cost as much as the arithmetic.
  *
  * Each step of the sum loads NR input vectors (a segment's row, shifted by the tap) and
  * broadcasts MR weights: MR*NR fused multiply-adds for MR + NR loads. A segment shorter than V

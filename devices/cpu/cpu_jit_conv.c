@@ -52,7 +52,8 @@ static bool match_tail(const jit_plan *c, const jit_group *g, conv_tail *ct)
     int prev = g->producer;
     for (int i = 0; i < g->nmembers; i++) {
         const jit_slot *sl = &g->slots[g->members[i]];
-        if ((i < g->nmembers - 1 && sl->output) || !tail_member(g, &c->nodes[sl->node], i, prev, ct))
+        bool needed_outside = i < g->nmembers - 1 && sl->output;
+        if (needed_outside || !tail_member(g, &c->nodes[sl->node], i, prev, ct))
             return false;
         prev = sl->node;
     }

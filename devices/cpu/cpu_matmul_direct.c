@@ -44,41 +44,23 @@ bool td_matmul_direct_fits(int64_t plan_m, int64_t n, int64_t k, bool b_trans)
            plan_m * k <= MAX_A_ELEMS && n >= MIN_N && n <= MAX_N && k >= MIN_K;
 }
 
-typedef struct gemm_job {
-    const td_direct_tile_fns *g;
-    td_direct_conv c; /* the product as a 1x1 convolution, out = C */
-} gemm_job;
-
-static void gemm_range(void *ctx, int64_t t0, int64_t t1)
-{
-    const gemm_job *j = ctx;
-    j->g->run(&j->c, t0, t1);
-}
-
 int td_matmul_direct(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                      const float *b, int64_t ldb, float *c)
 {
     const td_direct_tile_fns *g = td_direct_tile();
     static const int64_t tap0[1] = {0};
-    int64_t mr = g->mr(), nblk = (m + mr - 1) / mr;
-    size_t bytes = (size_t)(nblk * mr * k) * sizeof(float);
+    int64_t mr = g->mr();
+    size_t bytes = (size_t)((m + mr - 1) / mr * mr * k) * sizeof(float);
     float *wp = td_cache_alloc(bytes);
     if (!wp)
         return -1;
-    for (int64_t blk = 0; blk < nblk; blk++) {
-        int64_t rows = m - blk * mr < mr ? m - blk * mr : mr;
-        const float *r[16];
-        for (int64_t i = 0; i < rows; i++)
-            r[i] = a + (blk * mr + i) * lda;
-        g->pack(r, rows, k, wp + blk * mr * k);
-    }
-    gemm_job j = {g, {.x = b, .w = wp, .out = c, .tap_offset = tap0, .plane = ldb, .Wp = n,
-                      .sh = 1, .Cg = k, .Og = m, .K = k, .kh = 1, .kw = 1, .OH = 1, .OW = n,
-                      .seg_major = true}};
-    int64_t tiles = nblk * ((n / g->slack() + 2) / 3); /* the tile takes 3 vectors of columns */
-    /* chunks of at least ~4M multiply-adds per thread, as the direct convolution */
-    int64_t grain = 1 + (1 << 22) / (k * mr * 3 * g->slack());
-    td_parallel_for(tiles, grain, gemm_range, &j);
+    td_direct_pack_rows(a, lda, m, k, wp);
+    td_direct_conv dc = {.x = b, .w = wp, .out = c, .tap_offset = tap0, .plane = ldb, .Wp = n,
+                         .sh = 1, .Cg = k, .Og = m, .K = k, .kh = 1, .kw = 1, .OH = 1, .OW = n,
+                         .seg_major = true};
+    /* chunks of at least ~4M multiply-adds per thread, as the direct convolution (a tile is
+     * mr rows by 3 vectors of columns) */
+    td_direct_run(&dc, 1 + (1 << 22) / (k * mr * 3 * g->slack()));
     td_cache_free(wp, bytes);
     return 0;
 }
