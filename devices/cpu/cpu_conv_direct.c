@@ -28,14 +28,8 @@ const td_direct_tile_fns *td_direct_tile(void)
     static const td_direct_tile_fns avx512 = {
         td_conv_direct_mr_avx512, td_conv_direct_pack_avx512, td_conv_direct_slack_avx512,
         td_conv_direct_tiles_avx512, td_conv_direct_run_avx512};
-    switch (td_cpu_isa()) {
-    case TD_ISA_AVX512:
-        return &avx512;
-    case TD_ISA_AVX2:
-        return &avx2;
-    default:
-        return NULL;
-    }
+    static const td_direct_tile_fns *const by_tier[] = {NULL, &avx2, &avx512}; /* td_isa_level */
+    return by_tier[td_cpu_isa()];
 }
 
 /* Padded input of one image and group past which the GEMM paths win: the tiles then read it

@@ -78,14 +78,8 @@ static const dot_isa *dot_tile_isa(void)
     static const dot_isa avx2 = {td_dot_tiles_avx2, td_dot_tile_outputs_avx2, td_dot_run_avx2};
     static const dot_isa avx512 = {td_dot_tiles_avx512, td_dot_tile_outputs_avx512,
                                    td_dot_run_avx512};
-    switch (td_cpu_isa()) {
-    case TD_ISA_AVX512:
-        return &avx512;
-    case TD_ISA_AVX2:
-        return &avx2;
-    default:
-        return NULL;
-    }
+    static const dot_isa *const by_tier[] = {NULL, &avx2, &avx512}; /* td_isa_level */
+    return by_tier[td_cpu_isa()];
 }
 
 /* The same rows as above, and k long enough that the lanes' reduction at the end of each tile
