@@ -606,6 +606,62 @@ static void print_target(const char *name, double value, double target, bool hig
 }
 
 /* ns per call of a 4-element float32 add with its release: the fixed cost every op pays. */
+/* ---- max along short rows (a softmax's first pass over attention scores) ---------------- */
+
+#define ROWS_N 4096
+#define ROWS_LEN 64
+#define ROWS_PAIRS 201
+
+/* The reference: each row's largest element by a plain loop gcc vectorizes (no NaN rule). */
+static void rows_max_ref(const float *restrict x, float *restrict out)
+{
+    for (int64_t r = 0; r < ROWS_N; r++) {
+        float m = x[r * ROWS_LEN];
+        for (int64_t j = 1; j < ROWS_LEN; j++)
+            m = x[r * ROWS_LEN + j] > m ? x[r * ROWS_LEN + j] : m;
+        out[r] = m;
+    }
+}
+
+/* Median nanoseconds per row of tide_max over dim 1 of a [4096, 64] float32 tensor (1 MiB, in
+ * L2) and of the reference, timed alternately; -1 when tide's answer is wrong. */
+static int rows_max_ns(double *tide_ns, double *ref_ns)
+{
+    int64_t shape[2] = {ROWS_N, ROWS_LEN};
+    tide_tensor *x = tide_randn(2, shape, TIDE_FLOAT32);
+    float *ref = malloc(sizeof(float) * ROWS_N), *got = malloc(sizeof(float) * ROWS_N);
+    double *tt = malloc(sizeof(double) * ROWS_PAIRS), *tr = malloc(sizeof(double) * ROWS_PAIRS);
+    int dim = 1, rc = -1;
+    if (!x || !ref || !got || !tt || !tr)
+        goto done;
+    const float *xd = tide_data_ptr(x);
+    for (int i = 0; i < ROWS_PAIRS; i++) {
+        double t0 = now_seconds();
+        tide_tensor *m = tide_max(x, &dim, 1, false);
+        tr[i] = now_seconds(); /* after tide's call: the reference starts here */
+        rows_max_ref(xd, ref);
+        double t1 = now_seconds();
+        tt[i] = (tr[i] - t0) * 1e9 / ROWS_N;
+        tr[i] = (t1 - tr[i]) * 1e9 / ROWS_N;
+        bool ok = m && tide_to_buffer(m, got, sizeof(float) * ROWS_N) == 0 &&
+                  memcmp(got, ref, sizeof(float) * ROWS_N) == 0;
+        tide_release(m);
+        if (!ok) {
+            fprintf(stderr, "bench_ops: tide_max over rows gave a wrong answer\n");
+            goto done;
+        }
+    }
+    qsort(tt, ROWS_PAIRS, sizeof *tt, compare_doubles);
+    qsort(tr, ROWS_PAIRS, sizeof *tr, compare_doubles);
+    *tide_ns = tt[ROWS_PAIRS / 2];
+    *ref_ns = tr[ROWS_PAIRS / 2];
+    rc = 0;
+done:
+    tide_release(x);
+    free(ref), free(got), free(tt), free(tr);
+    return rc;
+}
+
 static double tiny_add_ns(void)
 {
     const float av[4] = {1, 2, 3, 4}, bv[4] = {10, 20, 30, 40};
@@ -753,6 +809,18 @@ int main(void)
     read_free(&read_all_arrays);
     pool_destroy(&solo);
     pool_destroy(&all);
+
+    double row_tide, row_ref;
+    printf("# rows_max_4096x64_f32: tide_max over dim 1 (whole API call), per row, median of %d "
+           "calls alternating with a gcc -O3 loop over the same rows (_ref, no NaN rule)\n",
+           ROWS_PAIRS);
+    if (rows_max_ns(&row_tide, &row_ref) < 0) {
+        failed = true;
+        row_tide = row_ref = NAN;
+    }
+    printf("rows_max_4096x64_f32: %.2f ns\n", row_tide);
+    printf("rows_max_4096x64_f32_ref: %.2f ns\n", row_ref);
+    printf("rows_max_4096x64_f32_vs_ref: %.2f ratio\n", row_ref / row_tide);
 
     printf("# add4: tide_add + tide_release of 4-element float32 tensors, mean over %d calls, "
            "best of %d rounds\n",

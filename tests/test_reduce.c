@@ -296,6 +296,51 @@ static void reduce_sweep(bool with_nans)
                 }
 }
 
+/* max and min along rows of every length from 1 to 80 (one to five AVX-512 vectors, ten AVX2
+ * ones, and the tails between), float32 and float64: plain rows, a NaN at each position in
+ * turn (it wins), and a -inf / +inf (it loses / wins as a value). Exact: the answer is one of
+ * the elements. */
+static void test_row_extremes(void)
+{
+    enum { MAXLEN = 80 };
+    const tide_dtype dts[2] = {TIDE_FLOAT32, TIDE_FLOAT64};
+    for (int d = 0; d < 2; d++)
+        for (int64_t len = 1; len <= MAXLEN; len++) {
+            /* row r < len: a NaN at r; row len: no NaN, -inf at the end, +inf at the front */
+            int64_t rows = len + 1, shape[2] = {rows, len};
+            static double v[(MAXLEN + 1) * MAXLEN];
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t j = 0; j < len; j++)
+                    v[r * len + j] = (double)((r * 37 + j * 11) % 23) - 11.0 + 0.25 * (double)j;
+            for (int64_t r = 0; r < len; r++)
+                v[r * len + r] = NAN;
+            v[len * len + len - 1] = -INFINITY;
+            tide_tensor *x = ref_make(v, 2, shape, dts[d], 0);
+            int dim = 1;
+            tide_tensor *mx = tide_max(x, &dim, 1, false), *mn = tide_min(x, &dim, 1, false);
+            double got_max[MAXLEN + 1], got_min[MAXLEN + 1];
+            tide_tensor *mx64 = tide_cast(mx, TIDE_FLOAT64), *mn64 = tide_cast(mn, TIDE_FLOAT64);
+            CHECK(tide_to_buffer(mx64, got_max, sizeof got_max) == 0 &&
+                      tide_to_buffer(mn64, got_min, sizeof got_min) == 0,
+                  "max/min rows of length %lld: %s", (long long)len, tide_last_error());
+            for (int64_t r = 0; r < rows; r++) {
+                double want_max = -INFINITY, want_min = INFINITY;
+                for (int64_t j = 0; j < len; j++) {
+                    double e = v[r * len + j];
+                    want_max = isnan(want_max) || isnan(e) ? NAN : e > want_max ? e : want_max;
+                    want_min = isnan(want_min) || isnan(e) ? NAN : e < want_min ? e : want_min;
+                }
+                bool ok_max = isnan(want_max) ? isnan(got_max[r]) : got_max[r] == want_max;
+                bool ok_min = isnan(want_min) ? isnan(got_min[r]) : got_min[r] == want_min;
+                CHECK(ok_max && ok_min, "%s row %lld of length %lld: max %g (want %g), min %g "
+                      "(want %g)", ref_dtype_name(dts[d]), (long long)r, (long long)len,
+                      got_max[r], want_max, got_min[r], want_min);
+            }
+            tide_release(x), tide_release(mx), tide_release(mn);
+            tide_release(mx64), tide_release(mn64);
+        }
+}
+
 /* Hand-written cases whose answers are easy to see. */
 static void test_reduce_examples(void)
 {
@@ -576,6 +621,7 @@ static void test_large_arg(void)
 int main(void)
 {
     test_reduce_examples();
+    test_row_extremes();
     reduce_sweep(false);
     reduce_sweep(true);
     test_large_sum();
