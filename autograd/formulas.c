@@ -5,6 +5,7 @@
  * shape and dtype; each formula returns gradients of its inputs' shapes and dtypes.
  */
 #include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -130,7 +131,7 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
         return 2u | ((needed & 2u) ? 1u : 0u);
     case TIDE_OP_ABS: case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SQRT: case TIDE_OP_RSQRT:
     case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH: case TIDE_OP_SIGMOID:
-    case TIDE_OP_RELU: case TIDE_OP_RECIPROCAL: case TIDE_OP_ERF:
+    case TIDE_OP_RELU: case TIDE_OP_RECIPROCAL: case TIDE_OP_ERF: case TIDE_OP_GELU:
     case TIDE_OP_LOG1P: case TIDE_OP_EXPM1: case TIDE_OP_LOG2: case TIDE_OP_TAN:
     case TIDE_OP_ASIN: case TIDE_OP_ACOS: case TIDE_OP_ATAN: case TIDE_OP_SINH: case TIDE_OP_COSH:
     case TIDE_OP_PROD: case TIDE_OP_MAX: case TIDE_OP_MIN:
@@ -156,7 +157,7 @@ unsigned ag_saved_inputs(tide_op op, unsigned needed)
 
 /* ---- formulas ---------------------------------------------------------------------------------- */
 
-/* The unary primitives of issue 24 (log1p ... cosh): g times the derivative at x. */
+/* The unary primitives of issue 24 (log1p ... cosh) and gelu: g times the derivative at x. */
 static int unary_grad_24(scope *S, tide_op op, tide_tensor *x, tide_tensor *g, tide_tensor **r)
 {
     tide_tensor *d = NULL;
@@ -178,6 +179,14 @@ static int unary_grad_24(scope *S, tide_op op, tide_tensor *x, tide_tensor *g, t
     case TIDE_OP_ATAN: d = K(tide_reciprocal(K(tide_add_scalar(K(tide_mul(x, x)), 1)))); break;
     case TIDE_OP_SINH: d = K(tide_cosh(x)); break;
     case TIDE_OP_COSH: d = K(tide_sinh(x)); break;
+    case TIDE_OP_GELU: { /* Phi(x) + x phi(x), Phi as PyTorch's backward writes it */
+        tide_tensor *erf_x = K(tide_erf(K(tide_mul_scalar(x, M_SQRT1_2))));
+        tide_tensor *cdf = K(tide_mul_scalar(K(tide_add_scalar(erf_x, 1)), 0.5));
+        tide_tensor *gauss = K(tide_exp(K(tide_mul_scalar(K(tide_mul(x, x)), -0.5))));
+        tide_tensor *pdf = K(tide_mul_scalar(gauss, 0.3989422804014327)); /* 1 / sqrt(2 pi) */
+        d = K(tide_add(cdf, K(tide_mul(x, pdf))));
+        break;
+    }
     default:
         return td_error("no backward formula for %s", tide_op_name(op));
     }

@@ -126,6 +126,34 @@ local js = step:stats()
 print(("gpt_step_jit_stats: %d compiles, %d hits, %d fallbacks"):format(js.compiles, js.hits,
                                                                         js.fallbacks))
 
+-- ---- peak memory of the step (issue 21) -----------------------------------------------------
+-- The allocator's peak over one jitted step against the analytic minimum, in float32: the
+-- parameters, their gradients and AdamW's two moments (4P), and what backward must keep of the
+-- forward when attention, LayerNorm and GELU are one op each: per layer ln_1's input and its two
+-- row statistics, c_attn's input, q/k/v and attention's output with its logsumexps (one per
+-- head and query), ln_2's input and statistics, c_fc's input, GELU's input, and the MLP
+-- projection's input (GELU's output); then ln_f's input and statistics, lm_head's input, and the
+-- softmax over the vocabulary that cross-entropy's gradient reads.
+do
+  local N, C, L, H, V = B * T, cfg.n_embd, cfg.n_layer, cfg.n_head, cfg.vocab_size
+  local per_layer = N * C * (1 + 1 + 3 + 1 + 1 + 1 + 4 + 4) + 2 * N * 2 + H * N
+  local acts = L * per_layer + N * C * 2 + 2 * N + N * V
+  local state = 4 * model:num_parameters()
+  local minimum = 4 * (state + acts)
+  collectgarbage()
+  collectgarbage()
+  tide.reset_peak_memory_stats()
+  step(x, y):item()
+  local peak = tide.memory_stats().peak
+  print(("gpt_step_peak_memory: %.1f MB (the allocator's peak over one jitted step)")
+    :format(peak / 1e6))
+  print(("gpt_step_memory_minimum: %.1f MB (parameters, gradients, AdamW state: %.1f MB; "
+    .. "activations backward reads: %.1f MB)"):format(minimum / 1e6, 4 * state / 1e6,
+    4 * acts / 1e6))
+  print(("gpt_step_memory_target: peak <= 1.5x the minimum: %.2f (%s)"):format(peak / minimum,
+    peak / minimum <= 1.5 and "met" or "NOT met"))
+end
+
 -- ---- the step under bfloat16 autocast (issue 22) ----------------------------------------------
 -- Against the float32 step, alternating round by round. Issue 22's goal is >= 1.3x float32's
 -- speed on AVX512_BF16 CPUs; elsewhere a bf16 product is convert-and-sgemm, so the casts are

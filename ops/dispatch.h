@@ -118,6 +118,8 @@ static inline int td_run_primitive(tide_device *dev, tide_op op, tide_tensor *ou
 }
 /* tide_to with the device itself: the TO primitive (a new reference to t when already there). */
 tide_tensor *td_to_device(const tide_tensor *t, tide_device *dev);
+/* The exact GELU primitive, x * Phi(x) (elementwise.c; tide_gelu in nn_activation.c). */
+tide_tensor *td_gelu_exact(const tide_tensor *x);
 
 /* Creation (creation.c): the calling thread's default device (the CPU unless set); the device
  * named name for op (NULL: the default), or NULL with an error naming op and the device. */

@@ -46,7 +46,7 @@ static bool float_only(tide_op op)
     case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH: case TIDE_OP_SIGMOID:
     case TIDE_OP_RECIPROCAL: case TIDE_OP_ERF: case TIDE_OP_LOG1P: case TIDE_OP_EXPM1:
     case TIDE_OP_LOG2: case TIDE_OP_TAN: case TIDE_OP_ASIN: case TIDE_OP_ACOS: case TIDE_OP_ATAN:
-    case TIDE_OP_SINH: case TIDE_OP_COSH:
+    case TIDE_OP_SINH: case TIDE_OP_COSH: case TIDE_OP_GELU:
         return true;
     default:
         return false;
@@ -89,8 +89,10 @@ static tide_tensor *unary(tide_op op, const tide_tensor *x)
 
 #define DEFINE_UNARY(id, name)                                                                     \
     tide_tensor *tide_##name(const tide_tensor *x) { return unary(TIDE_OP_##id, x); }
-TIDE_UNARY_OPS(DEFINE_UNARY)
+TIDE_UNARY_PLAIN_OPS(DEFINE_UNARY)
 #undef DEFINE_UNARY
+
+tide_tensor *td_gelu_exact(const tide_tensor *x) { return unary(TIDE_OP_GELU, x); }
 
 static bool is_comparison(tide_op op)
 {

@@ -83,6 +83,7 @@ numeric_c=(
   ref_device
   ref_jit
   erf
+  gelu
   triu_cumsum
   sdpa
   multinomial

@@ -441,7 +441,7 @@ static bool unary_is_costly(tide_op op)
     case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH:
     case TIDE_OP_SIGMOID: case TIDE_OP_ERF: case TIDE_OP_LOG1P: case TIDE_OP_EXPM1:
     case TIDE_OP_LOG2: case TIDE_OP_TAN: case TIDE_OP_ASIN: case TIDE_OP_ACOS: case TIDE_OP_ATAN:
-    case TIDE_OP_SINH: case TIDE_OP_COSH:
+    case TIDE_OP_SINH: case TIDE_OP_COSH: case TIDE_OP_GELU:
         return true;
     default:
         return false;

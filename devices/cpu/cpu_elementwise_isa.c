@@ -30,6 +30,8 @@ typedef __m512 vec_f32;
 typedef __m512d vec_f64;
 #define SLEEF_F32(fn) Sleef_##fn##f16_u10avx512f
 #define SLEEF_F64(fn) Sleef_##fn##d8_u10avx512f
+#define ERFC_F32 Sleef_erfcf16_u15avx512f
+#define ERFC_F64 Sleef_erfcd8_u15avx512f
 #define MIN_F32(a, b) ((__typeof__(a))_mm512_min_ps((__m512)(a), (__m512)(b)))
 #define MAX_F32(a, b) ((__typeof__(a))_mm512_max_ps((__m512)(a), (__m512)(b)))
 #elif defined(__AVX2__)
@@ -37,6 +39,8 @@ typedef __m256 vec_f32;
 typedef __m256d vec_f64;
 #define SLEEF_F32(fn) Sleef_##fn##f8_u10avx2
 #define SLEEF_F64(fn) Sleef_##fn##d4_u10avx2
+#define ERFC_F32 Sleef_erfcf8_u15avx2
+#define ERFC_F64 Sleef_erfcd4_u15avx2
 #define MIN_F32(a, b) ((__typeof__(a))_mm256_min_ps((__m256)(a), (__m256)(b)))
 #define MAX_F32(a, b) ((__typeof__(a))_mm256_max_ps((__m256)(a), (__m256)(b)))
 #else
@@ -44,6 +48,8 @@ typedef __m128 vec_f32;
 typedef __m128d vec_f64;
 #define SLEEF_F32(fn) Sleef_##fn##f4_u10sse2
 #define SLEEF_F64(fn) Sleef_##fn##d2_u10sse2
+#define ERFC_F32 Sleef_erfcf4_u15sse2
+#define ERFC_F64 Sleef_erfcd2_u15sse2
 #define MIN_F32(a, b) ((__typeof__(a))_mm_min_ps((__m128)(a), (__m128)(b)))
 #define MAX_F32(a, b) ((__typeof__(a))_mm_max_ps((__m128)(a), (__m128)(b)))
 #endif
@@ -119,6 +125,20 @@ DEFINE_VEC_MAP1(map_erf_f32, float, vec_f32, SLEEF_F32(erf))
 DEFINE_VEC_MAP1(map_erf_f64, double, vec_f64, SLEEF_F64(erf))
 DEFINE_VEC_MAP2(map_pow_f64, double, vec_f64, SLEEF_F64(pow))
 
+/* gelu x * Phi(x) = (x / 2) erfc(-x / sqrt2), SLEEF's erfc (1.5 ulp, relative everywhere, so
+ * negative x keep their digits); the rounding of -x/sqrt2 adds 2 z^2 ulps of erfc's argument's
+ * sensitivity, as any erfc. -inf gives NaN (-inf * 0), as x * Phi(x) does. */
+static inline vec_f32 gelu_vf32(vec_f32 x)
+{
+    return (x * 0.5f) * ERFC_F32(x * -0.70710678118654752f);
+}
+static inline vec_f64 gelu_vf64(vec_f64 x)
+{
+    return (x * 0.5) * ERFC_F64(x * -0.70710678118654752);
+}
+DEFINE_VEC_MAP1(map_gelu_f32, float, vec_f32, gelu_vf32)
+DEFINE_VEC_MAP1(map_gelu_f64, double, vec_f64, gelu_vf64)
+
 /* Kernels with the table's void-pointer signature around the typed maps. */
 #define DEFINE_MAP_UNARY(name, T, map)                                                             \
     static void name(int64_t n, void *out, const void *x) { map(n, (T *)out, (const T *)x); }
@@ -163,6 +183,8 @@ DEFINE_MAP_UNARY(cos_f64, double, map_cos_f64)
 DEFINE_MAP_UNARY(tanh_f64, double, map_tanh_f64)
 DEFINE_MAP_UNARY(erf_f32, float, map_erf_f32)
 DEFINE_MAP_UNARY(erf_f64, double, map_erf_f64)
+DEFINE_MAP_UNARY(gelu_f32, float, map_gelu_f32)
+DEFINE_MAP_UNARY(gelu_f64, double, map_gelu_f64)
 DEFINE_POW(pow_f64, double, map_pow_f64)
 
 /* The math of issue 24's primitives: SLEEF's u10 versions, each within 1.0 ulp (SLEEF's stated
@@ -837,7 +859,7 @@ const td_ew_kernels TD_ISA_FN(td_ew_kernels) = {
         U(LOGICAL_NOT, BOOL, not_bool), U_FLOAT(ERF, erf),
         U_FLOAT(LOG1P, log1p), U_FLOAT(EXPM1, expm1), U_FLOAT(LOG2, log2), U_FLOAT(TAN, tan),
         U_FLOAT(ASIN, asin), U_FLOAT(ACOS, acos), U_FLOAT(ATAN, atan), U_FLOAT(SINH, sinh),
-        U_FLOAT(COSH, cosh), U_FLOAT(TRUNC, trunc),
+        U_FLOAT(COSH, cosh), U_FLOAT(TRUNC, trunc), U_FLOAT(GELU, gelu),
     },
     .binary = {
         B_NUMERIC(ADD, add), B(ADD, BOOL, or_bool),

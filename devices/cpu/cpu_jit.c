@@ -47,7 +47,7 @@ static bool heavy_op(int op)
 {
     switch (op) {
     case TIDE_OP_EXP: case TIDE_OP_LOG: case TIDE_OP_SIN: case TIDE_OP_COS: case TIDE_OP_TANH:
-    case TIDE_OP_SIGMOID: case TIDE_OP_POW: case TIDE_OP_ERF: case TIDE_OP_LOG1P:
+    case TIDE_OP_SIGMOID: case TIDE_OP_POW: case TIDE_OP_ERF: case TIDE_OP_GELU: case TIDE_OP_LOG1P:
     case TIDE_OP_EXPM1: case TIDE_OP_LOG2: case TIDE_OP_TAN: case TIDE_OP_ASIN: case TIDE_OP_ACOS:
     case TIDE_OP_ATAN: case TIDE_OP_SINH: case TIDE_OP_COSH: case TIDE_OP_ATAN2:
         return true;

@@ -35,6 +35,7 @@ static double unary_float(tide_op op, double v)
     case TIDE_OP_SINH: return sinh(v);
     case TIDE_OP_COSH: return cosh(v);
     case TIDE_OP_TRUNC: return trunc(v);
+    case TIDE_OP_GELU: return 0.5 * v * erfc(-v * M_SQRT1_2); /* x Phi(x); -inf: NaN */
     /* exp(-|v|) never overflows; v < 0 takes e/(1+e); a NaN stays NaN */
     case TIDE_OP_SIGMOID: return (v >= 0 ? 1.0 : exp(-fabs(v))) / (1.0 + exp(-fabs(v)));
     case TIDE_OP_RELU: return v < 0 ? 0.0 : v; /* NaN and -0 pass through */

@@ -44,6 +44,7 @@
 #define VK_OP_SINH 25u
 #define VK_OP_COSH 26u
 #define VK_OP_TRUNC 27u
+#define VK_OP_GELU 28u
 /* binary */
 #define VK_OP_ADD 32u
 #define VK_OP_SUB 33u

@@ -178,7 +178,7 @@ static uint32_t vk_opcode(tide_op op)
         [TIDE_OP_LOG2] = VK_OP_LOG2, [TIDE_OP_TAN] = VK_OP_TAN, [TIDE_OP_ASIN] = VK_OP_ASIN,
         [TIDE_OP_ACOS] = VK_OP_ACOS, [TIDE_OP_ATAN] = VK_OP_ATAN, [TIDE_OP_SINH] = VK_OP_SINH,
         [TIDE_OP_COSH] = VK_OP_COSH, [TIDE_OP_TRUNC] = VK_OP_TRUNC, [TIDE_OP_ATAN2] = VK_OP_ATAN2,
-        [TIDE_OP_FMOD] = VK_OP_FMOD,
+        [TIDE_OP_FMOD] = VK_OP_FMOD, [TIDE_OP_GELU] = VK_OP_GELU,
     };
     return codes[op];
 }
@@ -209,6 +209,7 @@ static bool int_op_ok(uint32_t op)
     case VK_OP_FLOOR: case VK_OP_CEIL: case VK_OP_ROUND: case VK_OP_RECIPROCAL: case VK_OP_ERF:
     case VK_OP_LOG1P: case VK_OP_EXPM1: case VK_OP_LOG2: case VK_OP_TAN: case VK_OP_ASIN:
     case VK_OP_ACOS: case VK_OP_ATAN: case VK_OP_SINH: case VK_OP_COSH: case VK_OP_TRUNC:
+    case VK_OP_GELU:
     case VK_OP_ATAN2:
         return false;
     default:
@@ -281,7 +282,7 @@ static int ew_check(vk_state *s, tide_op top, tide_tensor *out, tide_tensor *con
     if (wide && arith && cdt == (int)VK_DT_F64 &&
         (op == VK_OP_EXP || op == VK_OP_LOG || op == VK_OP_SIN || op == VK_OP_COS ||
          op == VK_OP_TANH || op == VK_OP_SIGMOID || op == VK_OP_POW || op == VK_OP_ERF ||
-         (op >= VK_OP_LOG1P && op <= VK_OP_COSH) || op == VK_OP_ATAN2))
+         (op >= VK_OP_LOG1P && op <= VK_OP_COSH) || op == VK_OP_ATAN2 || op == VK_OP_GELU))
         return decline("no float64 shader for %s", tide_op_name(top));
     if (top == TIDE_OP_COPY && on_device(s, in[0]) && in[0]->storage == out->storage)
         return decline("%s between overlapping views of one buffer", "copy");

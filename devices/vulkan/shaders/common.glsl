@@ -72,12 +72,30 @@ float tanh1(float x)
     return x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u) ? -r : r;
 }
 
+// erfc(z)/2 for z >= 0 in float32: erfc(z) = t exp(-z^2 + g(t)), t = 2/(2 + z), g the 12-term
+// polynomial in s = (2t - 1 - A)/(1 - A), A = 1/6, fitted (Chebyshev interpolation of g from a
+// 50-digit erfc) to relative error 2.6e-9 on z in [0, 10]; s is clamped at -1 past the fit, where
+// exp(-z^2) takes the value to 0. The error is relative, so erfc's smallest values keep their
+// digits.
+float half_erfc1(float z)
+{
+    float h = 1.0 / (z + 2.0); // t / 2
+    float s = max(h * 4.8 - 1.4, -1.0);
+    float g = -4.7177399865712735e-06;
+    g = g * s - 2.2855769681526915e-05; g = g * s + 6.7834031783185731e-05;
+    g = g * s + 0.0001298682143473287;  g = g * s - 0.00054729439540930852;
+    g = g * s - 0.00027596115799807943; g = g * s + 0.0037131527712421391;
+    g = g * s - 0.0010455518350085862;  g = g * s - 0.029471350434957733;
+    g = g * s + 0.015745074072071874;   g = g * s + 0.57030715365546358;
+    g = g * s - 0.55859535372792468;
+    return h * exp(g - z * z);
+}
+
 // erf in float32. |x| < 0.5: the Taylor series 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)) to
-// n = 7 (the first term left out is below 2^-31 of the sum). 0.5 <= |x| < 4:
-// 1 - erfc(|x|), with erfc(z) = t exp(-z^2 + g(t)), t = 2/(2 + z), and g the 12-term polynomial
-// fitted for ops/nn_activation.c (relative error 2.6e-9 on z in [0, 10]); erfc is at most 0.48
-// there, so its few-ulp error is at most half as large relative to erf. Past 4, erf rounds to 1.
-// Measured on lavapipe against a double erf (tests/test_erf.c): within 4 ulps.
+// n = 7 (the first term left out is below 2^-31 of the sum). 0.5 <= |x| < 4: 1 - erfc(|x|)
+// (half_erfc1); erfc is at most 0.48 there, so its few-ulp error is at most half as large
+// relative to erf. Past 4, erf rounds to 1. Measured on lavapipe against a double erf
+// (tests/test_erf.c): within 4 ulps.
 float erf1(float x)
 {
     float a = abs(x);
@@ -88,22 +106,21 @@ float erf1(float x)
             + x2 * (1.0 / 216.0 + x2 * (-1.0 / 1320.0 + x2 * (1.0 / 9360.0
             + x2 * (-1.0 / 75600.0))))))));
     } else if (a < 4.0) {
-        float h = 1.0 / (a + 2.0); // t / 2
-        // the series variable s = (2t - 1 - A)/(1 - A), A = 1/6
-        float s = max(h * 4.8 - 1.4, -1.0);
-        float g = -4.7177399865712735e-06;
-        g = g * s - 2.2855769681526915e-05; g = g * s + 6.7834031783185731e-05;
-        g = g * s + 0.0001298682143473287;  g = g * s - 0.00054729439540930852;
-        g = g * s - 0.00027596115799807943; g = g * s + 0.0037131527712421391;
-        g = g * s - 0.0010455518350085862;  g = g * s - 0.029471350434957733;
-        g = g * s + 0.015745074072071874;   g = g * s + 0.57030715365546358;
-        g = g * s - 0.55859535372792468;
-        r = 1.0 - 2.0 * h * exp(g - a * a);
+        r = 1.0 - 2.0 * half_erfc1(a);
     } else {
         r = 1.0;
     }
     if (isnan(x)) return x;
     return x < 0.0 || (x == 0.0 && floatBitsToUint(x) != 0u) ? -r : r; // erf(-0) = -0
+}
+
+// gelu x Phi(x) in float32, Phi(x) = erfc(-x/sqrt2)/2: half_erfc1(|x|/sqrt2) below 0, one minus
+// it above; relative everywhere, so negative x keep their digits (1 + erf(x/sqrt2) would cancel).
+// -inf gives NaN (-inf * 0), as x * Phi(x) does.
+float gelu1(float x)
+{
+    float q = half_erfc1(abs(x) * 0.70710678118654752);
+    return x * (x < 0.0 ? q : 1.0 - q);
 }
 
 float sigmoid1(float x)
@@ -420,6 +437,7 @@ vec4 unary_f(uint op, vec4 x)
     case VK_OP_SINH: return vec4(sinh1(x.x), sinh1(x.y), sinh1(x.z), sinh1(x.w));
     case VK_OP_COSH: return vec4(cosh1(x.x), cosh1(x.y), cosh1(x.z), cosh1(x.w));
     case VK_OP_TRUNC: return trunc(x);
+    case VK_OP_GELU: return vec4(gelu1(x.x), gelu1(x.y), gelu1(x.z), gelu1(x.w));
     default: return x; // VK_OP_CAST between float32 tensors: a copy
     }
 }
