@@ -29,15 +29,6 @@
 
 #define N 20001 /* x = -10 .. 10 in steps of 1/1000 */
 
-static double ulp_of(double want, bool f32)
-{
-    int e;
-    frexp(want == 0 ? 0x1p-1000 : fabs(want), &e); /* |want| in [2^(e-1), 2^e) */
-    double u = ldexp(1.0, e - 1 - (f32 ? 23 : 52));
-    double tiny = f32 ? 0x1p-149 : 0x1p-1074;
-    return u > tiny ? u : tiny;
-}
-
 static double gelu_ref(double x) { return 0.5 * x * erfc(-x * M_SQRT1_2); }
 
 /* s(z) at z = |x|/sqrt2: erfc's relative change per relative change of its argument (x < 0;
@@ -82,7 +73,7 @@ static double worst_over_bound(const char *device, tide_dtype dt, double *worst_
             want = (double)(float)want == 0 ? 0 : want; /* below float's range: 0 is exact */
         double got = f32 ? (double)((const float *)tide_data_ptr(yc))[i]
                          : ((const double *)tide_data_ptr(yc))[i];
-        double ulps = fabs(got - want) / ulp_of(want, f32), b = bound(device, f32, in);
+        double ulps = fabs(got - want) / test_ulp_of(want, f32), b = bound(device, f32, in);
         double r = b > 0 ? ulps / b : (ulps > 0 ? INFINITY : 0);
         if (r > worst) {
             worst = r;

@@ -7,6 +7,7 @@
 #define TIDE_TEST_UTIL_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,6 +48,17 @@ static int test_passed, test_failed;
               check_error_t_ ? "a tensor" : "NULL", tide_last_error());                           \
         tide_release(check_error_t_);                                                              \
     } while (0)
+
+/* The spacing of float32 (f32) or float64 numbers just above |want|: an ulp of the reference
+ * value in the output dtype (the smallest denormal's at 0). */
+static inline double test_ulp_of(double want, bool f32)
+{
+    int e;
+    frexp(want == 0 ? 0x1p-1000 : fabs(want), &e); /* |want| in [2^(e-1), 2^e) */
+    double u = ldexp(1.0, e - 1 - (f32 ? 23 : 52));
+    double tiny = f32 ? 0x1p-149 : 0x1p-1074;
+    return u > tiny ? u : tiny;
+}
 
 static inline int test_summary(const char *name)
 {
