@@ -126,6 +126,48 @@ local js = step:stats()
 print(("gpt_step_jit_stats: %d compiles, %d hits, %d fallbacks"):format(js.compiles, js.hits,
                                                                         js.fallbacks))
 
+-- ---- PyTorch 2 on the same step ----------------------------------------------------------------
+-- bench/bench_gpt_torch.py (eager and torch.compile, alternating inside its process) under
+-- TIDE_TORCH_PYTHON, which bench/bench_gpt_peers.sh sets to a virtual environment it fills from
+-- PyPI; tide's step is timed for as many rounds just before and just after it (medians of both).
+do
+  local python = os.getenv("TIDE_TORCH_PYTHON")
+  if not python or python == "" then
+    print("gpt_step_pytorch: absent (bench/bench_gpt_peers.sh runs it with PyTorch 2 from PyPI)")
+  else
+    local tide_s = {}
+    local function time_tide()
+      for _ = 1, rounds do
+        local t1 = tide.clock()
+        step(x, y):item()
+        tide_s[#tide_s + 1] = tide.clock() - t1
+      end
+    end
+    time_tide()
+    local cmd = ("%s %s/bench_gpt_torch.py %d %d 2>/dev/null"):format(python, here, rounds,
+                                                                     tide.get_num_threads())
+    local p = assert(io.popen(cmd))
+    local out = p:read("a")
+    p:close()
+    time_tide()
+    local eager, compiled = tonumber(out:match("step_eager: ([%d.]+)")),
+      tonumber(out:match("step_compiled: ([%d.]+)"))
+    if not eager or not compiled then
+      print("gpt_step_pytorch: failed (" .. cmd .. "): " .. out)
+    else
+      local mt = median(tide_s)
+      print(("pytorch: torch %s, %s threads, float32; torch.compile: inductor, default mode, "
+        .. "the model (its first two steps %s s); the optimizer eager"):format(
+        out:match("torch: (%S+)"), out:match("threads: (%d+)"), out:match("compile_seconds: (%S+)")))
+      print(("gpt_step_jit_beside_pytorch: %.3f s (median of %d rounds around PyTorch's run)")
+        :format(mt, 2 * rounds))
+      print(("gpt_step_pytorch_eager: %.3f s (tide's speed: %.2fx)"):format(eager, eager / mt))
+      print(("gpt_step_pytorch_compile: %.3f s (tide's speed: %.2fx)"):format(compiled,
+        compiled / mt))
+    end
+  end
+end
+
 -- ---- peak memory of the step (issue 21) -----------------------------------------------------
 -- The allocator's peak over one jitted step against the analytic minimum, in float32: the
 -- parameters, their gradients and AdamW's two moments (4P), and what backward must keep of the
