@@ -94,7 +94,7 @@ int td_cpu_sdpa(tide_tensor *out, tide_tensor *const *in, const tide_attrs *a)
     attn_geom g;
     if (geometry(&g, in, a, td_tensor_data(out)) < 0)
         return -1;
-    int64_t tasks = g.n * ((g.L + ATTN_BQ - 1) / ATTN_BQ);
+    int64_t bq = attn_fwd_rows(&g), tasks = g.n * ((g.L + bq - 1) / bq);
     td_parallel_for(tasks, 1, g.q->dtype == TIDE_FLOAT32 ? fwd_range_f32 : fwd_range_f64, &g);
     return finish(&g);
 }

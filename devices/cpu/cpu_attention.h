@@ -22,6 +22,9 @@
 #define ATTN_BK 64
 #define ATTN_BK_FWD 128
 #define ATTN_BQ_BWD 512
+/* Causal forward blocks are half as tall: a block's last key block, on the diagonal, computes
+ * BQ / 2 scores a row in vain on average, half the work at T = 128 (a GPT's training window). */
+#define ATTN_BQ_CAUSAL 64
 
 typedef struct attn_geom {
     const tide_tensor *q, *k, *v, *mask; /* mask: NULL or additive, any strides */
@@ -49,5 +52,11 @@ static inline int64_t attn_batch_offset(const attn_geom *g, const tide_tensor *t
 }
 
 static inline int64_t attn_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Query rows per forward block (each block's task computes them against every key it sees). */
+static inline int64_t attn_fwd_rows(const attn_geom *g)
+{
+    return g->causal ? ATTN_BQ_CAUSAL : ATTN_BQ;
+}
 
 #endif

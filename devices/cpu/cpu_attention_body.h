@@ -104,7 +104,7 @@ static void FN(fwd_block)(const attn_geom *g, int64_t b, int64_t i0, REAL *sc, R
     const REAL *v = (const REAL *)td_tensor_data(g->v) + attn_batch_offset(g, g->v, b);
     const REAL *mask =
         g->mask ? (const REAL *)td_tensor_data(g->mask) + attn_batch_offset(g, g->mask, b) : NULL;
-    int64_t nq = attn_min(ATTN_BQ, g->L - i0);
+    int64_t nq = attn_min(attn_fwd_rows(g), g->L - i0);
     int64_t kend = g->causal ? attn_min(g->S, i0 + nq) : g->S;
     for (int64_t r = 0; r < nq; r++) {
         m[r] = (REAL)-INFINITY;
@@ -133,7 +133,7 @@ static void FN(fwd_block)(const attn_geom *g, int64_t b, int64_t i0, REAL *sc, R
 static void FN(fwd_range)(void *ctx, int64_t begin, int64_t end)
 {
     attn_geom *g = ctx;
-    int64_t blocks = (g->L + ATTN_BQ - 1) / ATTN_BQ;
+    int64_t bq = attn_fwd_rows(g), blocks = (g->L + bq - 1) / bq;
     size_t n = (size_t)(ATTN_BQ * ATTN_BK_FWD + ATTN_BQ * g->Ev + 2 * ATTN_BQ);
     REAL *scratch = td_malloc(sizeof(REAL) * n);
     if (!scratch) {
@@ -142,7 +142,7 @@ static void FN(fwd_range)(void *ctx, int64_t begin, int64_t end)
     }
     REAL *sc = scratch, *acc = sc + ATTN_BQ * ATTN_BK_FWD, *m = acc + ATTN_BQ * g->Ev, *l = m + ATTN_BQ;
     for (int64_t t = begin; t < end; t++)
-        FN(fwd_block)(g, t / blocks, (t % blocks) * ATTN_BQ, sc, acc, m, l);
+        FN(fwd_block)(g, t / blocks, (t % blocks) * bq, sc, acc, m, l);
     free(scratch);
 }
 
