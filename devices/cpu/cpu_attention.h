@@ -25,6 +25,7 @@
 /* Causal forward blocks are half as tall: a block's last key block, on the diagonal, computes
  * BQ / 2 scores a row in vain on average, half the work at T = 128 (a GPT's training window). */
 #define ATTN_BQ_CAUSAL 64
+_Static_assert(ATTN_BQ_CAUSAL <= ATTN_BQ, "the forward's scratch is sized for ATTN_BQ rows");
 
 typedef struct attn_geom {
     const tide_tensor *q, *k, *v, *mask; /* mask: NULL or additive, any strides */
