@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""bench_gpt_torch.py — PyTorch's side of bench/bench_gpt.lua: the same GPT (tide.models.gpt:
-6 layers, 384 wide, 6 heads, context 256, byte vocabulary, learned positions, pre-norm blocks
-with biases, exact GELU, untied head without bias, nanoGPT's init) and the same training step
+"""bench_gpt_torch.py — PyTorch's side of bench/bench_gpt.lua: the same GPT (scripts/torch_gpt.py,
+the PyTorch twin of tide.models.gpt, at 6 layers, 384 wide, 6 heads, context 256, byte
+vocabulary, with nanoGPT's init) and the same training step
 (batch 8 x 128 random tokens, cross-entropy, backward, gradient clipping at 1.0, AdamW lr 1e-3,
 betas 0.9/0.95, weight decay 0.1 on the matrices only), float32 on the CPU. Attention is
 torch.nn.functional.scaled_dot_product_attention with is_causal, PyTorch's fused kernel.
@@ -13,60 +13,25 @@ optimizer step stays eager), alternating round by round after warm-up, and print
 `torch: VERSION`, `threads: N`, `compile_seconds: S` (the compiled model's first two steps) and
 `step_eager: MEDIAN s`, `step_compiled: MEDIAN s` (wall clock, medians over ROUNDS).
 """
-import math
+import os
 import statistics
 import sys
 import time
 
 import torch
-import torch.nn.functional as F
-from torch import nn
+from torch.nn import functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from torch_gpt import GPT  # noqa: E402  the PyTorch twin of tide.models.gpt
 
 V, CTX, LAYERS, HEADS, C = 256, 256, 6, 6, 384
 B, T = 8, 128
 
 
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
-        self.c_attn, self.attn_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
-        self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
-
-    def forward(self, x):
-        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-        heads = [t.view(B, T, HEADS, C // HEADS).transpose(1, 2) for t in (q, k, v)]
-        y = F.scaled_dot_product_attention(*heads, is_causal=True)
-        x = x + self.attn_proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
-
-
-class GPT(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(CTX, C)
-        self.h = nn.ModuleList(Block() for _ in range(LAYERS))
-        self.ln_f = nn.LayerNorm(C)
-        self.lm_head = nn.Linear(C, V, bias=False)
-        for name, p in self.named_parameters():  # nanoGPT's init, as tide.models.gpt
-            if name.endswith("proj.weight"):
-                nn.init.normal_(p, 0, 0.02 / math.sqrt(2 * LAYERS))
-            elif p.dim() == 2:
-                nn.init.normal_(p, 0, 0.02)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
-
-    def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe(torch.arange(T))
-        for block in self.h:
-            x = block(x)
-        logits = self.lm_head(self.ln_f(x))
-        return F.cross_entropy(logits.view(-1, V), targets.view(-1))
-
-
 def trainer(compiled):
     torch.manual_seed(0)
-    model = GPT()
+    model = GPT(V, CTX, LAYERS, HEADS, C, fused=True)
+    model.nanogpt_init()
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -77,7 +42,7 @@ def trainer(compiled):
 
     def step(x, y):
         opt.zero_grad(set_to_none=True)
-        loss = forward(x, y)
+        loss = F.cross_entropy(forward(x).view(-1, V), y.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
