@@ -20,6 +20,9 @@
  *     operands: the device computes the product and the group over it. Sizes and strides reach
  *     the device in these tensors at every run; a device must not assume them from compile time
  *     beyond what the plan's key fixes (shapes and layouts today; see jit/README.md).
+ *  4. A device that sets jit_runtime_sizes (core/device.h) may get groups whose domain has
+ *     symbolic dims (group->symbolic): one compiled group then serves every size that passes the
+ *     plan's guards, so its code reads the domain, strides and row lengths from t at each run.
  */
 #ifndef TIDE_JIT_GROUP_H
 #define TIDE_JIT_GROUP_H

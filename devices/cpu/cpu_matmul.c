@@ -8,7 +8,7 @@
  * come here only where the CPU has a kernel for them (AMX tiles or AVX512_BF16:
  * cpu_matmul_bf16.c); elsewhere the dispatcher widens them to float32 first. Integers (exact,
  * wrapping like the rest of tide's integer arithmetic) use a blocked loop. Measurements:
- * devices/cpu/README.md, "BLAS".
+ * bench/RESULTS.md.
  */
 #include <string.h>
 
