@@ -175,6 +175,20 @@ static const conv_case DIRECT_CASES[] = {
 };
 #define NDIRECT ((int)(sizeof DIRECT_CASES / sizeof DIRECT_CASES[0]))
 
+/* Strides that divide the kernel, which the CPU computes as stride-1 convolutions over the
+ * input's stride phases (cpu_conv_phase.c) for batches of at least two images per thread and
+ * planes of at least 256 outputs: a 4x4 stride 2, a stride along one dim with groups, stride 3
+ * with uneven padding, padding past the stride, and many channels (the phases take the shifted
+ * GEMMs). Their gradients keep the strided paths. */
+static const conv_case PHASE_CASES[] = {
+    {4, 3, 32, 32, 5, 4, 4, {2, 2}, {1, 1}, {1, 1}, 1, false},
+    {4, 4, 33, 20, 6, 4, 3, {2, 1}, {1, 1}, {1, 1}, 2, false},
+    {4, 2, 50, 51, 3, 6, 6, {3, 3}, {2, 1}, {1, 1}, 1, false},
+    {4, 3, 31, 33, 4, 4, 4, {2, 2}, {3, 2}, {1, 1}, 1, false},
+    {4, 32, 34, 32, 8, 4, 4, {2, 2}, {1, 1}, {1, 1}, 1, true},
+};
+#define NPHASE ((int)(sizeof PHASE_CASES / sizeof PHASE_CASES[0]))
+
 static void conv_shapes(const conv_case *k, int64_t xs[4], int64_t ws[4], int64_t os[4])
 {
     xs[0] = k->n, xs[1] = k->c, xs[2] = k->h, xs[3] = k->w;
@@ -312,6 +326,14 @@ static void test_conv_grid(void)
             for (int d = 0; d < 2; d++) {
                 ref_seed((uint64_t)(8000 + ci * 10 + d));
                 test_conv_case(&SHIFT_CASES[ci], dts[d], d ? L_CONTIG : (ci + pass) % NL);
+            }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        tide_set_num_threads(pass ? 1 : 2); /* the phases need two images per thread */
+        for (int ci = 0; ci < NPHASE; ci++)
+            for (int d = 0; d < 2; d++) {
+                ref_seed((uint64_t)(8500 + ci * 10 + d + pass * 100));
+                test_conv_case(&PHASE_CASES[ci], dts[d], (ci + d + pass) % NL);
             }
     }
     for (int pass = 0; pass < 2; pass++) {
@@ -790,6 +812,14 @@ static void test_conv_errors(void)
     hx = tide_expand(t1, 4, (int64_t[4]){1, (int64_t)1 << 29, 1, 1});
     hw = tide_expand(t1, 4, many);
     CHECK_ERROR(tide_conv2d(hx, hw, NULL, s1, p0, d1, 1), "conv2d", "out of memory");
+    tide_release(hx), tide_release(hw), tide_release(t1);
+    /* ... and for the stride phases of a 2x2 stride-2 convolution (8 GiB of them) */
+    int s2[2] = {2, 2};
+    int64_t wide[4] = {1, (int64_t)1 << 28, 2, 2};
+    t1 = tide_zeros(4, one, TIDE_FLOAT64);
+    hx = tide_expand(t1, 4, wide);
+    hw = tide_expand(t1, 4, wide);
+    CHECK_ERROR(tide_conv2d(hx, hw, NULL, s2, p0, d1, 1), "conv2d", "out of memory");
     tide_release(hx), tide_release(hw), tide_release(t1);
     tide_release(x), tide_release(w), tide_release(x64), tide_release(xi), tide_release(x3);
     tide_release(w3), tide_release(wi), tide_release(b);

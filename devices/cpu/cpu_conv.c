@@ -6,7 +6,8 @@
  *   grad weight  dW_g[Og, K]  += gout_g[Og, P] x col^T
  * for each group g and each block of P output positions, with K = C/groups * kH * kW. Large
  * stride-1 convolutions skip the columns in the forward and grad-input directions
- * (cpu_conv_shift.c).
+ * (cpu_conv_shift.c); a forward whose stride divides its kernel becomes a stride-1 one over the
+ * input's stride phases (cpu_conv_phase.c).
  *
  * Blocks keep the temporaries bounded and in cache: a large image is cut into tiles, and small
  * images are batched whole into one block so that the GEMM still gets a useful width (the
@@ -380,6 +381,8 @@ int td_cpu_conv2d(tide_tensor *out, const tide_tensor *x, const tide_tensor *w, 
     }
     if (td_blas_ready(op) < 0)
         return -1;
+    if (td_conv_phase_fits(d))
+        return td_conv_phase_forward(d, out, x, w, p);
     j.x = td_nchw_of(x);
     plan_blocks(pl, pointwise(pl) && plane_matrix(&j.x, d->g.H, d->g.W, d->Cg));
     if (check_blas_range(op, pl) < 0)

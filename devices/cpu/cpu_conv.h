@@ -54,6 +54,15 @@ bool td_conv_shift_fits(const td_conv_dims *d);
 int td_conv_shift(int which, const td_conv_dims *d, char *out, const td_nchw *x,
                   const td_nchw *gout, const tide_tensor *w);
 
+/* ---- cpu_conv_phase.c: strided convolutions as stride-1 ones over the input's phases ---- */
+
+/* Whether d's stride divides its kernel (dilation 1, float32 or float64) and the phases were
+ * measured faster for its shape. */
+bool td_conv_phase_fits(const td_conv_dims *d);
+/* conv2d (p: its attributes) through the phases; out is contiguous. 0, or -1 with the error set. */
+int td_conv_phase_forward(const td_conv_dims *d, tide_tensor *out, const tide_tensor *x,
+                          const tide_tensor *w, const int64_t *p);
+
 /* ---- cpu_conv_direct.c: float32 convolutions summed in registers, without BLAS ---- */
 
 /* One image's group, as cpu_conv_direct_isa.c's tiles read it. */
