@@ -64,6 +64,10 @@ static void im2col_row(const td_conv_geom *g, const td_nchw *x, int64_t c, int64
 {
     int64_t n = p0 / g->L, l = p0 % g->L, oh = l / g->OW, ow = l % g->OW;
     const int64_t *s = x->s;
+    /* a whole output row's run is the same for every row: found once (runs are short, two
+     * divisions a run showed in profiles of strided layers) */
+    int64_t row_iw0 = -g->pw + j * g->dw, row_lo, row_hi;
+    valid_run(g, row_iw0, g->OW, &row_lo, &row_hi);
     for (int64_t q = 0; q < P;) {
         int64_t len = min64(g->OW - ow, P - q);
         char *d = dst + (size_t)q * es;
@@ -71,15 +75,18 @@ static void im2col_row(const td_conv_geom *g, const td_nchw *x, int64_t c, int64
         if (ih < 0 || ih >= g->H) {
             memset(d, 0, (size_t)len * es);
         } else {
-            int64_t iw0 = ow * g->sw - g->pw + j * g->dw, lo, hi;
-            valid_run(g, iw0, len, &lo, &hi);
-            memset(d, 0, (size_t)lo * es);
+            int64_t iw0 = ow * g->sw - g->pw + j * g->dw, lo = row_lo, hi = row_hi;
+            if (ow != 0 || len != g->OW)
+                valid_run(g, iw0, len, &lo, &hi);
+            if (lo > 0)
+                memset(d, 0, (size_t)lo * es);
             if (hi > lo) {
                 int64_t e = n * s[0] + c * s[1] + ih * s[2] + (iw0 + lo * g->sw) * s[3];
                 td_copy_strided(d + (size_t)lo * es, x->base + e * (int64_t)es, hi - lo,
                              g->sw * s[3], es);
             }
-            memset(d + (size_t)hi * es, 0, (size_t)(len - hi) * es);
+            if (len > hi)
+                memset(d + (size_t)hi * es, 0, (size_t)(len - hi) * es);
         }
         q += len;
         ow = 0;
