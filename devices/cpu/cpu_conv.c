@@ -201,7 +201,7 @@ typedef struct conv_job {
     const char *w;       /* the weight as a row-major [O, K] matrix */
     char *out;
     bool gout_in_place;  /* grad_out's planes are usable as GEMM operands */
-    char *partials;      /* grad_weight: one [O, K] sum per piece */
+    char *partials;      /* grad_weight: one sum per piece, per group [K, Og] (dW^T) */
     int64_t npieces;
     int failed;          /* atomic */
 } conv_job;
@@ -518,7 +518,7 @@ static void grad_weight_tasks(void *ctx, int64_t begin, int64_t end)
     }
     int64_t L = d->g.L, nblocks = pl->img_blocks * pl->tiles;
     for (int64_t piece = begin; piece < end; piece++) {
-        char *dw = j->npieces > 1 ? j->partials + (size_t)(piece * d->O * d->K) * es : j->out;
+        char *dwt = j->partials + (size_t)(piece * d->O * d->K) * es;
         for (int64_t b = nblocks * piece / j->npieces; b < nblocks * (piece + 1) / j->npieces;
              b++) {
             int64_t n0, l0, P;
@@ -527,30 +527,37 @@ static void grad_weight_tasks(void *ctx, int64_t begin, int64_t end)
                 int64_t ldg, ldb;
                 const char *gm = gout_matrix(j, g, n0, n0 * L + l0, P, gbuf, &ldg);
                 const char *xm = x_matrix(j, g, n0, n0 * L + l0, P, col, &ldb);
-                td_conv_gemm(d->dt, false, true, d->Og, d->K, P, gm, ldg, xm, ldb, 1,
-                             dw + (size_t)(g * d->Og * d->K) * es, d->K);
+                /* dW^T = col x gout^T: OpenBLAS runs this shape 3-9% faster than
+                 * gout x col^T (a [K, Og] result, K the long side; measured on the conv
+                 * family's layers, Cooperlake and Haswell kernels) */
+                td_conv_gemm(d->dt, false, true, d->K, d->Og, P, xm, ldb, gm, ldg, 1,
+                             dwt + (size_t)(g * d->K * d->Og) * es, d->Og);
             }
         }
     }
     scratch_free(&s);
 }
 
-/* dw = the sum of the partials, in piece order. */
+/* dw[g*Og + o, k] = the sum over pieces, in piece order, of their dW^T[g][k][o]. */
 #define SUM_PARTIALS(T)                                                                            \
     do {                                                                                           \
         T *d_ = (T *)(void *)j->out;                                                               \
         const T *p_ = (const T *)(const void *)j->partials;                                        \
-        for (int64_t i = 0; i < n; i++) {                                                          \
-            T acc = p_[i];                                                                         \
-            for (int64_t k = 1; k < j->npieces; k++)                                               \
-                acc += p_[k * n + i];                                                              \
-            d_[i] = acc;                                                                           \
-        }                                                                                          \
+        for (int64_t g = 0; g < d->groups; g++)                                                    \
+            for (int64_t k = 0; k < d->K; k++)                                                     \
+                for (int64_t o = 0; o < d->Og; o++) {                                              \
+                    int64_t at = (g * d->K + k) * d->Og + o;                                       \
+                    T acc = p_[at];                                                                \
+                    for (int64_t q = 1; q < j->npieces; q++)                                       \
+                        acc += p_[q * n + at];                                                     \
+                    d_[(g * d->Og + o) * d->K + k] = acc;                                          \
+                }                                                                                  \
     } while (0)
 
 static void sum_partials(conv_job *j, int64_t n)
 {
-    if (j->pl.d.dt == TIDE_FLOAT32)
+    const td_conv_dims *d = &j->pl.d;
+    if (d->dt == TIDE_FLOAT32)
         SUM_PARTIALS(float);
     else
         SUM_PARTIALS(double);
@@ -593,20 +600,16 @@ int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide
     }
     j.npieces = spread ? min64(MAX_PIECES, pl->img_blocks * pl->tiles) : 1;
     size_t partial_bytes = (size_t)(j.npieces * n) * d->es;
-    if (j.npieces > 1) {
-        j.partials = td_cache_alloc(partial_bytes);
-        if (!j.partials)
-            return out_of_memory(op);
-        memset(j.partials, 0, partial_bytes);
-    }
+    j.partials = td_cache_alloc(partial_bytes);
+    if (!j.partials)
+        return out_of_memory(op);
+    memset(j.partials, 0, partial_bytes);
     if (j.npieces > 1)
         td_parallel_for(j.npieces, 1, grad_weight_tasks, &j);
     else
         grad_weight_tasks(&j, 0, 1);
-    if (j.npieces > 1) {
-        if (!j.failed)
-            sum_partials(&j, n);
-        td_cache_free(j.partials, partial_bytes);
-    }
+    if (!j.failed)
+        sum_partials(&j, n);
+    td_cache_free(j.partials, partial_bytes);
     return j.failed ? out_of_memory(op) : 0;
 }
