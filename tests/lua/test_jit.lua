@@ -91,6 +91,10 @@ local more = {
       local y = F.conv2d(x, w, b, { padding = 1 }):relu()
       return y, F.conv2d(y, w:narrow(2, 1, 1):expand(4, 4, 3, 3), nil, { padding = 1 }):mean({ 3, 4 })
     end, function() return tide.randn(8, 3, 16, 16), tide.randn(4, 3, 3, 3), tide.randn(4) end },
+  { "conv 4x4 stride 2 bias relu (the cpu's stride phases)", 0, function(x, w, b)
+      local F = require "tide.nn.functional"
+      return F.conv2d(x, w, b, { stride = 2, padding = 1 }):relu()
+    end, function() return tide.randn(4, 3, 32, 32), tide.randn(8, 3, 4, 4), tide.randn(8) end },
   { "attention scores softmax (batched matmul epilogue)", 0, function(q, k)
       return (q:matmul(k:transpose(3, 4)) * 0.25):softmax(-1)
     end, function() return tide.randn(2, 3, 40, 16), tide.randn(2, 3, 40, 16) end },
