@@ -9,8 +9,9 @@
  * machine. The ratio says how much of what BLAS can do the convolution keeps.
  *
  * Layers: LeNet-5's two convolutions at batch 64, a ResNet basic-block convolution
- * (64 -> 64 channels, 3x3, padding 1, 56x56, batch 8) and the ONNX conv net's two layers at
- * batch 1. Every line is "name: value unit";
+ * (64 -> 64 channels, 3x3, padding 1, 56x56, batch 8), the ONNX conv net's two layers at
+ * batch 1 and a DCGAN discriminator layer (64 -> 128, 4x4, stride 2, 32x32, batch 64). Every
+ * line is "name: value unit";
  * lines starting with '#' say how the figures were taken.
  */
 #define _GNU_SOURCE
@@ -42,6 +43,8 @@ static const layer LAYERS[] = {
     /* the ONNX conv net's two layers at batch 1 (bench/onnx_models.py) */
     {"cnn_b1_c1", 1, 3, 32, 32, 32, 3, 3, 1, 1},
     {"cnn_b1_c2", 1, 32, 16, 16, 64, 3, 3, 1, 1},
+    /* a DCGAN discriminator's second layer: 4x4, stride 2 (the CPU's stride phases) */
+    {"dcgan_d2", 64, 64, 32, 32, 128, 4, 4, 2, 1},
 };
 
 static double now_seconds(void)
