@@ -574,9 +574,10 @@ int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide
     plan_init(pl, x->shape, o_shape, out->shape + 2, p, (tide_dtype)out->dtype);
     j.out = td_tensor_data(out);
     int64_t n = td_numel(4, out->shape);
-    memset(j.out, 0, (size_t)n * d->es);
-    if (d->N == 0) /* a sum over no images */
+    if (d->N == 0) { /* a sum over no images; otherwise sum_partials writes every entry */
+        memset(j.out, 0, (size_t)n * d->es);
         return 0;
+    }
     if (td_blas_ready(op) < 0)
         return -1;
     j.x = td_nchw_of(x);
@@ -590,8 +591,8 @@ int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide
     /* Pieces go to the threads when the GEMMs are single-threaded anyway, and also when there
      * are at least two images per thread: then each thread's im2col runs beside the others (as
      * the forward's image split) instead of on the calling thread between threaded GEMMs.
-     * Measured (2 threads, conv1d 128 -> 128 channels, k 3, length 1024, batch 8): 0.41 -> 0.74; the ResNet layer of bench_conv 0.65 -> 0.80
-     * of one raw sgemm of the same M, N, K. */
+     * Measured (2 threads, conv1d 128 -> 128 channels, k 3, length 1024, batch 8): 0.41 ->
+     * 0.74; the ResNet layer of bench_conv 0.65 -> 0.80 of one raw sgemm of the same M, N, K. */
     bool spread = pl->parallel || (td_num_threads() > 1 && d->N >= 2 * td_num_threads());
     if (spread && !pl->parallel && !pl->direct && pl->imgs == 1 &&
         d->K * d->g.L * (int64_t)d->es <= WEIGHT_COL_BYTES) { /* whole images: longer sums */

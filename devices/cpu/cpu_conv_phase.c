@@ -9,23 +9,22 @@
  *     xu[n, c*S + p*sw + q, r, s] = xpad[n, c, r*sh + p, s*sw + q]
  *     wu[o, c*S + p*sw + q, a, b] = w[o, c, a*sh + p, b*sw + q],
  * and the convolution is the stride-1 one of xu by wu, kernel (kh/sh, kw/sw), no padding: the
- * same products, summed in another order. One pass writes xu (about the input's size); the
- * stride-1 convolution then takes conv2d's fast paths (shifted GEMMs, the direct tile, im2col
+ * same products, summed in another order. One im2col pass writes xu (about the input's size);
+ * the stride-1 convolution then takes conv2d's fast paths (shifted GEMMs, the direct tile, im2col
  * copying whole rows) where a strided im2col gathers kh*kw/S times the input element by
  * element. Groups keep their channels together (group g's channels c*S + phase stay in
  * [g*Cg*S, (g+1)*Cg*S)).
  *
  * Taken where it was measured faster (td_conv_phase_fits). The gradients keep the strided
- * paths: through the phases the input gradient (a stride-1 grad input, then each element back to
- * its place) and the weight gradient both ran slower on conv_transpose2d's layer (bench_conv_family:
- * 0.75 -> 0.59 and 0.66 -> 0.60 of sgemm).
+ * paths: through the phases the input gradient (a stride-1 grad input, then each element back
+ * to its place) and the weight gradient both ran slower on conv_transpose2d's layer
+ * (bench_conv_family: 0.75 -> 0.59 and 0.66 -> 0.60 of sgemm).
  */
 #include <string.h>
 
 #include "cpu_conv.h"
 #include "cpu_kernels.h"
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Measured (2 threads, AVX-512, DCGAN-like layers at batch 64, 4x4 stride 2): 3 -> 64 channels
@@ -33,7 +32,8 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
  * bench_conv_family 0.65 -> 0.74 of sgemm; slower where the phases' planes are small (128 -> 256
  * of 16x16: 18 -> 29 ms), for a single image (3 -> 64: 62 -> 78 us) and where the kernel is the
  * stride (2x2 stride 2 patches: nothing to gain from a copy). */
-#define PHASE_MIN_REUSE 4  /* taps per phase, (kh/sh)*(kw/sw): a strided im2col copies x that often */
+/* taps per phase, (kh/sh)*(kw/sw): a strided im2col copies x that many times */
+#define PHASE_MIN_REUSE 4
 #define PHASE_MIN_PLANE 256 /* output positions per image */
 
 bool td_conv_phase_fits(const td_conv_dims *d)
@@ -46,18 +46,30 @@ bool td_conv_phase_fits(const td_conv_dims *d)
            d->N >= 2 * td_num_threads() && d->C > 0 && d->O > 0;
 }
 
-/* The phases' planes: Hu x Wu, exactly the rows and columns the outputs read. */
+/* The phases are an im2col whose window is one stride: kernel (sh, sw) at stride (sh, sw) over
+ * the padded input gives row c*S + p*sw + q, position (r, s) = xpad[c, r*sh + p, s*sw + q],
+ * which is xu's channel c*S + p*sw + q, so td_im2col writes xu image by image. The weight's
+ * phases are the same window over each output channel's [Cg, kh, kw], unpadded. */
 typedef struct phase_plan {
     const td_conv_dims *d;
-    int64_t S, ka, kb, Hu, Wu;
+    int64_t S, ka, kb;
+    td_conv_geom xwin, wwin; /* x -> xu (Hu x Wu planes: exactly what the outputs read), w -> wu */
 } phase_plan;
+
+static td_conv_geom stride_window(const td_conv_geom *g, int64_t H, int64_t W, int64_t OH,
+                                  int64_t OW, int64_t ph, int64_t pw)
+{
+    return (td_conv_geom){.H = H, .W = W, .OH = OH, .OW = OW, .L = OH * OW, .kh = g->sh,
+                          .kw = g->sw, .sh = g->sh, .sw = g->sw, .ph = ph, .pw = pw, .dh = 1,
+                          .dw = 1};
+}
 
 static phase_plan plan_of(const td_conv_dims *d)
 {
     const td_conv_geom *g = &d->g;
-    phase_plan pp = {d, g->sh * g->sw, g->kh / g->sh, g->kw / g->sw, 0, 0};
-    pp.Hu = g->OH + pp.ka - 1;
-    pp.Wu = g->OW + pp.kb - 1;
+    phase_plan pp = {d, g->sh * g->sw, g->kh / g->sh, g->kw / g->sw, {0}, {0}};
+    pp.xwin = stride_window(g, g->H, g->W, g->OH + pp.ka - 1, g->OW + pp.kb - 1, g->ph, g->pw);
+    pp.wwin = stride_window(g, g->kh, g->kw, pp.ka, pp.kb, 0, 0);
     return pp;
 }
 
@@ -68,77 +80,37 @@ static void unit_attrs(const int64_t *p, int64_t *p1)
     memcpy(p1, u, sizeof u);
 }
 
-/* First and past-last s of [0, Wu) whose input column s*sw + q - pw lies in [0, W). */
-static void column_range(const td_conv_geom *g, int64_t Wu, int64_t q, int64_t *lo, int64_t *hi)
-{
-    int64_t first = g->pw - q, last = g->W - 1 + g->pw - q; /* bounds on s*sw */
-    *lo = first <= 0 ? 0 : (first + g->sw - 1) / g->sw;
-    *hi = last < 0 ? 0 : min64(Wu, last / g->sw + 1);
-    *lo = min64(*lo, *hi);
-}
-
 typedef struct phase_job {
     const phase_plan *pp;
     td_nchw x; /* the input */
     char *xu;  /* [N, C*S, Hu, Wu] contiguous */
 } phase_job;
 
-/* xu's planes of channels [begin, end) of N*C (input channel c of image n). */
+/* xu's planes of input channels [begin, end) of N*C (channel c of image n). */
 static void gather_range(void *ctx, int64_t begin, int64_t end)
 {
     const phase_job *j = ctx;
     const phase_plan *pp = j->pp;
-    const td_conv_geom *g = &pp->d->g;
-    size_t es = pp->d->es;
-    int64_t plane = pp->Hu * pp->Wu;
-    for (int64_t nc = begin; nc < end; nc++) {
-        int64_t n = nc / pp->d->C, c = nc % pp->d->C;
-        const char *src = j->x.base + (n * j->x.s[0] + c * j->x.s[1]) * (int64_t)es;
-        for (int64_t ph = 0; ph < pp->S; ph++) {
-            int64_t p = ph / g->sw, q = ph % g->sw, lo, hi;
-            column_range(g, pp->Wu, q, &lo, &hi);
-            char *dst = j->xu + (size_t)((nc * pp->S + ph) * plane) * es;
-            for (int64_t r = 0; r < pp->Hu; r++, dst += pp->Wu * (int64_t)es) {
-                int64_t ih = r * g->sh + p - g->ph;
-                if (ih < 0 || ih >= g->H || lo == hi) {
-                    memset(dst, 0, (size_t)pp->Wu * es);
-                    continue;
-                }
-                memset(dst, 0, (size_t)lo * es);
-                td_copy_strided(dst + lo * (int64_t)es,
-                                src + (ih * j->x.s[2] + (lo * g->sw + q - g->pw) * j->x.s[3]) *
-                                          (int64_t)es,
-                                hi - lo, g->sw * j->x.s[3], es);
-                memset(dst + hi * (int64_t)es, 0, (size_t)(pp->Wu - hi) * es);
-            }
-        }
-    }
+    int64_t C = pp->d->C, L = pp->xwin.L;
+    for (int64_t nc = begin; nc < end; nc++)
+        td_im2col(&pp->xwin, &j->x, nc % C, 1, nc / C * L, L,
+                  j->xu + (size_t)(nc * pp->S * L) * pp->d->es, pp->d->es);
 }
 
 /* wu [O, Cg*S, ka, kb] (contiguous) from w [O, Cg, kh, kw] (any strides). */
 static void weight_phases(const phase_plan *pp, const tide_tensor *w, char *wu)
 {
-    const td_conv_dims *d = pp->d;
-    const td_conv_geom *g = &d->g;
-    size_t es = d->es;
-    const char *wb = td_tensor_data(w);
-    for (int64_t o = 0; o < d->O; o++)
-        for (int64_t c = 0; c < d->Cg; c++)
-            for (int64_t i = 0; i < g->kh; i++)
-                for (int64_t k = 0; k < g->kw; k++) {
-                    int64_t ph = (i % g->sh) * g->sw + k % g->sw;
-                    int64_t u = (((o * d->Cg + c) * pp->S + ph) * pp->ka + i / g->sh) * pp->kb +
-                                k / g->sw;
-                    int64_t at = o * w->strides[0] + c * w->strides[1] + i * w->strides[2] +
-                                 k * w->strides[3];
-                    memcpy(wu + u * (int64_t)es, wb + at * (int64_t)es, es);
-                }
+    td_nchw wn = td_nchw_of(w);
+    int64_t L = pp->wwin.L, rows = pp->d->Cg * pp->S;
+    for (int64_t o = 0; o < pp->d->O; o++)
+        td_im2col(&pp->wwin, &wn, 0, pp->d->Cg, o * L, L, wu + (size_t)(o * rows * L) * pp->d->es,
+                  pp->d->es);
 }
 
 /* Channels of N*C per parallel chunk: about 64 KiB of phases. */
 static int64_t grain_of(const phase_plan *pp)
 {
-    return max64(1, (64 << 10) / max64(1, pp->S * pp->Hu * pp->Wu * (int64_t)pp->d->es));
+    return max64(1, (64 << 10) / max64(1, pp->S * pp->xwin.L * (int64_t)pp->d->es));
 }
 
 /* A contiguous [n0, n1, n2, n3] temporary on t's device, or NULL with the error set. */
@@ -153,7 +125,7 @@ static tide_tensor *temp4(const char *op, const tide_tensor *t, int64_t n0, int6
 static tide_tensor *phases_of(const phase_plan *pp, const tide_tensor *x)
 {
     const td_conv_dims *d = pp->d;
-    tide_tensor *xu = temp4("conv2d", x, d->N, d->C * pp->S, pp->Hu, pp->Wu);
+    tide_tensor *xu = temp4("conv2d", x, d->N, d->C * pp->S, pp->xwin.OH, pp->xwin.OW);
     if (!xu)
         return NULL;
     phase_job j = {pp, td_nchw_of(x), td_tensor_data(xu)};
