@@ -204,6 +204,13 @@ bool td_vk_int_op_ok(uint32_t code); /* whether the integer shaders have the op 
 int td_vk_eltwise(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
                   const tide_attrs *attrs);
 int td_vk_decline(const char *fmt, const char *arg); /* sets why_not; 0 */
+/* The elements [lo, hi] of t's storage that t read with (shape, strides) touches. */
+void td_vk_span(const tide_tensor *t, int nd, const int64_t *shape, const int64_t *st,
+                int64_t *lo, int64_t *hi);
+/* vk_fallback.c: op on the CPU kernel over host copies of the operands, out written back; why
+ * is logged once per op under TIDE_LOG=vulkan. Called with s->lock held. 0 or -1. */
+int td_vk_fallback(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
+                   const tide_attrs *attrs, const char *why);
 
 /* vk_half.c: cast, copy and fill with a float16/bfloat16 operand (eltwise16.comp) */
 bool td_vk_half_involved(const tide_tensor *out, tide_tensor *const *in, int nin);

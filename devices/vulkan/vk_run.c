@@ -1,8 +1,7 @@
 /*
  * vk_run.c — running one primitive on the Vulkan device: plan the operands (broadcast strides,
- * merged dims, bindings at aligned offsets), record the shader's dispatch, or, for what has no
- * shader yet (see README.md), fall back to the CPU kernel through host copies, saying so once
- * per op under TIDE_LOG=vulkan.
+ * merged dims, bindings at aligned offsets) and record the shader's dispatch, or, for what has
+ * no shader yet (see README.md), hand it to vk_fallback.c with the reason.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,9 +41,8 @@ static int vk_dtype(int dt)
     }
 }
 
-/* The elements [lo, hi] of t's storage that t read with (shape, strides) touches. */
-static void span(const tide_tensor *t, int nd, const int64_t *shape, const int64_t *st,
-                 int64_t *lo, int64_t *hi)
+void td_vk_span(const tide_tensor *t, int nd, const int64_t *shape, const int64_t *st,
+                int64_t *lo, int64_t *hi)
 {
     *lo = *hi = t->offset;
     for (int d = 0; d < nd; d++) {
@@ -84,7 +82,7 @@ static int bind(vk_state *s, tide_tensor *t, int nd, const int64_t *shape, const
 {
     op->upload = NULL;
     int64_t lo, hi;
-    span(t, nd, shape, st, &lo, &hi);
+    td_vk_span(t, nd, shape, st, &lo, &hi);
     size_t es = td_dtype_sizes[t->dtype];
     if (hi - lo >= INT32_MAX / 2)
         return decline("an operand spans more than 2^30 elements%s", "");
@@ -1039,85 +1037,6 @@ static int run_index(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *con
     return rc < 0 ? -1 : 1;
 }
 
-/* ---- the CPU fallback ------------------------------------------------------------------------ */
-
-/* A CPU tensor with t's layout over a host copy of the part of t's storage it uses. */
-static tide_tensor *host_view(vk_state *s, tide_tensor *t, bool read)
-{
-    if (!on_device(s, t))
-        return tide_retain(t);
-    int64_t lo, hi;
-    span(t, t->ndim, t->shape, t->strides, &lo, &hi);
-    int64_t n = hi - lo + 1;
-    tide_tensor *h = td_tensor_new("vulkan fallback", tide_cpu_device(), 1, &n,
-                                   (tide_dtype)t->dtype);
-    if (!h)
-        return NULL;
-    size_t es = td_dtype_sizes[t->dtype];
-    if (read && td_vk_read_locked(s, t->storage->buffer, (size_t)lo * es, td_tensor_data(h),
-                                  (size_t)n * es) < 0) {
-        tide_release(h);
-        return NULL;
-    }
-    tide_tensor *v = td_tensor_view(h, t->ndim, t->shape, t->strides, t->offset - lo);
-    tide_release(h);
-    return v;
-}
-
-static int fallback(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
-                    const tide_attrs *attrs)
-{
-    static bool logged[TIDE_NUM_OPS];
-    if (!logged[op]) {
-        logged[op] = true;
-        td_log("vulkan", "%s runs on the CPU through host copies (%s)", tide_op_name(op),
-               why_not[0] ? why_not : "no shader yet");
-    }
-    s->fallbacks++;
-    tide_tensor *hin[8] = {NULL};
-    tide_tensor *hout = NULL;
-    int rc = -1;
-    if (nin > 8) {
-        /* cat of many tensors: host copies, in a heap array */
-        tide_tensor **many = td_calloc((size_t)nin, sizeof *many);
-        if (!many)
-            return td_error("vulkan: out of memory");
-        int k = 0;
-        for (; k < nin; k++)
-            if (!(many[k] = host_view(s, in[k], true)))
-                break;
-        if (k == nin && (hout = host_view(s, out, false))) {
-            tide_device *cpu = tide_cpu_device();
-            rc = cpu->run(cpu, op, hout, many, nin, attrs);
-        }
-        for (int j = 0; j < nin; j++)
-            tide_release(many[j]);
-        free(many);
-    } else {
-        int k = 0;
-        for (; k < nin; k++)
-            if (!(hin[k] = host_view(s, in[k], true)))
-                break;
-        if (k == nin &&
-            (hout = host_view(s, out, op == TIDE_OP_COPY || op == TIDE_OP_FILL))) {
-            tide_device *cpu = tide_cpu_device();
-            rc = cpu->run(cpu, op, hout, hin, nin, attrs);
-        }
-        for (int j = 0; j < nin; j++)
-            tide_release(hin[j]);
-    }
-    if (rc == 0 && hout) {
-        int64_t lo, hi;
-        span(out, out->ndim, out->shape, out->strides, &lo, &hi);
-        size_t es = td_dtype_sizes[out->dtype];
-        rc = td_vk_write_locked(s, out->storage->buffer, (size_t)lo * es,
-                                (const char *)td_tensor_data(hout) - (out->offset - lo) * (int64_t)es,
-                                (size_t)(hi - lo + 1) * es);
-    }
-    tide_release(hout);
-    return rc;
-}
-
 /* ---- run ---------------------------------------------------------------------------------- */
 
 int td_vk_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
@@ -1152,7 +1071,7 @@ int td_vk_run(tide_device *dev, tide_op op, tide_tensor *out, tide_tensor *const
     else if (op == TIDE_OP_LINEAR_HALF)
         rc = decline("no %s shader: float32 x half weight runs on the CPU kernel", "linear_half");
     if (rc == 0)
-        rc = fallback(s, op, out, in, nin, attrs);
+        rc = td_vk_fallback(s, op, out, in, nin, attrs, why_not[0] ? why_not : "no shader yet");
     pthread_mutex_unlock(&s->lock);
     return rc < 0 ? -1 : 0;
 }
