@@ -192,18 +192,22 @@ static int dots_bad(const td_quant_kernels *k, int fmt, const uint8_t *w, int64_
 /* Every tier's kernels this CPU runs, against the reference. */
 static void test_tiers(int fmt)
 {
-    const td_quant_kernels *tiers[2] = {&td_quant_kernels_baseline, &td_quant_kernels_avx2};
+    const td_quant_kernels *tiers[3] = {&td_quant_kernels_baseline, &td_quant_kernels_avx2,
+                                        &td_quant_kernels_avx512};
+    const char *names[3] = {"baseline", "avx2", "avx512"};
+    /* 11 blocks a row: the avx512 tier's pairs and its odd last block */
     tide_tensor *w = random_matrix(13, 352, 1.0f), *x = random_matrix(1, 352, 3.0f);
     tide_tensor *q = tide_quantize(w, fmt);
-    for (int t = 0; q && t < 2; t++) {
-        if (t == 1 && !__builtin_cpu_supports("avx2")) {
-            printf("test_quant: no AVX2 here, avx2 tier skipped\n");
+    for (int t = 0; q && t < 3; t++) {
+        if (t > 0 && (int)td_cpu_isa() < t) {
+            printf("test_quant: the %s tier does not run here (or TIDE_CPU_ISA caps it), "
+                   "skipped\n", names[t]);
             continue;
         }
         int bad = dots_bad(tiers[t], fmt, tide_data_ptr(q), tide_shape(q)[1], tide_data_ptr(x),
                            352, 13);
         CHECK(bad == 0, "%s on tier %s: %d activation blocks or dots off the reference",
-              tide_qformat_name(fmt), t ? "avx2" : "baseline", bad);
+              tide_qformat_name(fmt), names[t], bad);
     }
     tide_release(w), tide_release(x), tide_release(q);
 }

@@ -4,7 +4,8 @@
  * blocks with float32 scales, bitwise the same on every tier; a block's product is an exact
  * integer sum times (weight scale * activation scale) rounded to float32; the blocks' terms
  * are added in float32, in an order that depends on the tier (baseline: one after another;
- * avx2: eight lanes per row, fused multiply-adds, summed at the end).
+ * avx2: eight lanes per row, fused multiply-adds, summed at the end; avx512: sixteen lanes,
+ * two blocks at a time, an odd last block through eight lanes).
  */
 #ifndef TIDE_CPU_QUANT_H
 #define TIDE_CPU_QUANT_H

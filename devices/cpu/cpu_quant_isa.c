@@ -1,14 +1,19 @@
 /*
  * cpu_quant_isa.c — quantized dot products (cpu_quant.h), compiled once per tier (cpu_isa.h).
- * baseline: core/quant.h's scalar code, blocks' terms added in order. avx2 (also serving the
- * avx512 tier): 32 int8 products of a block in one maddubs (the sign trick: |w| as the unsigned
- * operand, x with w's sign as the signed one; |w| <= 128 and |x| <= 127 keep every pair sum
- * below 2^15, so nothing saturates; q4_0 takes its unsigned nibbles as they are and subtracts
- * 8 * x's sum), pairs summed by madd into eight int32 lanes, converted and
- * fused-multiply-added with the block's scale into eight float lanes (one chain per row, four
- * rows at a time sharing the activation loads), summed at the end.
- * Activation quantization gives the same bytes on both: max|x| is exact, 1/d and x * (1/d) are
- * single IEEE operations, and cvtps rounds to nearest even as nearbyintf does.
+ * baseline: core/quant.h's scalar code, blocks' terms added in order. avx2: 32 int8 products
+ * of a block in one maddubs (the sign trick: |w| as the unsigned operand, x with w's sign as
+ * the signed one; |w| <= 128 and |x| <= 127 keep every pair sum below 2^15, so nothing
+ * saturates; q4_0 takes its unsigned nibbles as they are and subtracts 8 * x's sum), pairs
+ * summed by madd into eight int32 lanes, converted and fused-multiply-added with the block's
+ * scale into eight float lanes (one chain per row, four rows at a time sharing the activation
+ * loads), summed at the end. avx512: the same steps on two blocks per 512-bit vector.
+ * The kernels are bound by their vector operations, not by memory, on a 2-core VM: with the
+ * weights in L2, one core spends ~1.1 ns a block in q8_0 and q4_0 alike, avx2 or avx512 (512-bit
+ * operations issue on two ports, 256-bit ones on three), so two cores only just outrun
+ * STREAM's triad in q4_0. Streaming [2048, 768] weights at 2 threads, the avx512 steps give
+ * q8_0 +9% and q4_0 +2-8% over avx2's (bench/RESULTS.md, 2026-11-27).
+ * Activation quantization gives the same bytes on every tier: max|x| is exact, 1/d and
+ * x * (1/d) are single IEEE operations, and cvtps rounds to nearest even as nearbyintf does.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -124,6 +129,75 @@ static inline void dot_rows(int fmt, int rows, int64_t nb, const uint8_t *w, int
     for (int r = 0; r < rows; r++)
         out[r] = hsum(acc[r]);
 }
+
+#ifdef __AVX512BW__
+/* The avx512 tier: two blocks of a row per 512-bit vector (lanes 0-7 the first block's pair
+ * sums, 8-15 the second's), half the vector operations of dot_rows a block; an odd last block
+ * goes through dot_rows' 256-bit steps. The two blocks' scales come as one float16 pair:
+ * converted together, times the activation scales, spread over their eight lanes each. */
+static inline __m512 pair_scales(const uint8_t *blk0, int bytes, const float *d)
+{
+    unsigned both = (unsigned)(blk0[0] | blk0[1] << 8) |
+                    (unsigned)(blk0[bytes] | blk0[bytes + 1] << 8) << 16;
+    __m128 s = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)both)),
+                          _mm_castpd_ps(_mm_load_sd((const double *)d)));
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    return _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s));
+}
+
+/* q8_0: the sign trick of block_products on two blocks (34 bytes apart). */
+static inline __m512i pair_q8(const uint8_t *blk0, __m512i x)
+{
+    __m512i w = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk0 + 2))),
+        _mm256_loadu_si256((const __m256i *)(blk0 + 36)), 1);
+    __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1));
+}
+
+/* q4_0: two blocks' nibbles (18 bytes apart) as [lo0, hi0, lo1, hi1] times x, less 8 * x. */
+static inline __m512i pair_q4(const uint8_t *blk0, __m512i x, __m512i corr)
+{
+    __m256i both = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk0 + 2))),
+        _mm_loadu_si128((const __m128i *)(blk0 + 20)), 1);
+    __m512i z = _mm512_castsi256_si512(both);
+    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(z, shifts), _mm512_set1_epi8(0x0f));
+    return _mm512_sub_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(nib, x), _mm512_set1_epi16(1)),
+                            corr);
+}
+
+static inline void dot_rows512(int fmt, int rows, int64_t nb, const uint8_t *w,
+                               int64_t row_bytes, const int8_t *q, const float *d, float *out)
+{
+    int bytes = fmt == 0 ? 34 : 18;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i xv = _mm512_loadu_si512((const void *)(q + b * TD_QBLOCK));
+        __m512i corr = _mm512_setzero_si512();
+        if (fmt == 1)
+            corr = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_set1_epi8(8), xv),
+                                     _mm512_set1_epi16(1));
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *blk = w + r * row_bytes + b * bytes;
+            _mm_prefetch((const char *)(blk + 4 * row_bytes), _MM_HINT_T0);
+            __m512i p = fmt == 0 ? pair_q8(blk, xv) : pair_q4(blk, xv, corr);
+            __m512 scales = pair_scales(blk, bytes, d + b);
+            acc[r] = _mm512_fmadd_ps(scales, _mm512_cvtepi32_ps(p), acc[r]);
+        }
+    }
+    float tail[4] = {0, 0, 0, 0};
+    if (b < nb)
+        dot_rows(fmt, rows, 1, w + b * bytes, row_bytes, q + b * TD_QBLOCK, d + b, tail);
+    for (int r = 0; r < rows; r++)
+        out[r] = _mm512_reduce_add_ps(acc[r]) + tail[r];
+}
+#define dot_rows dot_rows512
+#endif
 
 static float dot_q8_0(int64_t nb, const uint8_t *w, const int8_t *q, const float *d)
 {
