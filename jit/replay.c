@@ -71,6 +71,31 @@ static int matmul_shape(const char *who, jit_node *nodes, int i)
     return 0;
 }
 
+/* Attention: q [batch.., L, E], k [batch.., S, E], v [batch.., S, Ev] (and a mask [batch.., L,
+ * S]) give one packed row of batch * L * (Ev + 1) values (ops/attention.c): S may change. */
+static int sdpa_shape(const char *who, jit_node *nodes, int i)
+{
+    jit_node *nd = &nodes[i];
+    const jit_node *q = &nodes[nd->in[0]], *k = &nodes[nd->in[1]], *v = &nodes[nd->in[2]];
+    int r = q->ndim;
+    int64_t batch = 1, L = q->shape[r - 2], S = k->shape[r - 2];
+    for (int d = 0; d < r - 2; d++) {
+        if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])
+            return refuse(who, nodes, i, "its operands' batch sizes no longer match");
+        batch *= q->shape[d];
+    }
+    if (k->shape[r - 1] != q->shape[r - 1] || v->shape[r - 2] != S)
+        return refuse(who, nodes, i, "its operands' sizes no longer match");
+    if (nd->nin > 3) {
+        const jit_node *m = &nodes[nd->in[3]];
+        if (m->shape[r - 2] != L || m->shape[r - 1] != S ||
+            memcmp(m->shape, q->shape, sizeof(int64_t) * (size_t)(r - 2)) != 0)
+            return refuse(who, nodes, i, "its mask no longer fits its scores");
+    }
+    nd->shape[0] = batch * L * (v->shape[r - 1] + 1);
+    return 0;
+}
+
 /* Ops that treat each sample of their operands' dim 0 apart (convolutions, pooling and their
  * gradients): when only dim 0 of their operands changed, by the same size, so does the
  * result's (a weight's gradient sums over it: its shape stays). */
@@ -110,13 +135,19 @@ static bool rule_can_read(const jit_node *nodes, int i)
     int need = op == TIDE_OP_MATMUL || op == TIDE_OP_LINEAR_HALF || tide_op_is_binary(op) ||
                        op == TIDE_OP_GATHER || op == TIDE_OP_INDEX_SELECT
                    ? 2
-               : op == TIDE_OP_WHERE                                                   ? 3
+               : op == TIDE_OP_WHERE || op == TIDE_OP_SDPA                             ? 3
                : op == TIDE_OP_IOTA || op == TIDE_OP_RANDOM                            ? 0
                                                                                        : 1;
     if (nd->nin < need)
         return false;
     if (op == TIDE_OP_MATMUL && nd->ndim < 2)
         return false;
+    if (op == TIDE_OP_SDPA) {
+        for (int j = 1; j < nd->nin; j++)
+            if (nodes[nd->in[j]].ndim != a->ndim)
+                return false;
+        return nd->ndim == 1 && a->ndim >= 2;
+    }
     if (op == TIDE_OP_QLINEAR || op == TIDE_OP_DEQUANTIZE || op == TIDE_OP_QUANTIZE ||
         op == TIDE_OP_LINEAR_HALF)
         return nd->ndim == 2 && a->ndim == 2 && (nd->nin < 2 || nodes[nd->in[1]].ndim >= 1);
@@ -166,6 +197,9 @@ static int op_shape(const char *who, jit_node *nodes, const jit_node *cap, int i
             return -1;
     } else if (op == TIDE_OP_MATMUL) {
         if (matmul_shape(who, nodes, i) < 0)
+            return -1;
+    } else if (op == TIDE_OP_SDPA) {
+        if (sdpa_shape(who, nodes, i) < 0)
             return -1;
     } else if (op == TIDE_OP_QLINEAR || op == TIDE_OP_DEQUANTIZE || op == TIDE_OP_QUANTIZE) {
         /* rows follow the first input's; the other dim is the weight's, kept as captured */

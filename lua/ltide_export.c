@@ -6,6 +6,8 @@
  *       the tensors it read (weights) and its dynamic dims (1-based, per argument) to path.
  *   tide.load_graph(path [, {device = "cpu"}]) -> a callable model (ltide_model.h) that runs
  *       the compiled graph: no Lua function behind it.
+ *   tide.capture(fn, args [, {dynamic = ...}]) -> the same callable, captured in memory (no
+ *       file), and fn's results from the capture's run.
  */
 #include <stdio.h>
 #include <string.h>
@@ -55,8 +57,8 @@ static const lt_model_ops graph_ops = {"graph",        graph_num_io,   graph_nam
                                        graph_num_meta, graph_meta_key, graph_meta};
 
 /* opts.dynamic: per argument (1-based) a list of its dynamic dims (1-based) -> masks. */
-static void dynamic_masks(lua_State *L, int opts, tide_tensor *const *ins, int n,
-                          uint32_t *masks)
+static void dynamic_masks(lua_State *L, const char *op, int opts, tide_tensor *const *ins,
+                          int n, uint32_t *masks)
 {
     memset(masks, 0, sizeof *masks * (size_t)n);
     if (opts == 0 || lua_getfield(L, opts, "dynamic") == LUA_TNIL) {
@@ -64,21 +66,23 @@ static void dynamic_masks(lua_State *L, int opts, tide_tensor *const *ins, int n
             lua_pop(L, 1);
         return;
     }
-    luaL_argcheck(L, lua_istable(L, -1), 4, "export: dynamic must be {[argument] = {dims}}");
+    if (!lua_istable(L, -1))
+        luaL_error(L, "%s: dynamic must be {[argument] = {dims}}, got %s", op,
+                   luaL_typename(L, -1));
     lua_pushnil(L);
     while (lua_next(L, -2)) {
         lua_Integer a = lua_isinteger(L, -2) ? lua_tointeger(L, -2) : 0;
         if (a < 1 || a > n || !lua_istable(L, -1))
-            luaL_error(L, "export: dynamic's keys are argument numbers 1..%d with a list of "
-                          "dims each", n);
+            luaL_error(L, "%s: dynamic's keys are argument numbers 1..%d with a list of "
+                          "dims each", op, n);
         for (lua_Integer k = 1, len = (lua_Integer)lua_rawlen(L, -1); k <= len; k++) {
             lua_rawgeti(L, -1, k);
             lua_Integer d = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
             lua_pop(L, 1);
             int ndim = tide_ndim(ins[a - 1]);
             if (d < 1 || d > ndim)
-                luaL_error(L, "export: dynamic dim %d of argument %d: it has %d dims (dims "
-                              "count from 1)", (int)d, (int)a, ndim);
+                luaL_error(L, "%s: dynamic dim %d of argument %d: it has %d dims (dims "
+                              "count from 1)", op, (int)d, (int)a, ndim);
             masks[a - 1] |= 1u << (d - 1);
         }
         lua_pop(L, 1);
@@ -144,13 +148,18 @@ static int metadata(lua_State *L, int opts, const char **pairs)
     return n;
 }
 
-/* Calls fn on the arguments inside a capture: the graph, or a Lua error (the capture ended). */
-static tide_graph *capture(lua_State *L, tide_tensor **ins, int n, const uint32_t *masks)
+/* Calls fn on the arguments inside a capture: the graph, or a Lua error (the capture ended).
+ * fn's results, which the capture's run gave values, stay on the stack (*nout of them). op
+ * names the caller in messages. */
+static tide_graph *capture(lua_State *L, const char *op, tide_tensor **ins, int n,
+                           const uint32_t *masks, int *nout)
 {
+    char why[80];
     bool grad = tide_set_grad_enabled(false);
     if (tide_jit_begin_dynamic(ins, n, masks) < 0) {
         tide_set_grad_enabled(grad);
-        lt_raise(L, "export: the capture could not begin");
+        snprintf(why, sizeof why, "%s: the capture could not begin", op);
+        lt_raise(L, why);
     }
     int base = lua_gettop(L);
     lua_pushvalue(L, 1);
@@ -161,29 +170,46 @@ static tide_graph *capture(lua_State *L, tide_tensor **ins, int n, const uint32_
         tide_set_grad_enabled(grad);
         lua_error(L);
     }
-    int nout = lua_gettop(L) - base;
+    *nout = lua_gettop(L) - base;
     tide_tensor *outs[EXPORT_MAX_IO];
-    for (int k = 0; k < nout; k++)
+    for (int k = 0; k < *nout; k++)
         if (k >= EXPORT_MAX_IO || !(outs[k] = lt_totensor(L, base + 1 + k))) {
             tide_jit_cancel();
             tide_set_grad_enabled(grad);
-            luaL_error(L, "export: the function returned %s as result %d; it must return at "
-                          "most %d tensors", luaL_typename(L, base + 1 + k), k + 1,
+            luaL_error(L, "%s: the function returned %s as result %d; it must return at "
+                          "most %d tensors", op, luaL_typename(L, base + 1 + k), k + 1,
                        EXPORT_MAX_IO);
         }
-    tide_graph *g = tide_jit_end(outs, nout);
+    tide_graph *g = tide_jit_end(outs, *nout);
     tide_set_grad_enabled(grad);
-    lua_settop(L, base);
-    if (!g)
-        lt_raise(L, "export: the capture failed");
+    if (!g) {
+        snprintf(why, sizeof why, "%s: the capture failed", op);
+        lt_raise(L, why);
+    }
     return g;
+}
+
+/* The tensors of the argument list at index 2 into ins; their count. */
+static int capture_args(lua_State *L, const char *op, tide_tensor **ins)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int n = (int)lua_rawlen(L, 2);
+    if (n > EXPORT_MAX_IO)
+        return luaL_error(L, "%s: %d arguments; at most %d", op, n, EXPORT_MAX_IO);
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, 2, i + 1);
+        if (!(ins[i] = lt_totensor(L, -1)))
+            return luaL_error(L, "%s: argument %d must be a tensor, got %s", op, i + 1,
+                              luaL_typename(L, -1));
+        lua_pop(L, 1); /* args keeps it */
+    }
+    return n;
 }
 
 /* tide.export(fn, args, path [, opts]) */
 static int f_export(lua_State *L)
 {
-    luaL_checktype(L, 1, LUA_TFUNCTION);
-    luaL_checktype(L, 2, LUA_TTABLE);
     const char *path = luaL_checkstring(L, 3);
     int opts = lua_isnoneornil(L, 4) ? 0 : 4;
     if (opts) {
@@ -192,19 +218,10 @@ static int f_export(lua_State *L)
         luaL_checktype(L, 4, LUA_TTABLE);
         lt_checkkeys(L, 4, "export", keys);
     }
-    int n = (int)lua_rawlen(L, 2);
-    if (n > EXPORT_MAX_IO)
-        return luaL_error(L, "export: %d arguments; at most %d", n, EXPORT_MAX_IO);
     tide_tensor *ins[EXPORT_MAX_IO];
-    for (int i = 0; i < n; i++) {
-        lua_rawgeti(L, 2, i + 1);
-        if (!(ins[i] = lt_totensor(L, -1)))
-            return luaL_error(L, "export: argument %d must be a tensor, got %s", i + 1,
-                              luaL_typename(L, -1));
-        lua_pop(L, 1); /* args keeps it */
-    }
+    int n = capture_args(L, "export", ins);
     uint32_t masks[EXPORT_MAX_IO];
-    dynamic_masks(L, opts, ins, n, masks);
+    dynamic_masks(L, "export", opts, ins, n, masks);
     const char *in_names[EXPORT_MAX_IO], *out_names[EXPORT_MAX_IO];
     const char *const *inn, *const *outn;
     char why[120];
@@ -212,7 +229,9 @@ static int f_export(lua_State *L)
         return luaL_error(L, "%s", why);
     const char *meta[2 * EXPORT_MAX_META];
     int nmeta = metadata(L, opts, meta);
-    tide_graph *g = capture(L, ins, n, masks);
+    int nout;
+    tide_graph *g = capture(L, "export", ins, n, masks, &nout);
+    lua_pop(L, nout);
     if (name_list(L, opts, "output_names", tide_graph_num_outputs(g), out_names, &outn, why,
                   sizeof why) < 0) {
         tide_graph_free(g);
@@ -224,6 +243,29 @@ static int f_export(lua_State *L)
     if (rc < 0)
         return lt_raise(L, "export: failed");
     return 0;
+}
+
+/* tide.capture(fn, args [, {dynamic = {[i] = {dims}}}]) -> the graph in memory as a callable
+ * model (the tensors fn reads besides its arguments by reference, its in-place writes into
+ * them and into its arguments made again on each call), then fn's results from the capture's
+ * own run. */
+static int f_capture(lua_State *L)
+{
+    int opts = lua_isnoneornil(L, 3) ? 0 : 3;
+    if (opts) {
+        static const char *const keys[] = {"dynamic", NULL};
+        luaL_checktype(L, 3, LUA_TTABLE);
+        lt_checkkeys(L, 3, "capture", keys);
+    }
+    tide_tensor *ins[EXPORT_MAX_IO];
+    int n = capture_args(L, "capture", ins);
+    uint32_t masks[EXPORT_MAX_IO];
+    dynamic_masks(L, "capture", opts, ins, n, masks);
+    int nout;
+    tide_graph *g = capture(L, "capture", ins, n, masks, &nout);
+    lt_push_model(L, g, &graph_ops, "capture: failed");
+    lua_insert(L, -1 - nout);
+    return 1 + nout;
 }
 
 /* tide.load_graph(path [, {device = ...}]) */
@@ -239,6 +281,7 @@ void lt_open_export(lua_State *L, int mt, int methods, int module)
     (void)methods;
     static const lt_reg regs[] = {{"export", f_export, LT_FUNCTION},
                                   {"load_graph", f_load_graph, LT_FUNCTION},
+                                  {"capture", f_capture, LT_FUNCTION},
                                   {NULL, NULL, 0}};
     lt_setfuncs(L, regs, mt, 0, module);
 }

@@ -342,6 +342,7 @@ return {
   { "tide.onnx.load_tensor(path)", "a TensorProto .pb file (ONNX test data) as a tensor" },
   { "tide.export(fn, args, path [, {dynamic=, input_names=, output_names=, metadata=}])", "capture fn(args...) and write it with its weights as a graph file" },
   { "tide.load_graph(path [, {device=}])", "a graph file as a compiled callable: g(x, ...), g{name = x}, g.inputs, g.metadata" },
+  { "tide.capture(fn, args [, {dynamic=}])", "capture fn(args...) into a compiled callable in memory (and fn's results): calls replay it without running fn" },
   { "tide.save_npy(path, x)", "writes one tensor in NumPy's .npy format" },
   { "tide.load_npy(path)", "reads a NumPy .npy file" },
   { "tide.load_idx(path)", "reads an IDX file (MNIST's format), gzipped or plain" },

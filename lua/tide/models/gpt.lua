@@ -137,17 +137,18 @@ function CausalSelfAttention:_attend(q, k, v, offset)
   return tide.matmul(w, v)
 end
 
--- One new position (x [B, 1, C]) against a full-size layer cache holding len positions. The
--- new key and value are written at len + 1 (a view whose offset the jit makes symbolic), and
--- the query attends to the whole block with the keys past len + 1 masked out: seen, bool
--- [1, 1, 1, block], is true for keys 1..len + 1 (the rest get -inf, exp gives exactly 0). So
--- no size depends on the length and one symbolic plan serves every length.
-function CausalSelfAttention:step_at(x, layer_cache, seen, len)
+-- One new position (x [B, 1, C]) at len + 1 through views of its layer's cache (GPT:
+-- _decode_views): the new key and value go to the slots views[at] and views[at + 1], and the
+-- query attends to the whole cache, views[at + 2] and views[at + 3], with the keys past len + 1
+-- masked out: seen, bool [1, 1, 1, block], is true for keys 1..len + 1 (the rest get -inf, exp
+-- gives exactly 0). So no size depends on the length: under tide.capture the views are
+-- arguments, and one plan serves every length.
+function CausalSelfAttention:step_at(x, views, at, seen)
   local B, C = x:size(1), self.n_embd
   local q, k, v = self:_heads(x)
-  local kk, vv = layer_cache.k, layer_cache.v
-  kk:narrow(3, len + 1, 1):copy_(k)
-  vv:narrow(3, len + 1, 1):copy_(v)
+  local kk, vv = views[at + 2], views[at + 3]
+  views[at]:copy_(k)
+  views[at + 1]:copy_(v)
   local y
   if self.sdpa then
     y = self.sdpa(q, kk, vv, { attn_mask = seen })
@@ -210,9 +211,10 @@ function Block:forward(x, layer_cache, len)
   return x + self.mlp(self.ln_2(x))
 end
 
--- Block:forward for one position against a full-size layer cache (CausalSelfAttention:step_at).
-function Block:step_at(x, layer_cache, seen, len)
-  x = x + self.attn:step_at(self.ln_1(x), layer_cache, seen, len)
+-- Block:forward for one position through views of its layer's cache
+-- (CausalSelfAttention:step_at).
+function Block:step_at(x, views, at, seen)
+  x = x + self.attn:step_at(self.ln_1(x), views, at, seen)
   return x + self.mlp(self.ln_2(x))
 end
 
@@ -356,17 +358,35 @@ function GPT:decode_step(idx, cache, pos)
   return logits:select(2, logits:size(2))
 end
 
--- One position through the model against a full-size cache holding len positions, pos = len + 1
--- also as an int64 [1] tensor: the body of decode_step_jit, eager when called alone. Dropout is
+-- The views of the cache that one position at len + 1 writes and reads, four per layer in
+-- layer order (CausalSelfAttention:step_at: the key's and value's slots, the whole keys and
+-- values), and the views with a dim that grows with the length: none.
+function GPT:_decode_views(cache, len)
+  local views = {}
+  for i = 1, self.config.n_layer do
+    local k, v, n = cache[i].k, cache[i].v, #views
+    views[n + 1], views[n + 2] = k:narrow(3, len + 1, 1), v:narrow(3, len + 1, 1)
+    views[n + 3], views[n + 4] = k, v
+  end
+  return views, {}
+end
+
+-- One position through the model, pos as an int64 [1] tensor, against the cache through its
+-- views (_decode_views): the body of decode_step_jit, eager when called alone. Dropout is
 -- left out (decoding is inference).
-function GPT:_step_at(idx, cache, pos, len)
+function GPT:_step_views(idx, pos, views)
   local x = self.wte(idx) + self.wpe(pos)
   local S = self.config.block_size
   local seen = tide.arange(1, S + 1, { device = idx.device }):le(pos):view(1, 1, 1, S)
   for i, block in ipairs(self.h:children()) do
-    x = block:step_at(x, cache[i], seen, len)
+    x = block:step_at(x, views, 4 * i - 3, seen)
   end
   return self.lm_head(self.ln_f(x)):select(2, 1)
+end
+
+-- The same step against a full-size cache holding len positions (pos = len + 1).
+function GPT:_step_at(idx, cache, pos, len)
+  return self:_step_views(idx, pos, (self:_decode_views(cache, len)))
 end
 
 -- model:decode_step_jit(idx, cache [, pos]) -> as model:decode_step, with a one-token idx

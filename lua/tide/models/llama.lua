@@ -226,18 +226,17 @@ function Attention:forward(x, cos, sin, layer_cache, len)
   return proj(self, y:transpose(2, 3):reshape(B, T, self.n_heads * self.head_size), "wo")
 end
 
--- One position (x [B, 1, C]) against a full-size layer cache holding len positions: the new key
--- and value go to len + 1 and the query attends to keys 1..len+1 only (a view of the cache: a
--- token reads the used part, and needs no mask, as every key is at or before it). Under the jit
--- the view's length and the write's offset are the sizes that vary, so one symbolic plan
--- serves every length.
-function Attention:step_at(x, cos, sin, layer_cache, len)
+-- One position (x [B, 1, C]) at len + 1 through views of its layer's cache (Llama:
+-- _decode_views): views[at] and views[at + 1] are the slots [B, KVH, 1, D] its key and value
+-- go to, views[at + 2] and views[at + 3] the keys and values 1..len+1 it attends to (the used
+-- part: every key is at or before the query, so no mask). Under tide.capture the views are
+-- arguments, the used part's length a dynamic dim: one plan serves every length.
+function Attention:step_at(x, cos, sin, views, at)
   local B = x:size(1)
   local q, k, v = self:_qkv(x, cos, sin)
-  layer_cache.k:narrow(3, len + 1, 1):copy_(k)
-  layer_cache.v:narrow(3, len + 1, 1):copy_(v)
-  local y = self:_attend(q, layer_cache.k:narrow(3, 1, len + 1),
-                         layer_cache.v:narrow(3, 1, len + 1))
+  views[at]:copy_(k)
+  views[at + 1]:copy_(v)
+  local y = self:_attend(q, views[at + 2], views[at + 3])
   return proj(self, y:transpose(2, 3):reshape(B, 1, self.n_heads * self.head_size), "wo")
 end
 
@@ -294,9 +293,8 @@ function Block:forward(x, cos, sin, layer_cache, len)
   return x + self.feed_forward(rmsnorm(x, self.ffn_norm, self.eps))
 end
 
-function Block:step_at(x, cos, sin, layer_cache, len)
-  x = x + self.attention:step_at(rmsnorm(x, self.attention_norm, self.eps), cos, sin,
-                                 layer_cache, len)
+function Block:step_at(x, cos, sin, views, at)
+  x = x + self.attention:step_at(rmsnorm(x, self.attention_norm, self.eps), cos, sin, views, at)
   return x + self.feed_forward(rmsnorm(x, self.ffn_norm, self.eps))
 end
 

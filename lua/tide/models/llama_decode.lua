@@ -53,17 +53,37 @@ return function(llama)
     return logits:select(2, logits:size(2))
   end
 
-  -- One position through the model against the cache's first len positions, pos = len + 1 as
-  -- an int64 [1] tensor (the rotary rows come from it, so they are runtime values under the
-  -- jit): the body of decode_step_jit.
-  function Llama:_step_at(idx, cache, pos, len)
+  -- The views of the cache that one position at len + 1 writes and reads, four per layer in
+  -- layer order (Attention:step_at), and which of them have a dim that grows with the length
+  -- ({{view, dim}, ...}: the used parts' dim 3).
+  function Llama:_decode_views(cache, len)
+    local views, growing = {}, {}
+    for i = 1, self.config.n_layers do
+      local k, v, n = cache[i].k, cache[i].v, #views
+      views[n + 1], views[n + 2] = k:narrow(3, len + 1, 1), v:narrow(3, len + 1, 1)
+      views[n + 3], views[n + 4] = k:narrow(3, 1, len + 1), v:narrow(3, 1, len + 1)
+      growing[#growing + 1] = { n + 3, 3 }
+      growing[#growing + 1] = { n + 4, 3 }
+    end
+    return views, growing
+  end
+
+  -- One position through the model, pos as an int64 [1] tensor (the rotary rows come from it,
+  -- so they are runtime values), against the cache through its views (_decode_views): the
+  -- body of decode_step_jit.
+  function Llama:_step_views(idx, pos, views)
     local x = llama._embed(self, idx)
     local r = self._rope
     local cos, sin = llama._rope_view(tide.embedding(pos, r.cos), tide.embedding(pos, r.sin))
     for i, block in ipairs(self.layers:children()) do
-      x = block:step_at(x, cos, sin, cache[i], len)
+      x = block:step_at(x, cos, sin, views, 4 * i - 3)
     end
     return llama._head(self, x):select(2, 1)
+  end
+
+  -- The same step against the cache's first len positions (pos = len + 1).
+  function Llama:_step_at(idx, cache, pos, len)
+    return self:_step_views(idx, pos, (self:_decode_views(cache, len)))
   end
 
   -- model:decode_step_jit(idx, cache [, pos]) -> as decode_step, a one-token idx [B, 1] run
