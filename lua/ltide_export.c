@@ -207,21 +207,30 @@ static int capture_args(lua_State *L, const char *op, tide_tensor **ins)
     return n;
 }
 
+/* The checks shared by export and capture: the options at index opts (0: none) may hold keys;
+ * the arguments (index 2) into ins and their dynamic dims into masks. Their count. */
+static int capture_setup(lua_State *L, const char *op, int opts, const char *const *keys,
+                         tide_tensor **ins, uint32_t *masks)
+{
+    if (opts) {
+        luaL_checktype(L, opts, LUA_TTABLE);
+        lt_checkkeys(L, opts, op, keys);
+    }
+    int n = capture_args(L, op, ins);
+    dynamic_masks(L, op, opts, ins, n, masks);
+    return n;
+}
+
 /* tide.export(fn, args, path [, opts]) */
 static int f_export(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 3);
-    int opts = lua_isnoneornil(L, 4) ? 0 : 4;
-    if (opts) {
-        static const char *const keys[] = {"dynamic", "input_names", "output_names",
-                                           "metadata", NULL};
-        luaL_checktype(L, 4, LUA_TTABLE);
-        lt_checkkeys(L, 4, "export", keys);
-    }
+    static const char *const keys[] = {"dynamic", "input_names", "output_names", "metadata",
+                                       NULL};
     tide_tensor *ins[EXPORT_MAX_IO];
-    int n = capture_args(L, "export", ins);
     uint32_t masks[EXPORT_MAX_IO];
-    dynamic_masks(L, "export", opts, ins, n, masks);
+    int opts = lua_isnoneornil(L, 4) ? 0 : 4;
+    int n = capture_setup(L, "export", opts, keys, ins, masks);
     const char *in_names[EXPORT_MAX_IO], *out_names[EXPORT_MAX_IO];
     const char *const *inn, *const *outn;
     char why[120];
@@ -251,16 +260,10 @@ static int f_export(lua_State *L)
  * own run. */
 static int f_capture(lua_State *L)
 {
-    int opts = lua_isnoneornil(L, 3) ? 0 : 3;
-    if (opts) {
-        static const char *const keys[] = {"dynamic", NULL};
-        luaL_checktype(L, 3, LUA_TTABLE);
-        lt_checkkeys(L, 3, "capture", keys);
-    }
+    static const char *const keys[] = {"dynamic", NULL};
     tide_tensor *ins[EXPORT_MAX_IO];
-    int n = capture_args(L, "capture", ins);
     uint32_t masks[EXPORT_MAX_IO];
-    dynamic_masks(L, "capture", opts, ins, n, masks);
+    int n = capture_setup(L, "capture", lua_isnoneornil(L, 3) ? 0 : 3, keys, ins, masks);
     int nout;
     tide_graph *g = capture(L, "capture", ins, n, masks, &nout);
     lt_push_model(L, g, &graph_ops, "capture: failed");
