@@ -256,8 +256,9 @@ local floor, floor1 = gbs * 1e9 / bytes, gbs1 * 1e9 / bytes
 local ds = model:decode_jit_stats()
 print(("gpt_generate_b1_eager: %.1f tokens/s (%d tokens after a 1-token prompt, median of 3)")
   :format(eager_tok, NEW))
-print(("gpt_generate_b1_jit: %.1f tokens/s (the same; the decoding step under tide.jit: %d "
-  .. "compiles, %d hits)"):format(jit_tok, ds.compiles, ds.hits))
+print(("gpt_generate_b1_jit: %.1f tokens/s (the same; the decoding step captured once per "
+  .. "generation and replayed: %d captures, %d compiles, %d replays, %d traced steps)"):format(
+  jit_tok, ds.captures, ds.compiles, ds.hits, ds.fallbacks))
 print(("gpt_generate_floor: %.1f tokens/s (%.1f MB of weights a token at STREAM, the triad on "
   .. "%d threads: %.2f GB/s, median of 3)"):format(floor, bytes / 1e6, tide.get_num_threads(), gbs))
 print(("gpt_generate_floor_one_thread: %.1f tokens/s (for information: a one-thread triad of "

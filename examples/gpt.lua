@@ -177,8 +177,8 @@ local function sample()
                                                                            args.sample / dt))
   local st = model:decode_jit_stats()
   if st then
-    io.stderr:write(("jit: decoding step %d compiles, %d hits, %d fallbacks\n"):format(
-      st.compiles, st.hits, st.fallbacks))
+    io.stderr:write(("decoding step: %d captures (%d compiles), %d replays, %d traced steps\n")
+      :format(st.captures, st.compiles, st.hits, st.fallbacks))
   end
 end
 

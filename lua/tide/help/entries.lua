@@ -638,8 +638,8 @@ return {
   { "lm:loss(idx, targets)", "mean cross-entropy of the next-token logits against targets [B, T]; also returns the logits" },
   { "lm:new_cache(batch)", "an empty KV cache for lm:decode_step (block_size positions per layer)" },
   { "lm:decode_step(idx, cache [, pos])", "appends idx [B, T] to the cached sequence (at pos: rewinds); the logits [B, V] of its last position" },
-  { "lm:decode_step_jit(idx, cache [, pos])", "decode_step with a one-token step under tide.jit: one compile serves every length" },
-  { "lm:decode_jit_stats()", "the jitted decoding step's tide.jit statistics (compiles, hits, ...)" },
+  { "lm:decode_step_jit(idx, cache [, pos])", "decode_step with a one-token step captured once per cache (tide.capture) and replayed" },
+  { "lm:decode_jit_stats()", "the compiled decoding step's statistics (captures, compiles, hits = replays, fallbacks = traced steps)" },
   { "lm:generate(prompt, n [, {temperature=, top_k=, seed=, on_token=, jit=true}])", "the prompt and n new tokens, decoded with a KV cache (jitted steps unless jit=false); on_token(id, row) streams them" },
   { "lm:configure_optimizer{lr=, weight_decay=, betas=, eps=}", "AdamW with decay on the 2-D weights only (nanoGPT's groups)" },
   -- ---- tide.models.llama (llama.) and a Llama model's methods (llm:)
@@ -653,8 +653,8 @@ return {
   { "llm:classifier()", "the classifier weight [vocab, dim]: output, or the embedding when tied" },
   { "llm:new_cache(batch)", "an empty float32 KV cache of seq_len positions per layer" },
   { "llm:decode_step(idx, cache [, pos])", "appends idx [B, T] to the cached sequence (at pos: rewinds); the logits [B, V] of its last position" },
-  { "llm:decode_step_jit(idx, cache [, pos])", "decode_step with a one-token step under tide.jit" },
-  { "llm:decode_jit_stats()", "the jitted decoding step's tide.jit statistics" },
+  { "llm:decode_step_jit(idx, cache [, pos])", "decode_step with a one-token step captured once per cache and replayed" },
+  { "llm:decode_jit_stats()", "the compiled decoding step's statistics (captures, compiles, hits, fallbacks)" },
   { "llm:generate(prompt, n [, {temperature=, top_k=, top_p=, seed=, on_token=, jit=true}])", "the prompt and n new tokens: greedy (temperature 0), temperature, top-k, top-p; on_token(id, row) streams them" },
   -- ---- tide.models.tokenizer (tokenizer.) and a loaded tokenizer's methods (tok:)
   { "tokenizer.load(path [, vocab_size])", "llama2.c's tokenizer.bin; a token count other than vocab_size, a truncated or corrupt file are errors" },
