@@ -466,23 +466,50 @@ done:
     return c;
 }
 
-int jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size)
+struct jit_key_scratch {
+    key_buf k;
+};
+
+void jit_key_scratch_free(jit_key_scratch *s)
 {
-    key_buf k = {0};
-    if (!key_append(&k, nodes, n, NULL, 0)) {
-        key_free(&k);
+    if (s)
+        key_free(&s->k);
+    free(s);
+}
+
+/* jit_plan_serves with the key built in *k (its buffers grown there). */
+static int serves_key(const jit_compiled *c, const jit_node *nodes, int n, char *buf,
+                      size_t size, key_buf *k)
+{
+    if (!key_append(k, nodes, n, NULL, 0))
         return td_error("jit: out of memory for a cache key");
-    }
-    int serves = 1;
-    if (k.n > c->key_len || memcmp(k.v, c->key, sizeof *k.v * k.n) != 0 || k.nd != c->dims_len) {
+    if (k->n > c->key_len || memcmp(k->v, c->key, sizeof *k->v * k->n) != 0 ||
+        k->nd != c->dims_len) {
         snprintf(buf, size, "a view's or input's layout changed its kind (contiguous or not)");
-        serves = 0;
-    } else if (c->dim_class ? !jit_guards_hold(c, k.dims, nodes)
-                            : memcmp(k.dims, c->dims, sizeof *k.dims * k.nd) != 0) {
-        jit_explain_miss(c, k.dims, k.dim_node, nodes, buf, size);
-        serves = 0;
+        return 0;
     }
-    key_free(&k);
+    if (c->dim_class ? !jit_guards_hold(c, k->dims, nodes)
+                     : memcmp(k->dims, c->dims, sizeof *k->dims * k->nd) != 0) {
+        jit_explain_miss(c, k->dims, k->dim_node, nodes, buf, size);
+        return 0;
+    }
+    return 1;
+}
+
+/* scratch (may be NULL) keeps the key's buffers for the next call: a 12-layer decoding step's
+ * key grew through four reallocations on every run. */
+int jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size,
+                    jit_key_scratch **scratch)
+{
+    if (scratch && !*scratch)
+        *scratch = td_calloc(1, sizeof **scratch);
+    key_buf k = scratch && *scratch ? (*scratch)->k : (key_buf){0};
+    k.n = k.nd = 0;
+    int serves = serves_key(c, nodes, n, buf, size, &k);
+    if (scratch && *scratch)
+        (*scratch)->k = k;
+    else
+        key_free(&k);
     return serves;
 }
 

@@ -32,6 +32,10 @@ void tide_graph_free(tide_graph *g)
     free(g->plan_index);
     free(g->out_node);
     free(g->dyn);
+    free(g->scratch);
+    free(g->dirty);
+    jit_key_scratch_free(g->key);
+    free(g->input_index);
     free(g);
 }
 
@@ -181,7 +185,7 @@ static int make_probe(jit_trace *tr)
             td_contiguous_strides(nd->ndim, nd->shape, nd->strides);
     }
     tr->cap_probe = p;
-    return jit_replay_shapes(tr->b.nodes, p, tr->n, "tide_jit_end");
+    return jit_replay_shapes(tr->b.nodes, p, tr->n, "tide_jit_end", NULL, NULL);
 }
 
 tide_graph *tide_jit_end(tide_tensor *const *outputs, int noutputs)
@@ -226,8 +230,34 @@ static const char *autocast_name(int dtype)
 }
 
 /* The node of input i in g, or NULL when the graph never reads it. */
+/* Per input the index of its node (-1: the capture never read it), made on first use: the
+ * guards ask for inputs' nodes on every run, and a search of the nodes for each (thousands of
+ * them per run for a 12-layer decoding step's 50 inputs) was a tenth of a replay's cost. NULL
+ * when out of memory. */
+static const int *input_index(const tide_graph *g)
+{
+    int *idx = __atomic_load_n(&g->input_index, __ATOMIC_ACQUIRE);
+    if (idx || !(idx = td_malloc(sizeof *idx * (size_t)(g->ninputs ? g->ninputs : 1))))
+        return idx;
+    for (int i = 0; i < g->ninputs; i++)
+        idx[i] = -1;
+    for (int k = g->nnodes - 1; k >= 0; k--) /* the first node of an input wins */
+        if (g->nodes[k].kind == JN_EXTERN && g->nodes[k].ext < g->ninputs)
+            idx[g->nodes[k].ext] = k;
+    int *none = NULL; /* another run may have made it meanwhile: keep one */
+    if (!__atomic_compare_exchange_n(&((tide_graph *)g)->input_index, &none, idx, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        free(idx);
+        return none;
+    }
+    return idx;
+}
+
 static const jit_node *input_node(const tide_graph *g, int i)
 {
+    const int *idx = input_index(g);
+    if (idx)
+        return idx[i] >= 0 ? &g->nodes[idx[i]] : NULL;
     for (int k = 0; k < g->nnodes; k++)
         if (g->nodes[k].kind == JN_EXTERN && g->nodes[k].ext == i)
             return &g->nodes[k];
@@ -315,10 +345,10 @@ static int check_relations(const tide_graph *g, tide_tensor *const *inputs)
             const jit_node *a = input_node(g, i);
             if (!a || !(g->dyn[i] >> d & 1))
                 continue;
-            for (int j = 0; j <= i; j++)
-                for (int e = 0; e < (j < i ? TIDE_MAX_DIMS : d); e++) {
-                    const jit_node *b = input_node(g, j);
-                    if (!b || !(g->dyn[j] >> e & 1) || a->shape[d] != b->shape[e] ||
+            for (int j = 0; j <= i; j++) {
+                const jit_node *b = input_node(g, j);
+                for (int e = 0; b && e < (j < i ? TIDE_MAX_DIMS : d); e++) {
+                    if (!(g->dyn[j] >> e & 1) || a->shape[d] != b->shape[e] ||
                         inputs[i]->shape[d] == inputs[j]->shape[e])
                         continue;
                     return td_error("tide_graph_run: input %d dim %d is %lld and input %d dim "
@@ -328,13 +358,16 @@ static int check_relations(const tide_graph *g, tide_tensor *const *inputs)
                                     (long long)inputs[j]->shape[e], i, d,
                                     (long long)inputs[i]->shape[d], (long long)a->shape[d]);
                 }
+            }
         }
     return 0;
 }
 
 /* A dynamic graph's nodes at the run's sizes (nodes: a copy of the captured ones): the inputs'
- * layouts, every other node's replayed (replay.c); then the plan's guards. 0 or -1. */
-static int bind_dynamic(const tide_graph *g, tide_tensor *const *inputs, jit_node *nodes)
+ * layouts, every other node's replayed (replay.c); then the plan's guards. The nodes it
+ * changes are appended to dirty (NULL: not wanted). 0 or -1. */
+static int bind_dynamic(const tide_graph *g, tide_tensor *const *inputs, jit_node *nodes,
+                        int *dirty, int *ndirty)
 {
     for (int k = 0; k < g->nnodes; k++) {
         jit_node *nd = &nodes[k];
@@ -344,12 +377,15 @@ static int bind_dynamic(const tide_graph *g, tide_tensor *const *inputs, jit_nod
         memcpy(nd->shape, t->shape, sizeof(int64_t) * t->ndim);
         memcpy(nd->strides, t->strides, sizeof(int64_t) * t->ndim);
         nd->offset = t->offset;
+        if (dirty)
+            dirty[(*ndirty)++] = k;
     }
     if (check_relations(g, inputs) < 0 ||
-        jit_replay_shapes(g->nodes, nodes, g->nnodes, "tide_graph_run") < 0)
+        jit_replay_shapes(g->nodes, nodes, g->nnodes, "tide_graph_run", dirty, ndirty) < 0)
         return -1;
     char why[256];
-    int serves = jit_plan_serves(g->plan, nodes, g->nnodes, why, sizeof why);
+    int serves = jit_plan_serves(g->plan, nodes, g->nnodes, why, sizeof why,
+                                 dirty ? &((tide_graph *)g)->key : NULL);
     if (serves < 0)
         return -1;
     if (!serves)
@@ -366,6 +402,75 @@ bool jit_graph_inputs_fit(const tide_graph *g, tide_tensor *const *inputs)
             return false;
         }
     return true;
+}
+
+/* The nodes a run works on. The graph's scratch copy when no other run holds it (*own): the
+ * nodes the run before changed are restored from the captured ones, where copying them all
+ * (~400 KB for a 12-layer model's decoding step) was most of a replay's own cost. Else a fresh
+ * copy. NULL when out of memory. */
+static jit_node *run_nodes(tide_graph *g, bool *own)
+{
+    size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
+    *own = !__atomic_exchange_n(&g->scratch_busy, 1, __ATOMIC_ACQUIRE);
+    if (*own && g->scratch) {
+        for (int k = 0; k < g->ndirty; k++)
+            g->scratch[g->dirty[k]] = g->nodes[g->dirty[k]];
+        g->ndirty = 0;
+        return g->scratch;
+    }
+    jit_node *nodes = td_malloc(sizeof *nodes * n);
+    int *dirty = *own ? td_malloc(sizeof *dirty * n) : NULL;
+    if (!nodes || (*own && !dirty)) {
+        free(nodes);
+        free(dirty);
+        if (*own)
+            __atomic_store_n(&g->scratch_busy, 0, __ATOMIC_RELEASE);
+        *own = false;
+        return NULL;
+    }
+    memcpy(nodes, g->nodes, sizeof *nodes * (size_t)g->nnodes);
+    if (*own) {
+        g->scratch = nodes;
+        g->dirty = dirty;
+        g->ndirty = 0;
+    }
+    return nodes;
+}
+
+static void release_nodes(tide_graph *g, jit_node *nodes, bool own)
+{
+    if (own)
+        __atomic_store_n(&g->scratch_busy, 0, __ATOMIC_RELEASE);
+    else
+        free(nodes);
+}
+
+/* A run's outputs from its values (vals, the plan's) and externs: new references, views of
+ * the roots at the run's layouts. 0, or -1 with none given out. */
+static int hand_out(const tide_graph *g, const jit_node *nodes, tide_tensor *const *ext,
+                    tide_tensor *const *vals, tide_tensor **outputs)
+{
+    for (int i = 0; i < g->noutputs; i++) {
+        const jit_node *v = g->dyn ? &nodes[g->out_node[i]] : &g->out_view[i];
+        tide_tensor *base = g->out_root[i] < 0 ? ext[g->out_ext[i]] : vals[g->plan_index[i]];
+        int64_t off;
+        if (g->out_root[i] < 0)
+            off = v->kind == JN_EXTERN ? base->offset : base->offset + v->offset;
+        else
+            off = base->offset + (v->kind == JN_VIEW ? v->offset : 0);
+        if (g->out_root[i] < 0 && v->kind == JN_EXTERN)
+            outputs[i] = tide_retain(base);
+        else
+            outputs[i] = td_tensor_view(base, v->ndim, v->shape, v->strides, off);
+        if (!outputs[i]) {
+            for (int k = 0; k < i; k++) {
+                tide_release(outputs[k]);
+                outputs[k] = NULL;
+            }
+            return -1;
+        }
+    }
+    return 0;
 }
 
 int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_tensor **outputs)
@@ -392,7 +497,8 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
         if (check_input(g, i, inputs ? inputs[i] : NULL) < 0)
             return -1;
     tide_tensor **ext = td_malloc(sizeof *ext * (size_t)(g->nexterns ? g->nexterns : 1));
-    jit_node *nodes = td_malloc(sizeof *nodes * (size_t)(g->nnodes ? g->nnodes : 1));
+    bool own;
+    jit_node *nodes = run_nodes(g, &own);
     tide_tensor **vals = td_calloc((size_t)g->plan->noutputs + 1, sizeof *vals);
     int rc = -1;
     if (!ext || !nodes || !vals) {
@@ -403,8 +509,8 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
         ext[i] = inputs[i];
     for (int i = g->ninputs; i < g->nexterns; i++)
         ext[i] = g->captured[i];
-    memcpy(nodes, g->nodes, sizeof *nodes * (size_t)g->nnodes);
-    if (g->dyn && bind_dynamic(g, inputs, nodes) < 0) { /* sizes the plan does not serve */
+    if (g->dyn && bind_dynamic(g, inputs, nodes, own ? g->dirty : NULL, &g->ndirty) < 0) {
+        /* sizes the plan does not serve */
         rc = jit_graph_run_replanned(g, inputs, ninputs, outputs);
         goto done;
     }
@@ -418,34 +524,15 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
     if (jit_execute(g->plan, ext, nodes, vals) < 0)
         goto done;
     jit_stats_add(NULL, 0, 1, 0, 0, 0, 0);
-    for (int i = 0; i < g->noutputs; i++) {
-        const jit_node *v = g->dyn ? &nodes[g->out_node[i]] : &g->out_view[i];
-        tide_tensor *base = g->out_root[i] < 0 ? ext[g->out_ext[i]] : vals[g->plan_index[i]];
-        int64_t off;
-        if (g->out_root[i] < 0)
-            off = v->kind == JN_EXTERN ? base->offset : base->offset + v->offset;
-        else
-            off = base->offset + (v->kind == JN_VIEW ? v->offset : 0);
-        if (g->out_root[i] < 0 && v->kind == JN_EXTERN)
-            outputs[i] = tide_retain(base);
-        else
-            outputs[i] = td_tensor_view(base, v->ndim, v->shape, v->strides, off);
-        if (!outputs[i]) {
-            for (int k = 0; k < i; k++) {
-                tide_release(outputs[k]);
-                outputs[k] = NULL;
-            }
-            goto done;
-        }
-    }
-    rc = 0;
+    rc = hand_out(g, nodes, ext, vals, outputs);
 done:
     if (vals)
         for (int k = 0; k < g->plan->noutputs; k++)
             tide_release(vals[k]);
     free(vals);
     free(ext);
-    free(nodes);
+    if (nodes)
+        release_nodes(g, nodes, own);
     return rc;
 }
 

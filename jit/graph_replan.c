@@ -86,7 +86,7 @@ static tide_graph *build_at(const td_graph_desc *d, const char *device,
         memcpy(now[i].shape, inputs[i]->shape, sizeof(int64_t) * inputs[i]->ndim);
         memcpy(now[i].strides, inputs[i]->strides, sizeof(int64_t) * inputs[i]->ndim);
     }
-    if (jit_replay_shapes(cap, now, d->nnodes, "tide_graph_run") < 0)
+    if (jit_replay_shapes(cap, now, d->nnodes, "tide_graph_run", NULL, NULL) < 0)
         goto done;
     for (int k = 0; k < d->nnodes; k++) {
         out[k] = d->nodes[k];

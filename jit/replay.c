@@ -363,7 +363,8 @@ static int inplace_shape(const char *who, jit_node *nodes, int i)
     return 0;
 }
 
-int jit_replay_shapes(const jit_node *cap, jit_node *nodes, int n, const char *who)
+int jit_replay_shapes(const jit_node *cap, jit_node *nodes, int n, const char *who,
+                      int *changed_nodes, int *nchanged)
 {
     for (int i = 0; i < n; i++) {
         jit_node *nd = &nodes[i];
@@ -374,6 +375,8 @@ int jit_replay_shapes(const jit_node *cap, jit_node *nodes, int n, const char *w
             changed |= !same_layout(&nodes[nd->in[j]], &cap[nd->in[j]]);
         if (!changed)
             continue;
+        if (changed_nodes) /* before the rule writes it, so that a refusal is restored too */
+            changed_nodes[(*nchanged)++] = i;
         int rc = nd->kind == JN_OP       ? op_shape(who, nodes, cap, i)
                  : nd->kind == JN_VIEW   ? view_layout(who, nodes, i, cap)
                  : nd->kind == JN_INPLACE ? inplace_shape(who, nodes, i)

@@ -98,6 +98,13 @@ typedef struct tide_graph {
     int autocast;         /* the autocast dtype it was captured under (tide_get_autocast), or
                              JIT_AUTOCAST_ANY (a loaded graph: its casts are nodes) */
     struct tide_graph_info *info; /* an importer's names, types and re-plan (graph_info.c) */
+    /* A run's copy of nodes, kept for the next run (graph.c, run_nodes): one run at a time
+     * takes it (scratch_busy, atomic) and restores the nodes the run before changed (dirty). */
+    jit_node *scratch;
+    int *dirty, ndirty;
+    struct jit_key_scratch *key; /* the key jit_plan_serves builds, kept with scratch */
+    int *input_index;            /* per input its node's index (graph.c, input_index) */
+    int scratch_busy;
 } tide_graph;
 
 /* graph_info.c: whether an importer's graph runs inputs that miss the captured layouts through
@@ -147,12 +154,17 @@ jit_compiled *jit_compile_dynamic(jit_trace *tr, const jit_node *nodes, const ji
 /* Whether a dynamic graph's plan c serves nodes (its nodes replayed at a run's sizes): 1 when
  * the structure is the same and c's guards hold; else 0 with why in buf, or -1 with the error
  * set (out of memory). */
-int jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size);
+int jit_plan_serves(const jit_compiled *c, const jit_node *nodes, int n, char *buf, size_t size,
+                    struct jit_key_scratch **scratch);
+/* A key's buffers kept between calls of jit_plan_serves (NULL-safe free). */
+typedef struct jit_key_scratch jit_key_scratch;
+void jit_key_scratch_free(jit_key_scratch *s);
 /* replay.c: the shapes of a captured graph (cap) at a run's sizes: nodes starts as a copy of cap
  * whose input EXTERN nodes hold the run's layouts; every other node gets the shape (a view its
  * strides and offset) its op gives on its inputs' new layouts. who names the caller in errors.
  * 0, or -1 with an error naming the op that cannot follow the sizes. */
-int jit_replay_shapes(const jit_node *cap, jit_node *nodes, int n, const char *who);
+int jit_replay_shapes(const jit_node *cap, jit_node *nodes, int n, const char *who,
+                      int *changed, int *nchanged);
 /* Op node i's shape by its op's rule on its inputs' shapes, into nodes[i]: 0; 1 when the jit
  * has no rule for the op; -1 with the error set when the inputs or attributes do not fit it. */
 int jit_shape_rule(jit_node *nodes, int i);
