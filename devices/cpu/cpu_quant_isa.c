@@ -140,7 +140,7 @@ static inline __m512 pair_scales(const uint8_t *blk0, int bytes, const float *d)
     unsigned both = (unsigned)(blk0[0] | blk0[1] << 8) |
                     (unsigned)(blk0[bytes] | blk0[bytes + 1] << 8) << 16;
     __m128 s = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)both)),
-                          _mm_castpd_ps(_mm_load_sd((const double *)d)));
+                          _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)d)));
     const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     return _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s));
 }
