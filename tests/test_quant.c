@@ -189,18 +189,42 @@ static int dots_bad(const td_quant_kernels *k, int fmt, const uint8_t *w, int64_
     return bad;
 }
 
+/* Whether two kernel tables give the same bits on rows of w (rb bytes apart) times x. */
+static bool same_dots(const td_quant_kernels *a, const td_quant_kernels *b, int fmt,
+                      const uint8_t *w, int64_t rb, const float *x, int64_t kk, int64_t rows)
+{
+    int64_t nb = kk / 32;
+    int8_t *q = malloc((size_t)kk);
+    float *d = malloc(sizeof(float) * (size_t)nb), fa[4], fb[4];
+    bool same = q && d;
+    if (same)
+        a->quantize_act(nb, x, q, d);
+    for (int64_t r = 0; same && r < rows; r++) {
+        float ya = a->dot[fmt](nb, w + r * rb, q, d), yb = b->dot[fmt](nb, w + r * rb, q, d);
+        same = memcmp(&ya, &yb, sizeof ya) == 0;
+        if (same && r + 4 <= rows) {
+            a->dot4[fmt](nb, w + r * rb, rb, q, d, fa);
+            b->dot4[fmt](nb, w + r * rb, rb, q, d, fb);
+            same = memcmp(fa, fb, sizeof fa) == 0;
+        }
+    }
+    free(q);
+    free(d);
+    return same;
+}
+
 /* Every tier's kernels this CPU runs, against the reference. */
 static void test_tiers(int fmt)
 {
-    const td_quant_kernels *tiers[3] = {&td_quant_kernels_baseline, &td_quant_kernels_avx2,
-                                        &td_quant_kernels_avx512};
-    const char *names[3] = {"baseline", "avx2", "avx512"};
+    const td_quant_kernels *tiers[4] = {&td_quant_kernels_baseline, &td_quant_kernels_avx2,
+                                        &td_quant_kernels_avx512, &td_quant_kernels_avx512_vnni};
+    const char *names[4] = {"baseline", "avx2", "avx512", "avx512 with VNNI"};
     /* 11 blocks a row: the avx512 tier's pairs and its odd last block */
     tide_tensor *w = random_matrix(13, 352, 1.0f), *x = random_matrix(1, 352, 3.0f);
     tide_tensor *q = tide_quantize(w, fmt);
-    for (int t = 0; q && t < 3; t++) {
-        if (t > 0 && (int)td_cpu_isa() < t) {
-            printf("test_quant: the %s tier does not run here (or TIDE_CPU_ISA caps it), "
+    for (int t = 0; q && t < 4; t++) {
+        if ((t > 0 && (int)td_cpu_isa() < (t < 3 ? t : 2)) || (t == 3 && !td_quant_vnni())) {
+            printf("test_quant: the %s kernels do not run here (or TIDE_CPU_ISA caps them), "
                    "skipped\n", names[t]);
             continue;
         }
@@ -208,6 +232,10 @@ static void test_tiers(int fmt)
                            352, 13);
         CHECK(bad == 0, "%s on tier %s: %d activation blocks or dots off the reference",
               tide_qformat_name(fmt), names[t], bad);
+        if (t == 3) /* dpbusd sums the same integers as maddubs + madd */
+            CHECK(same_dots(tiers[2], tiers[3], fmt, tide_data_ptr(q), tide_shape(q)[1],
+                            tide_data_ptr(x), 352, 13),
+                  "%s: the VNNI kernels give the avx512 kernels' bits", tide_qformat_name(fmt));
     }
     tide_release(w), tide_release(x), tide_release(q);
 }

@@ -12,6 +12,7 @@
  * row's sum does not depend on which thread computes it (dot4 equals dot bitwise).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../core/quant.h"
 #include "cpu_isa.h"
@@ -22,7 +23,22 @@ const td_quant_kernels *td_quant_kernels_current(void)
 {
     static const td_quant_kernels *const tables[] = {
         &td_quant_kernels_baseline, &td_quant_kernels_avx2, &td_quant_kernels_avx512};
+    if (td_cpu_isa() == TD_ISA_AVX512 && td_quant_vnni())
+        return &td_quant_kernels_avx512_vnni;
     return tables[td_cpu_isa()];
+}
+
+bool td_quant_vnni(void)
+{
+    static int has = -1; /* benign race: every thread computes the same value */
+    int h = __atomic_load_n(&has, __ATOMIC_RELAXED);
+    if (h < 0) {
+        const char *off = getenv("TIDE_CPU_VNNI");
+        __builtin_cpu_init();
+        h = __builtin_cpu_supports("avx512vnni") && !(off && strcmp(off, "0") == 0);
+        __atomic_store_n(&has, h, __ATOMIC_RELAXED);
+    }
+    return h;
 }
 
 /* Rows per task: about 64 KiB of weight bytes, at least one row. */

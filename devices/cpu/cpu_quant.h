@@ -10,6 +10,7 @@
 #ifndef TIDE_CPU_QUANT_H
 #define TIDE_CPU_QUANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct td_quant_kernels {
@@ -26,8 +27,13 @@ typedef struct td_quant_kernels {
 extern const td_quant_kernels td_quant_kernels_baseline;
 extern const td_quant_kernels td_quant_kernels_avx2;
 extern const td_quant_kernels td_quant_kernels_avx512;
+/* The avx512 tier's kernels with VNNI's dpbusd (the same bits; CMakeLists.txt compiles them). */
+extern const td_quant_kernels td_quant_kernels_avx512_vnni;
 
-/* The table of the tier this process runs (td_cpu_isa()). */
+/* The table of the tier this process runs (td_cpu_isa()): at the avx512 tier, VNNI's where
+ * the CPU has it. */
 const td_quant_kernels *td_quant_kernels_current(void);
+/* Whether this CPU has AVX512_VNNI, and TIDE_CPU_VNNI is not 0 (read once). */
+bool td_quant_vnni(void);
 
 #endif

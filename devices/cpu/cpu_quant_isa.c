@@ -6,7 +6,11 @@
  * saturates; q4_0 takes its unsigned nibbles as they are and subtracts 8 * x's sum), pairs
  * summed by madd into eight int32 lanes, converted and fused-multiply-added with the block's
  * scale into eight float lanes (one chain per row, four rows at a time sharing the activation
- * loads), summed at the end. avx512: the same steps on two blocks per 512-bit vector.
+ * loads), summed at the end. avx512: the same steps on two blocks per 512-bit vector; where
+ * the CPU has AVX512_VNNI, a second build of this file (TD_ISA avx512_vnni, CMakeLists.txt) sums
+ * four byte products a lane with dpbusd in place of maddubs + madd, q4_0's 8 * x subtracted
+ * as dpbusd's start: the same integers, so the same bits, and q4_0 +11% streaming at 2
+ * threads (bench/RESULTS.md, 2026-11-27).
  * The kernels are bound by their vector operations, not by memory, on a 2-core VM: with the
  * weights in L2, one core spends ~1.1 ns a block in q8_0 and q4_0 alike, avx2 or avx512 (512-bit
  * operations issue on two ports, 256-bit ones on three), so two cores only just outrun
@@ -152,7 +156,11 @@ static inline __m512i pair_q8(const uint8_t *blk0, __m512i x)
         _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk0 + 2))),
         _mm256_loadu_si256((const __m256i *)(blk0 + 36)), 1);
     __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+#ifdef __AVX512VNNI__
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), sx);
+#else
     return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1));
+#endif
 }
 
 /* q4_0: two blocks' nibbles (18 bytes apart) as [lo0, hi0, lo1, hi1] times x, less 8 * x. */
@@ -165,8 +173,24 @@ static inline __m512i pair_q4(const uint8_t *blk0, __m512i x, __m512i corr)
     z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(1, 1, 0, 0));
     const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
     __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(z, shifts), _mm512_set1_epi8(0x0f));
+#ifdef __AVX512VNNI__
+    return _mm512_dpbusd_epi32(corr, nib, x); /* corr holds -8 * x's sums here */
+#else
     return _mm512_sub_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(nib, x), _mm512_set1_epi16(1)),
                             corr);
+#endif
+}
+
+/* 8 * x's sums over each four bytes (pair_q4 subtracts them); negated where VNNI's dpbusd
+ * starts from them. The same integers either way: the two paths give the same bits. */
+static inline __m512i pair_corr(__m512i x)
+{
+#ifdef __AVX512VNNI__
+    return _mm512_sub_epi32(_mm512_setzero_si512(),
+                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), x));
+#else
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_set1_epi8(8), x), _mm512_set1_epi16(1));
+#endif
 }
 
 static inline void dot_rows512(int fmt, int rows, int64_t nb, const uint8_t *w,
@@ -180,8 +204,7 @@ static inline void dot_rows512(int fmt, int rows, int64_t nb, const uint8_t *w,
         __m512i xv = _mm512_loadu_si512((const void *)(q + b * TD_QBLOCK));
         __m512i corr = _mm512_setzero_si512();
         if (fmt == 1)
-            corr = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_set1_epi8(8), xv),
-                                     _mm512_set1_epi16(1));
+            corr = pair_corr(xv);
         for (int r = 0; r < rows; r++) {
             const uint8_t *blk = w + r * row_bytes + b * bytes;
             _mm_prefetch((const char *)(blk + 4 * row_bytes), _MM_HINT_T0);
