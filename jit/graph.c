@@ -366,8 +366,8 @@ static int check_relations(const tide_graph *g, tide_tensor *const *inputs)
 /* A dynamic graph's nodes at the run's sizes (nodes: a copy of the captured ones): the inputs'
  * layouts, every other node's replayed (replay.c); then the plan's guards. The nodes it
  * changes are appended to dirty (NULL: not wanted). 0 or -1. */
-static int bind_dynamic(const tide_graph *g, tide_tensor *const *inputs, jit_node *nodes,
-                        int *dirty, int *ndirty)
+static int bind_dynamic(tide_graph *g, tide_tensor *const *inputs, jit_node *nodes, int *dirty,
+                        int *ndirty)
 {
     for (int k = 0; k < g->nnodes; k++) {
         jit_node *nd = &nodes[k];
@@ -385,7 +385,7 @@ static int bind_dynamic(const tide_graph *g, tide_tensor *const *inputs, jit_nod
         return -1;
     char why[256];
     int serves = jit_plan_serves(g->plan, nodes, g->nnodes, why, sizeof why,
-                                 dirty ? &((tide_graph *)g)->key : NULL);
+                                 dirty ? &g->key : NULL); /* the key kept with the scratch */
     if (serves < 0)
         return -1;
     if (!serves)
@@ -509,7 +509,9 @@ int tide_graph_run(tide_graph *g, tide_tensor *const *inputs, int ninputs, tide_
         ext[i] = inputs[i];
     for (int i = g->ninputs; i < g->nexterns; i++)
         ext[i] = g->captured[i];
-    if (g->dyn && bind_dynamic(g, inputs, nodes, own ? g->dirty : NULL, &g->ndirty) < 0) {
+    int unused = 0; /* a run without the scratch records nothing */
+    if (g->dyn && bind_dynamic(g, inputs, nodes, own ? g->dirty : NULL,
+                               own ? &g->ndirty : &unused) < 0) {
         /* sizes the plan does not serve */
         rc = jit_graph_run_replanned(g, inputs, ninputs, outputs);
         goto done;

@@ -36,6 +36,26 @@ local function step_fn(model)
   return rawget(model, "_decode_jit")
 end
 
+-- The views of a cache ({k, v} per layer, [B, heads, seq_len, D]) that one position at len + 1
+-- writes and reads, four per layer in layer order: the key's and value's slots, then the keys
+-- and values it attends to: the used part 1..len+1 when used_part (its dim 3 grows with the
+-- length: listed in growing as {view, dim}), else the whole cache.
+function decode_jit.cache_views(cache, n_layers, len, used_part)
+  local views, growing = {}, {}
+  for i = 1, n_layers do
+    local k, v, n = cache[i].k, cache[i].v, #views
+    views[n + 1], views[n + 2] = k:narrow(3, len + 1, 1), v:narrow(3, len + 1, 1)
+    if used_part then
+      views[n + 3], views[n + 4] = k:narrow(3, 1, len + 1), v:narrow(3, 1, len + 1)
+      growing[#growing + 1] = { n + 3, 3 }
+      growing[#growing + 1] = { n + 4, 3 }
+    else
+      views[n + 3], views[n + 4] = k, v
+    end
+  end
+  return views, growing
+end
+
 -- Whether a decode_step_jit call runs eagerly instead: anything but a one-token idx [B, 1], and
 -- positions 1 and 2 (a dynamic dim is captured at a size of at least 2: the used part of the
 -- cache at position 2 is the first that can serve).

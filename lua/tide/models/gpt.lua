@@ -362,13 +362,7 @@ end
 -- layer order (CausalSelfAttention:step_at: the key's and value's slots, the whole keys and
 -- values), and the views with a dim that grows with the length: none.
 function GPT:_decode_views(cache, len)
-  local views = {}
-  for i = 1, self.config.n_layer do
-    local k, v, n = cache[i].k, cache[i].v, #views
-    views[n + 1], views[n + 2] = k:narrow(3, len + 1, 1), v:narrow(3, len + 1, 1)
-    views[n + 3], views[n + 4] = k, v
-  end
-  return views, {}
+  return decode_jit.cache_views(cache, self.config.n_layer, len, false)
 end
 
 -- One position through the model, pos as an int64 [1] tensor, against the cache through its

@@ -57,15 +57,7 @@ return function(llama)
   -- layer order (Attention:step_at), and which of them have a dim that grows with the length
   -- ({{view, dim}, ...}: the used parts' dim 3).
   function Llama:_decode_views(cache, len)
-    local views, growing = {}, {}
-    for i = 1, self.config.n_layers do
-      local k, v, n = cache[i].k, cache[i].v, #views
-      views[n + 1], views[n + 2] = k:narrow(3, len + 1, 1), v:narrow(3, len + 1, 1)
-      views[n + 3], views[n + 4] = k:narrow(3, 1, len + 1), v:narrow(3, 1, len + 1)
-      growing[#growing + 1] = { n + 3, 3 }
-      growing[#growing + 1] = { n + 4, 3 }
-    end
-    return views, growing
+    return decode_jit.cache_views(cache, self.config.n_layers, len, true)
   end
 
   -- One position through the model, pos as an int64 [1] tensor (the rotary rows come from it,

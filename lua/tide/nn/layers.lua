@@ -415,20 +415,19 @@ function M.install(nn, h)
       self:add_module(tostring(i), m)
     end
   end
-  function Sequential:append(m)
+  -- m as the next child; the container (Sequential's and ModuleList's)
+  local function append(self, m)
     self:add_module(tostring(#self._module_names + 1), m)
     return self
   end
-  function Sequential:__len()
-    return #self._module_names
-  end
+  local function count(self) return #self._module_names end
+  Sequential.append, Sequential.__len = append, count
   function Sequential:forward(x, ...)
     for i = 1, #self._module_names do
       x = self[i](x, ...)
     end
     return x
   end
-  Sequential.__len = function(self) return #self._module_names end
 
   -- nn.ModuleList({m1, m2, ...}): children "1", "2", ... at list[i]; append, ipairs and # work
   local ModuleList = Module:extend("ModuleList")
@@ -439,14 +438,10 @@ function M.install(nn, h)
       self:add_module(tostring(i), m)
     end
   end
-  function ModuleList:append(m)
-    self:add_module(tostring(#self._module_names + 1), m)
-    return self
-  end
+  ModuleList.append, ModuleList.__len = append, count
   function ModuleList:forward()
     error("ModuleList: has no forward; call its modules", 2)
   end
-  ModuleList.__len = function(self) return #self._module_names end
 end
 
 return M
