@@ -53,6 +53,7 @@ static inline int64_t attn_batch_offset(const attn_geom *g, const tide_tensor *t
 }
 
 static inline int64_t attn_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t attn_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Query rows per forward block (each block's task computes them against every key it sees). */
 static inline int64_t attn_fwd_rows(const attn_geom *g)

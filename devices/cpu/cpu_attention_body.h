@@ -30,9 +30,8 @@ static void FN(mask_block)(const attn_geom *g, const REAL *mask, int64_t i0, int
         }
     if (g->causal && j0 + nk - 1 > i0)
         for (int64_t r = 0; r < nq; r++)
-            for (int64_t j = i0 + r + 1 - j0; j < nk; j++)
-                if (j >= 0)
-                    sc[r * ld + j] = (REAL)-INFINITY;
+            for (int64_t j = attn_max(i0 + r + 1 - j0, 0); j < nk; j++)
+                sc[r * ld + j] = (REAL)-INFINITY;
 }
 
 /* Row helpers with eight independent lanes, so that the compiler's SLP pass makes vectors of

@@ -353,9 +353,12 @@ static inline int exp_any_slow(vf32 a)
 static inline vf32 exp_scale_fast(vf32 er, vf32 kb) { return (vf32)((vi32)er + ((vi32)kb << 23)); }
 
 /* er * 2^k for k in [-151, 129]: 2^k applied as two halves, so that denormal results keep their
- * value instead of flushing to 0 and k = 128, 129 reach infinity only when e^x does. */
-static inline vf32 exp_scale_slow(vf32 er, vf32 kb)
+ * value instead of flushing to 0 and k = 128, 129 reach infinity only when e^x does. Lanes of
+ * x <= -104 (-inf: a mask's) are 0 whatever er is; er is zeroed there first, because a product
+ * that underflows costs a microcode assist, ~10x a whole vector's exp, and 0 * 2^k does not. */
+static inline vf32 exp_scale_slow(vf32 er, vf32 kb, vf32 x)
 {
+    er = (vf32)((vi32)er & ((x > -104.0f) | (x != x)));
     vi32 k = (vi32)kb - 0x4B400000;
     vi32 k1 = k >> 1, k2 = k - k1;
     vf32 s1 = (vf32)((k1 + 127) << 23), s2 = (vf32)((k2 + 127) << 23);
@@ -377,12 +380,15 @@ static inline vf32 exp_vec_f32(vf32 x)
     vf32 kb, er;
 #if defined(__AVX512F__)
     er = exp_reduced_f32(c, &kb, 1);
-    return (vf32)_mm512_scalef_ps((__m512)er, (__m512)(kb - 12582912.0f));
+    /* lanes of x <= -104 are 0 without the scaling, which would underflow there and take a
+     * microcode assist (exp_scale_slow); NaN lanes are scaled (NaN stays) */
+    __mmask16 live = _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(-104.0f), _CMP_NLE_UQ);
+    return (vf32)_mm512_maskz_scalef_ps(live, (__m512)er, (__m512)(kb - 12582912.0f));
 #else
     vf32 a = (vf32)((vi32)x & (int32_t)0x7fffffff);
     if (__builtin_expect(exp_any_slow(a), 0)) {
         er = exp_reduced_f32(c, &kb, 1);
-        return exp_scale_slow(er, kb);
+        return exp_scale_slow(er, kb, x);
     }
     er = exp_reduced_f32(x, &kb, 1);
     return exp_scale_fast(er, kb);
@@ -445,15 +451,17 @@ static inline vf32 sigmoid_vec_f32(vf32 x)
 #if defined(__AVX512F__)
     a = MIN_F32((vf32){0} + 104.0f, a); /* the second operand wins for NaN: NaN stays */
     vf32 er = exp_reduced_f32(-a, &kb, 0);
-    /* scalef multiplies by 2^kf in one instruction, denormal results included */
-    e = (vf32)_mm512_scalef_ps((__m512)er, (__m512)(kb - 12582912.0f));
+    /* scalef multiplies by 2^kf in one instruction, denormal results included; lanes of
+     * a >= 104 are 0 without it (exp_vec_f32 says why) */
+    __mmask16 live = _mm512_cmp_ps_mask((__m512)a, _mm512_set1_ps(104.0f), _CMP_NGE_UQ);
+    e = (vf32)_mm512_maskz_scalef_ps(live, (__m512)er, (__m512)(kb - 12582912.0f));
     __mmask16 neg = _mm512_movepi32_mask((__m512i)x); /* sign bits: x < 0, or -0 (e = 1) */
     return (vf32)_mm512_mask_blend_ps(neg, (__m512)one, (__m512)e) / (one + e);
 #else
     if (__builtin_expect(exp_any_slow(a), 0)) {
         a = MIN_F32((vf32){0} + 104.0f, a);
         e = exp_reduced_f32(-a, &kb, 0);
-        e = exp_scale_slow(e, kb);
+        e = exp_scale_slow(e, kb, -a);
     } else {
         e = exp_reduced_f32(-a, &kb, 0);
         e = exp_scale_fast(e, kb);
