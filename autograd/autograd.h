@@ -41,6 +41,7 @@ typedef struct ag_node {
     bool useful, feeds; /* autograd.grad: a wanted input is this node or below it / below it */
     bool grad_owned; /* grad is a tensor the engine made and nothing else holds (view_grad.c) */
     tide_tensor *grad;
+    struct ag_pieces *pieces; /* slices' gradients not yet joined into grad (view_grad.c) */
     int nin;
     ag_input in[];
 } ag_node;
@@ -61,6 +62,12 @@ int ag_backward_formula(const ag_node *n, tide_tensor *g, tide_tensor **gi);
  * input's gradient rather than through the formula; ag_view_grad_add does it (0 or -1). */
 bool ag_view_grad_takes(const ag_node *n, const tide_tensor *g, bool create_graph);
 int ag_view_grad_add(ag_node *n, tide_tensor *g);
+/* Slices' gradients kept as pieces (at most AG_PIECES per node) become p's gradient: joined
+ * before p's gradient is read or added to (0 or -1), or dropped when the walk ends. */
+#define AG_PIECES 8
+typedef struct ag_pieces ag_pieces;
+int ag_view_grad_join(ag_node *p);
+void ag_view_grad_drop(ag_node *p);
 
 /* deferred.c: a weight reached through several products x_t @ W^T gets its gradient as one
  * product at its last use. ag_defer_plan: NULL when no leaf qualifies. ag_defer_takes: whether

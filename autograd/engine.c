@@ -79,6 +79,7 @@ void td_grad_fn_release(void *grad_fn)
         if (td_ref_dec(&n->refcount) != 0)
             continue;
         tide_release(n->grad);
+        ag_view_grad_drop(n);
         for (int i = 0; i < n->nin; i++) {
             release_tensor(&st, n->in[i].saved);
             release_tensor(&st, n->in[i].leaf);
@@ -272,6 +273,10 @@ static int accumulate(tide_tensor **acc, tide_tensor *g)
  * hold it too, so the engine does not own it (view_grad.c copies it before writing into it). */
 static int accumulate_node(ag_node *node, tide_tensor *g)
 {
+    if (ag_view_grad_join(node) < 0) {
+        tide_release(g);
+        return -1;
+    }
     if (!node->grad)
         node->grad_owned = false;
     return accumulate(&node->grad, g);
@@ -606,6 +611,10 @@ static int run_nodes(const walk *w, node_list *ready)
     int gi_cap = 16, rc = 0;
     while (rc == 0 && ready->n > 0) {
         ag_node *n = ready->v[--ready->n];
+        if (ag_view_grad_join(n) < 0) {
+            rc = -1;
+            break;
+        }
         tide_tensor *g = n->grad;
         n->grad = NULL;
         n->grad_owned = false;
@@ -679,6 +688,7 @@ static int walk_graph(tide_tensor *const *roots, tide_tensor *const *grads, int 
     for (int i = 0; i < all.n; i++) {
         tide_release(all.v[i]->grad);
         all.v[i]->grad = NULL;
+        ag_view_grad_drop(all.v[i]);
         if (rc == 0 && !w->retain_graph) {
             free_saved(all.v[i]);
             all.v[i]->released = true;

@@ -81,10 +81,12 @@ static bool node_equal(const jit_node *a, const jit_node *b)
 {
     if (a->kind != b->kind || a->op != b->op || a->dtype != b->dtype || a->nin != b->nin ||
         a->device != b->device || a->epoch != b->epoch || !jit_same_shape(a->ndim, a->shape, b->ndim, b->shape) ||
-        memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) != 0 || a->root != b->root)
+        memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) != 0)
         return false;
+    /* an op's root is itself; a view's is the storage it reads */
     if (a->kind == JN_VIEW &&
-        (memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) != 0 || a->offset != b->offset))
+        (a->root != b->root || memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) != 0 ||
+         a->offset != b->offset))
         return false;
     return a->attrs.nints == b->attrs.nints && a->attrs.keepdim == b->attrs.keepdim &&
            memcmp(a->attrs.ints, b->attrs.ints, sizeof(int64_t) * (size_t)a->attrs.nints) == 0 &&
@@ -234,7 +236,7 @@ typedef struct cse_table {
     size_t mask;
 } cse_table;
 
-static bool cse_pass(jit_compiled *c, cse_table *t, int i, const char *written)
+static bool cse_pass(jit_compiled *c, cse_table *t, int i, const char *written, bool enter_only)
 {
     const jit_node *nd = &c->nodes[i];
     if (nd->op == TIDE_OP_RANDOM)
@@ -242,7 +244,8 @@ static bool cse_pass(jit_compiled *c, cse_table *t, int i, const char *written)
     uint64_t h = node_hash(nd);
     size_t s = h & t->mask;
     for (; t->e[s].node >= 0; s = (s + 1) & t->mask)
-        if (t->e[s].h == h && node_equal(&c->nodes[t->e[s].node], nd) && !written[t->e[s].node]) {
+        if (!enter_only && t->e[s].h == h && node_equal(&c->nodes[t->e[s].node], nd) &&
+            !written[t->e[s].node]) {
             c->alias[i] = t->e[s].node;
             return true;
         }
@@ -327,11 +330,15 @@ int jit_run_passes(jit_compiled *c, char *live, char *is_output, char *written)
             return -1;
         }
         folded += f;
+        /* an output stays its own node, but a later equal node may read it: backward's
+         * recomputation of a forward value (gelu(x) for gelu's gradient) in the same trace */
+        if (protected_node && !f && !written[i] && nd->kind == JN_OP)
+            cse_pass(c, &cse, i, written, true);
         if (f || protected_node)
             continue;
         if (simplify_identity(c, i, written))
             simplified++;
-        else if (cse_pass(c, &cse, i, written))
+        else if (cse_pass(c, &cse, i, written, false))
             merged++;
     }
     free(cse.e);

@@ -697,6 +697,46 @@ static void test_fused_updates(void)
     free(rw), free(rb), free(rt), free(fv), free(fg);
 }
 
+/* CSE: an op computed twice from the same input runs once, also when the first is a trace
+ * output (backward recomputing gelu(x) of the forward in one traced step); not across an
+ * in-place write of its input, and never for random draws. Values equal eager's. */
+static void test_cse_ops(void)
+{
+    char dir[] = "/tmp/tide_cse_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    setenv("TIDE_DUMP", dir, 1);
+    int64_t s[2] = {37, 61};
+    tide_tensor *x = randt(2, s, TIDE_FLOAT32, -4, 4), *want[3] = {0}, *got[3] = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            CHECK(tide_jit_trace_begin(NULL, NULL, NULL) == 0, "%s", tide_last_error());
+        tide_tensor **r = pass ? got : want;
+        tide_tensor *xc = tide_clone(x);
+        r[0] = tide_gelu(xc, false);                           /* an output, read again below */
+        tide_tensor *g2 = tide_gelu(xc, false), *e1 = tide_exp(xc), *e2 = tide_exp(xc);
+        tide_tensor *ge = tide_mul(g2, e1);
+        r[1] = tide_add(ge, e2);
+        tide_release(ge);
+        tide_fill_(xc, 0.5); /* a write: exp(xc) after it is a new value */
+        r[2] = tide_exp(xc);
+        tide_release(g2), tide_release(e1), tide_release(e2), tide_release(xc);
+        if (pass == 1)
+            CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+    }
+    unsetenv("TIDE_DUMP");
+    CHECK(count_plan_lines(dir, "op gelu") == 1, "gelu twice runs once: %d in the plan (%s)",
+          count_plan_lines(dir, "op gelu"), dir);
+    CHECK(count_plan_lines(dir, "op exp") == 2, "exp: once before the write, once after: %d",
+          count_plan_lines(dir, "op exp"));
+    for (int i = 0; i < 3; i++) {
+        bool bitwise;
+        CHECK(ref_compare(got[i], want[i], &bitwise) == 0 && bitwise, "CSE result %d: jit vs eager",
+              i);
+        tide_release(got[i]), tide_release(want[i]);
+    }
+    tide_release(x);
+}
+
 /* A group right after a matmul that reads it in place runs as the matmul's epilogue, block by
  * block of rows: bias + relu (tiles across rows, a partial last block), softmax (row mode), a
  * momentum-style update of a transposed-A product (a weight grad). Values against a double
@@ -1280,6 +1320,7 @@ int main(void)
     test_reference();
     test_inplace_and_scalars();
     test_clone_forwarding();
+    test_cse_ops();
     test_matmul_epilogues();
     test_product_epilogues();
     test_conv_epilogue_forms();
