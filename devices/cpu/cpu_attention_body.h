@@ -60,6 +60,27 @@ static void FN(row_sub)(REAL *s, int64_t n, REAL c)
         s[j] -= c;
 }
 
+static void FN(row_scale)(REAL *s, int64_t n, REAL c)
+{
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int u = 0; u < 8; u++)
+            s[j + u] *= c;
+    for (; j < n; j++)
+        s[j] *= c;
+}
+
+/* o = a / d (a division each, as the composite's; o and a do not overlap) */
+static void FN(row_div)(REAL *restrict o, const REAL *restrict a, int64_t n, REAL d)
+{
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int u = 0; u < 8; u++)
+            o[j + u] = a[j + u] / d;
+    for (; j < n; j++)
+        o[j] = a[j] / d;
+}
+
 static REAL FN(row_sum)(const REAL *s, int64_t n)
 {
     REAL a[8] = {0};
@@ -89,8 +110,7 @@ static void FN(online_softmax)(const attn_geom *g, int64_t nq, int64_t nk, REAL 
         l[r] = l[r] * corr + FN(row_sum)(s, nk);
         m[r] = mx;
         if (corr != 1)
-            for (int64_t e = 0; e < g->Ev; e++)
-                acc[r * g->Ev + e] *= corr;
+            FN(row_scale)(acc + r * g->Ev, g->Ev, corr);
     }
 }
 
@@ -122,8 +142,7 @@ static void FN(fwd_block)(const attn_geom *g, int64_t b, int64_t i0, REAL *sc, R
     REAL *out = (REAL *)g->out + (b * g->L + i0) * g->Ev;
     REAL *lse = (REAL *)g->out + g->n * g->L * g->Ev + b * g->L + i0;
     for (int64_t r = 0; r < nq; r++) {
-        for (int64_t e = 0; e < g->Ev; e++)
-            out[r * g->Ev + e] = acc[r * g->Ev + e] / l[r]; /* l = 0 (all masked): NaN */
+        FN(row_div)(out + r * g->Ev, acc + r * g->Ev, g->Ev, l[r]); /* l = 0 (all masked): NaN */
         lse[r] = m[r] + (REAL)log((double)l[r]);
     }
 }
