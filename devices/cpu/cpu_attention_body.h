@@ -170,6 +170,19 @@ typedef struct FN(bwd_ops) {
     REAL *dq, *dk, *dv, *D;
 } FN(bwd_ops);
 
+/* The dot product of two rows, in the lanes of row_sum. */
+static REAL FN(row_dot)(const REAL *a, const REAL *b, int64_t n)
+{
+    REAL s[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int u = 0; u < 8; u++)
+            s[u] += a[j + u] * b[j + u];
+    for (; j < n; j++)
+        s[0] += a[j] * b[j];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 /* dS = P * (dP - D) for one row, in place of dP. */
 static void FN(row_grad)(REAL *ds, const REAL *pr, int64_t n, REAL d)
 {
@@ -181,10 +194,13 @@ static void FN(row_grad)(REAL *ds, const REAL *pr, int64_t n, REAL d)
         ds[j] = pr[j] * (ds[j] - d);
 }
 
-/* Query rows [i0, i0 + nq) against one key block; sc and dp are BQ_BWD x BK scratch. */
+/* Query rows [i0, i0 + nq) against one key block; sc and dp are BQ_BWD x BK scratch. The
+ * first pair of a key block writes its dK and dV rows, the first of a query block (key block 0,
+ * which every query sees) its dQ rows; later ones add (beta 1). */
 static void FN(bwd_pair)(const attn_geom *g, const FN(bwd_ops) *p, int64_t i0, int64_t nq,
                          int64_t j0, REAL *sc, REAL *dp)
 {
+    REAL kv_beta = i0 == (g->causal ? j0 : 0) ? 0 : 1, q_beta = j0 == 0 ? 0 : 1;
     int64_t nk = attn_min(ATTN_BK, g->S - j0);
     REAL scale = (REAL)g->scale;
     GEMM(false, true, nq, nk, g->E, scale, p->q + i0 * g->q_rs, g->q_rs, p->k + j0 * g->k_rs,
@@ -196,14 +212,15 @@ static void FN(bwd_pair)(const attn_geom *g, const FN(bwd_ops) *p, int64_t i0, i
         g->exp_fn(nk, s, s); /* P */
     }
     const REAL *dout = p->dout + i0 * g->Ev;
-    GEMM(true, false, nk, g->Ev, nq, 1, sc, ATTN_BK, dout, g->Ev, 1, p->dv + j0 * g->Ev, g->Ev);
+    GEMM(true, false, nk, g->Ev, nq, 1, sc, ATTN_BK, dout, g->Ev, kv_beta, p->dv + j0 * g->Ev,
+         g->Ev);
     GEMM(false, true, nq, nk, g->Ev, 1, dout, g->Ev, p->v + j0 * g->v_rs, g->v_rs, 0, dp,
          ATTN_BK);
     for (int64_t r = 0; r < nq; r++)
         FN(row_grad)(dp + r * ATTN_BK, sc + r * ATTN_BK, nk, p->D[i0 + r]);
-    GEMM(false, false, nq, g->E, nk, scale, dp, ATTN_BK, p->k + j0 * g->k_rs, g->k_rs, 1,
+    GEMM(false, false, nq, g->E, nk, scale, dp, ATTN_BK, p->k + j0 * g->k_rs, g->k_rs, q_beta,
          p->dq + i0 * g->E, g->E);
-    GEMM(true, false, nk, g->E, nq, scale, dp, ATTN_BK, p->q + i0 * g->q_rs, g->q_rs, 1,
+    GEMM(true, false, nk, g->E, nq, scale, dp, ATTN_BK, p->q + i0 * g->q_rs, g->q_rs, kv_beta,
          p->dk + j0 * g->E, g->E);
 }
 
@@ -219,15 +236,14 @@ static void FN(bwd_batch)(const attn_geom *g, int64_t b, REAL *sc, REAL *dp, REA
         g->mask ? (const REAL *)td_tensor_data(g->mask) + attn_batch_offset(g, g->mask, b) : NULL,
         packed + b * L * Ev, packed + N * L * Ev + b * L, (const REAL *)g->dout + b * L * Ev,
         out + b * L * E, out + N * L * E + b * S * E, out + N * L * E + N * S * E + b * S * Ev, D};
-    memset(p.dq, 0, sizeof(REAL) * (size_t)(L * E));
-    memset(p.dk, 0, sizeof(REAL) * (size_t)(S * E));
-    memset(p.dv, 0, sizeof(REAL) * (size_t)(S * Ev));
-    for (int64_t i = 0; i < L; i++) {
-        REAL d = 0;
-        for (int64_t e = 0; e < Ev; e++)
-            d += p.dout[i * Ev + e] * p.o[i * Ev + e];
-        D[i] = d;
-    }
+    for (int64_t i = 0; i < L; i++)
+        D[i] = FN(row_dot)(p.dout + i * Ev, p.o + i * Ev, Ev);
+    if (S == 0) /* dQ rows are written by key block 0 */
+        memset(p.dq, 0, sizeof(REAL) * (size_t)(L * E));
+    /* key blocks no query row pairs with (causal, from row L; every block when L = 0) */
+    int64_t paired = L == 0 ? 0 : g->causal ? attn_min(S, (L + ATTN_BK - 1) / ATTN_BK * ATTN_BK) : S;
+    memset(p.dk + paired * E, 0, sizeof(REAL) * (size_t)((S - paired) * E));
+    memset(p.dv + paired * Ev, 0, sizeof(REAL) * (size_t)((S - paired) * Ev));
     for (int64_t j0 = 0; j0 < S; j0 += ATTN_BK) /* causal: queries before j0 see none of it */
         for (int64_t i0 = g->causal ? j0 : 0; i0 < L; i0 += ATTN_BQ_BWD)
             FN(bwd_pair)(g, &p, i0, attn_min(ATTN_BQ_BWD, L - i0), j0, sc, dp);
