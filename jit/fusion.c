@@ -352,7 +352,8 @@ static int close_group(grouper *gp)
         goto reset;
     /* one op alone is a group only when it may become a product's epilogue (a mask or a bias
      * after a conv): otherwise the eager kernel does the same work */
-    bool worth = gp->has_domain && (gp->nmem >= 2 || (gp->nmem == 1 && reads_product(gp)));
+    bool worth = gp->has_domain &&
+                 (gp->nmem >= 2 || (gp->nmem == 1 && (reads_product(gp) || gp->nwb > 0)));
     if (!worth) {
         for (int k = 0; k < gp->nmem; k++) {
             gp->group_of[gp->mem[k]] = -1;
@@ -404,18 +405,26 @@ static bool reads_open(const grouper *gp, int i)
     return nd->kind == JN_VIEW && gp->group_of[nd->root] == gp->open;
 }
 
+/* Whether roots a and b (nodes) are one storage: the same node, or externs sharing theirs. */
+static bool same_storage(const jit_compiled *c, int a, int b)
+{
+    const jit_node *ra = &c->nodes[a], *rb = &c->nodes[b];
+    return a == b || (ra->kind == JN_EXTERN && rb->kind == JN_EXTERN &&
+                      ra->storage_class == rb->storage_class);
+}
+
 /* Whether the write W = COPY(dst, src) can be done by the open group itself: src is its last
  * member (full domain, dst's dtype), nothing else reads src, dst is contiguous with the
- * domain's shape, and the group reads dst's storage, if at all, only through dst itself (same
- * elements, in program order within each tile). Then the group writes src into dst and no
- * COPY step runs (in-place parameter updates: one pass less). */
+ * domain's shape (a tensor from outside, a view of one, or an op result of this graph: a
+ * gradient scaled in place), and the group reads dst's storage, if at all, only through dst
+ * itself (same elements, in program order within each tile). Then the group writes src into
+ * dst and no COPY step runs (in-place updates: one pass less). A lone member with such a write
+ * stays a group (close_group). */
 static bool fuse_writeback(grouper *gp, int w)
 {
     const jit_compiled *c = gp->c;
     const jit_node *wn = &c->nodes[w];
-    /* close_group makes a group of two members or more; a lone member runs as its own kernel,
-     * and the write then has to be a step of its own (a fused write of a lone member was lost) */
-    if (wn->op != TIDE_OP_COPY || wn->nin != 2 || gp->nmem < 2 || !gp->has_domain)
+    if (wn->op != TIDE_OP_COPY || wn->nin != 2 || gp->nmem < 1 || !gp->has_domain)
         return false;
     int dst = wn->in[0], src = wn->in[1];
     if (gp->mem[gp->nmem - 1] != src || gp->vk[gp->nmem - 1] != JV_FULL)
@@ -428,11 +437,12 @@ static bool fuse_writeback(grouper *gp, int w)
         td_numel(d->ndim, d->shape) < 2)
         return false;
     const jit_node *droot = &c->nodes[d->root];
-    if (d->kind != JN_EXTERN && !(d->kind == JN_VIEW && droot->kind == JN_EXTERN))
+    bool op_result = d->kind == JN_OP && d->root == dst && gp->group_of[dst] != gp->open;
+    if (d->kind != JN_EXTERN && !(d->kind == JN_VIEW && droot->kind == JN_EXTERN) && !op_result)
         return false;
     int64_t cs[TIDE_MAX_DIMS];
     td_contiguous_strides(d->ndim, d->shape, cs);
-    if (memcmp(cs, d->strides, sizeof(int64_t) * d->ndim) != 0)
+    if (d->kind != JN_OP && memcmp(cs, d->strides, sizeof(int64_t) * d->ndim) != 0)
         return false;
     for (int k = 0; k < gp->nmem; k++) {
         const jit_node *m = &c->nodes[gp->mem[k]];
@@ -440,8 +450,7 @@ static bool fuse_writeback(grouper *gp, int w)
             int in = m->in[j];
             if (gp->group_of[in] == gp->open || in == dst)
                 continue;
-            const jit_node *r = &c->nodes[c->nodes[in].root];
-            if (r->kind == JN_EXTERN && r->storage_class == droot->storage_class)
+            if (same_storage(c, c->nodes[in].root, d->root))
                 return false; /* dst's storage read through another layout */
         }
     }
@@ -460,12 +469,10 @@ static bool reads_written_storage(const grouper *gp, int i)
     const jit_compiled *c = gp->c;
     const jit_node *nd = &c->nodes[i];
     for (int w = 0; w < gp->nwb; w++) {
-        int dst = gp->wb_dst[w], storage = c->nodes[c->nodes[dst].root].storage_class;
-        for (int k = 0; k < nd->nin; k++) {
-            const jit_node *r = &c->nodes[c->nodes[nd->in[k]].root];
-            if (nd->in[k] != dst && r->kind == JN_EXTERN && r->storage_class == storage)
+        int dst = gp->wb_dst[w];
+        for (int k = 0; k < nd->nin; k++)
+            if (nd->in[k] != dst && same_storage(c, c->nodes[nd->in[k]].root, c->nodes[dst].root))
                 return true;
-        }
     }
     return false;
 }

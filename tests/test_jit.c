@@ -697,6 +697,50 @@ static void test_fused_updates(void)
     free(rw), free(rb), free(rt), free(fv), free(fg);
 }
 
+/* A write into an op result of the same graph (a gradient scaled in place: g.copy_(g * c)) is
+ * done by the group computing the new value, also a group of that one op: no copy step. Not
+ * when the group reads the result through another layout (its transpose). Values as eager. */
+static void test_writeback_into_result(void)
+{
+    char dir[] = "/tmp/tide_wb_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    int64_t sh[2] = {64, 64};
+    tide_tensor *x = randt(2, sh, TIDE_FLOAT32, -2, 2), *c = tide_scalar(0.75, TIDE_FLOAT32);
+    for (int transposed = 0; transposed < 2; transposed++) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -f %s/*", dir);
+        CHECK(system(cmd) == 0, "rm %s/*", dir);
+        tide_tensor *r[2] = {0};
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 1) {
+                setenv("TIDE_DUMP", dir, 1);
+                CHECK(tide_jit_trace_begin(NULL, NULL, NULL) == 0, "%s", tide_last_error());
+            }
+            tide_tensor *g = tide_exp(x);
+            tide_tensor *src = transposed ? tide_transpose(g, 0, 1) : tide_retain(g);
+            tide_tensor *scaled = tide_mul(src, c);
+            CHECK(tide_copy_(g, scaled) == 0, "%s", tide_last_error());
+            tide_release(src), tide_release(scaled);
+            r[pass] = g;
+            if (pass == 1) {
+                CHECK(tide_jit_trace_end() == 0, "%s", tide_last_error());
+                unsetenv("TIDE_DUMP");
+            }
+        }
+        bool bitwise;
+        CHECK(ref_compare(r[1], r[0], &bitwise) == 0 && bitwise, "g.copy_(g%s * c): jit vs eager",
+              transposed ? "^T" : "");
+        int copies = count_plan_lines(dir, "inplace copy");
+        CHECK(copies == transposed, "g.copy_(g%s * c): %d copy steps, want %d (plans in %s)",
+              transposed ? "^T" : "", copies, transposed, dir);
+        tide_release(r[0]), tide_release(r[1]);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "rm %s", dir);
+    tide_release(x), tide_release(c);
+}
+
 /* CSE: an op computed twice from the same input runs once, also when the first is a trace
  * output (backward recomputing gelu(x) of the forward in one traced step); not across an
  * in-place write of its input, and never for random draws. Values equal eager's. */
@@ -1325,6 +1369,7 @@ int main(void)
     test_product_epilogues();
     test_conv_epilogue_forms();
     test_fused_updates();
+    test_writeback_into_result();
     test_fused_pairs();
     test_breaks();
     test_errors_and_guards();

@@ -45,16 +45,18 @@ local function total_norm(grads, p)
   local dtype = grads[1].dtype
   local total
   for _, g in ipairs(grads) do
-    local a = tide.abs(g)
     local part
     if p == math.huge then
-      part = tide.max(a)
+      part = tide.max(tide.abs(g))
     elseif p == 2 then
-      part = tide.sum(g * g)
+      -- sums along the last dim first: the product and those sums are one pass under the jit
+      -- (a row group), where one sum over a whole matrix would read back a stored g * g
+      local sq = g * g
+      part = tide.sum(g:dim() > 1 and sq:sum(g:dim()) or sq)
     elseif p == 1 then
-      part = tide.sum(a)
+      part = tide.sum(tide.abs(g))
     else
-      part = tide.sum(a ^ p)
+      part = tide.sum(tide.abs(g) ^ p)
     end
     part = part:to(dtype)
     if total == nil then
