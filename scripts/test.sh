@@ -7,6 +7,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
+# The three builds (release, sanitizers, ThreadSanitizer) take about 4 GB here; a disk that fills
+# up midway fails them with the linker's "No space left on device", so say so first.
+free_mb=$(df -Pm . | awk 'NR == 2 { print $4 }')
+if [ -n "$free_mb" ] && [ "$free_mb" -lt 6144 ]; then
+  echo "scripts/test.sh: only ${free_mb} MB free on this disk; the builds need about 4 GB" \
+       "(6 GB to be safe): builds that run out of space fail and count as failed tests"
+fi
 jobs=$(nproc)
 passed=0
 failed=0
