@@ -539,15 +539,34 @@ bool ag_stored_transposed(const tide_tensor *t)
            t->strides[d - 1] == t->shape[d - 2];
 }
 
+/* part (a 1-D slice of SDPA_GRAD's result) as a gradient of shape [batch.., rows, width]: with
+ * heads-last outputs (core/primitive.h) stored [batch.. but the last, rows, heads, width]. */
+static tide_tensor *sdpa_part(scope *S, tide_tensor *part, const ag_input *a, bool heads_last)
+{
+    int nb = a->ndim - 2;
+    if (!part || !heads_last || nb == 0)
+        return part ? K(tide_reshape(part, a->ndim, a->shape)) : NULL;
+    int64_t shape[TIDE_MAX_DIMS];
+    memcpy(shape, a->shape, sizeof(int64_t) * (size_t)a->ndim);
+    shape[nb - 1] = a->shape[nb];
+    shape[nb] = a->shape[nb - 1];
+    tide_tensor *stored = K(tide_reshape(part, a->ndim, shape));
+    return stored ? K(tide_transpose(stored, nb - 1, nb)) : NULL;
+}
+
 /* Attention (ops/attention.c): SDPA_GRAD recomputes the scores block by block from q, k and the
  * logsumexps kept in the packed forward (the node's last input) and gives dq, dk, dv in one
- * flat tensor; each is a view of it. The broadcast batch dims were expands, summed by theirs. */
+ * flat tensor; each is a view of it. The broadcast batch dims were expands, summed by theirs.
+ * The output's gradient goes as it is when its rows have element stride 1 (a model's heads
+ * split from [B, T, H * D] and transposed: no copy). */
 static int sdpa_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **gi)
 {
     tide_tensor *in[6];
     for (int i = 0; i < n->nin; i++)
         in[i] = n->in[i].saved;
-    in[n->nin] = K(tide_contiguous(g));
+    bool rows_ok = g->ndim >= 2 && (g->shape[g->ndim - 1] <= 1 || g->strides[g->ndim - 1] == 1);
+    in[n->nin] = rows_ok ? g : K(tide_contiguous(g));
+    bool heads_last = n->attrs.nints > 2 && n->attrs.ints[2];
     const ag_input *q = &n->in[0], *k = &n->in[1], *v = &n->in[2];
     int64_t sizes[3] = {td_numel(q->ndim, q->shape), td_numel(k->ndim, k->shape),
                         td_numel(v->ndim, v->shape)};
@@ -561,8 +580,9 @@ static int sdpa_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **g
         tide_tensor *part = flat && ag_input_needed(a)
                                 ? K(tide_slice(flat, 0, start, start + sizes[i], 1))
                                 : NULL;
-        if (part)
-            gi[i] = give(S, K(tide_reshape(part, a->ndim, a->shape)));
+        tide_tensor *grad = sdpa_part(S, part, a, heads_last);
+        if (grad)
+            gi[i] = give(S, grad);
         start += sizes[i];
     }
     return 0;

@@ -129,10 +129,12 @@ static inline bool tide_op_is_collective(tide_op op)
  *  SDPA (fused attention, ops/attention.c): in = (q [B.., L, E], k [B.., S, E], v [B.., S, Ev]
  *  [, mask [B.., L, S]]), all with the same batch dims (stride 0 where broadcast), q/k/v rows
  *  with element stride 1, the mask (q's dtype, added to the scores) any strides. ints =
- *  (is_causal, has_mask), values[0] = the scale. out: 1-D, N*L*Ev outputs (contiguous
- *  [B.., L, Ev]) then N*L row logsumexps of the scaled, masked scores (N = batch numel).
- *  SDPA_GRAD: in = (q, k, v [, mask], packed (SDPA's out), dout [B.., L, Ev] rows of stride 1),
- *  the same attrs; out 1-D: dq (N*L*E) then dk (N*S*E) then dv (N*S*Ev), each contiguous.
+ *  (is_causal, has_mask [, heads_last]), values[0] = the scale. out: 1-D, N*L*Ev outputs
+ *  (contiguous [B.., L, Ev]; heads_last: [B.. but the last, L, H, Ev] with H the last batch
+ *  dim) then N*L row logsumexps of the scaled, masked scores (N = batch numel).
+ *  SDPA_GRAD: in = (q, k, v [, mask], packed (SDPA's out), dout [B.., L, Ev] rows of stride 1,
+ *  any batch strides), the same attrs; out 1-D: dq (N*L*E) then dk (N*S*E) then dv (N*S*Ev),
+ *  each laid out as SDPA's outputs.
  *  QUANTIZE, DEQUANTIZE, QLINEAR (ops/quant.c, block formats in core/quant.h): ints[0] = the
  *  format (tide_qformat). QUANTIZE: in = (w float32 [rows, K], contiguous), out uint8
  *  [rows, K/32 * block bytes]. DEQUANTIZE: in = (q uint8 [rows, K/32 * block bytes],

@@ -172,11 +172,15 @@ static int check_index(const node_ctx *c)
 static int check_sdpa(const node_ctx *c)
 {
     const td_graph_node *n = c->n;
-    bool masked = n->attrs.nints == 2 && n->attrs.ints[1] == 1;
-    if (n->nin != (masked ? 4 : 3) || n->attrs.nints != 2 || (n->attrs.ints[0] & ~1) ||
-        (n->attrs.ints[1] & ~1) || !all_dtype(c, 0, n->nin, n->dtype) || n->ndim != 1)
-        return fault(c, "attention takes q, k, v (and a mask) of its dtype, two flags, and "
-                        "gives one packed row");
+    /* two flags (is_causal, has_mask), and a third (heads-last outputs) in files since it
+     * came; files from before read as without it */
+    int nf = n->attrs.nints;
+    bool masked = (nf == 2 || nf == 3) && n->attrs.ints[1] == 1;
+    if (n->nin != (masked ? 4 : 3) || (nf != 2 && nf != 3) || (n->attrs.ints[0] & ~1) ||
+        (n->attrs.ints[1] & ~1) || (nf == 3 && (n->attrs.ints[2] & ~1)) ||
+        !all_dtype(c, 0, n->nin, n->dtype) || n->ndim != 1)
+        return fault(c, "attention takes q, k, v (and a mask) of its dtype, two or three flags, "
+                        "and gives one packed row");
     const td_graph_node *q = in(c, 0), *k = in(c, 1), *v = in(c, 2);
     int r = q->ndim;
     if (r < 2 || k->ndim != r || v->ndim != r)

@@ -181,7 +181,9 @@ static tide_tensor *additive_mask(nn_scope *s, const tide_tensor *mask, const ti
     return nn_keep(s, tide_expand(m, d->nb + 2, shape));
 }
 
-/* packed's first N*L*Ev elements as [batch.., L, Ev] (a view). */
+/* packed's first N*L*Ev elements as [batch.., L, Ev] (a view). With a batch dim, the outputs
+ * are stored heads-last (core/primitive.h): as [batch.. but the last, L, heads, Ev], so that
+ * out:transpose(-3, -2):reshape(.., L, heads * Ev), how a model joins its heads, is a view. */
 static tide_tensor *output_view(nn_scope *s, tide_tensor *packed, const sdpa_dims *d)
 {
     int64_t shape[TIDE_MAX_DIMS];
@@ -189,7 +191,12 @@ static tide_tensor *output_view(nn_scope *s, tide_tensor *packed, const sdpa_dim
     shape[d->nb] = d->L;
     shape[d->nb + 1] = d->Ev;
     tide_tensor *head = nn_keep(s, tide_slice(packed, 0, 0, d->n * d->L * d->Ev, 1));
-    return head ? nn_keep(s, tide_reshape(head, d->nb + 2, shape)) : NULL;
+    if (!head || d->nb == 0)
+        return head ? nn_keep(s, tide_reshape(head, d->nb + 2, shape)) : NULL;
+    shape[d->nb - 1] = d->L; /* [batch.., L, heads, Ev] */
+    shape[d->nb] = d->batch[d->nb - 1];
+    tide_tensor *stored = nn_keep(s, tide_reshape(head, d->nb + 2, shape));
+    return stored ? nn_keep(s, tide_transpose(stored, d->nb - 1, d->nb)) : NULL;
 }
 
 /* SDPA with grad mode off, the output view, then the node recorded by hand with packed as a
@@ -222,7 +229,8 @@ static tide_tensor *sdpa_body(const tide_tensor *q, const tide_tensor *k, const 
     tide_attrs attrs = {0};
     attrs.ints[0] = is_causal;
     attrs.ints[1] = mask != NULL;
-    attrs.nints = 2;
+    attrs.ints[2] = d.nb > 0; /* heads-last outputs (output_view) */
+    attrs.nints = 3;
     attrs.values[0] = scale ? *scale : 1.0 / sqrt((double)d.E);
     nn_scope s = {0};
     tide_tensor *in[5] = {operand(&s, q, &d), operand(&s, k, &d), operand(&s, v, &d), NULL};

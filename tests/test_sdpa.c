@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "autograd/autograd.h"
+#include "ops/dispatch.h"
 #include "tide.h"
 #include "test_util.h"
 #include "test_ref.h"
@@ -428,6 +429,40 @@ static void test_errors(void)
         tide_release(all[i]);
 }
 
+/* The packed outputs' two layouts (core/primitive.h): with a batch dim they are stored
+ * heads-last, so that joining the heads ([B, H, L, Ev] -> [B, L, H * Ev]) is a view; the
+ * primitive with the two flags of graph files written before (no third) stores them
+ * [B, H, L, Ev] contiguous. Both hold the same values, bit for bit. */
+static void test_packed_layouts(void)
+{
+    shape_t sq = SH(2, 3, 5, 4), sv = SH(2, 3, 5, 6);
+    tide_tensor *q = random_tensor(&sq, TIDE_FLOAT32, -1, 1, false);
+    tide_tensor *k = random_tensor(&sq, TIDE_FLOAT32, -1, 1, false);
+    tide_tensor *v = random_tensor(&sv, TIDE_FLOAT32, -1, 1, false);
+    tide_tensor *out = tide_scaled_dot_product_attention(q, k, v, NULL, true, 0, NULL);
+    tide_tensor *joined = out ? tide_transpose(out, 1, 2) : NULL;
+    CHECK(joined && tide_is_contiguous(joined), "out.transpose(1, 2) of [2, 3, 5, 6] is a "
+          "contiguous view (heads-last storage)");
+    tide_attrs old = {.nints = 2, .ints = {1, 0}, .values = {0.5}};
+    td_meta meta = {1, {2 * 3 * 5 * 7}, TIDE_FLOAT32, q->device};
+    tide_tensor *in[3] = {q, k, v};
+    tide_tensor *packed = td_dispatch(TIDE_OP_SDPA, &meta, in, 3, &old);
+    float got[180], want[180];
+    int64_t n = 180;
+    tide_tensor *contig = out ? tide_contiguous(out) : NULL;
+    CHECK(packed && contig, "%s", tide_last_error());
+    if (packed && contig) {
+        tide_to_buffer(contig, want, sizeof want);
+        float all[210];
+        tide_to_buffer(packed, all, sizeof all);
+        memcpy(got, all, sizeof got);
+        CHECK(memcmp(got, want, sizeof(float) * (size_t)n) == 0,
+              "two flags: [B, H, L, Ev] contiguous, the same bits as heads-last");
+    }
+    tide_release(packed), tide_release(contig), tide_release(joined), tide_release(out);
+    tide_release(q), tide_release(k), tide_release(v);
+}
+
 int main(void)
 {
     test_values();
@@ -436,6 +471,7 @@ int main(void)
     test_gradcheck();
     test_ref_device();
     test_errors();
+    test_packed_layouts();
     int rc = test_summary("test_sdpa");
     tide_shutdown();
     return rc;

@@ -71,6 +71,7 @@ static int geometry(attn_geom *g, tide_tensor *const *in, const tide_attrs *a, v
         g->m_rs = g->mask->strides[g->nb];
         g->m_cs = g->mask->strides[g->nb + 1];
     }
+    g->heads = a->nints > 2 && a->ints[2] && g->nb > 0 ? q->shape[g->nb - 1] : 1;
     g->causal = a->ints[0] != 0;
     g->scale = a->values[0];
     g->exp_fn = exp_kernel((tide_dtype)q->dtype);
@@ -105,7 +106,7 @@ int td_cpu_sdpa_grad(tide_tensor *out, tide_tensor *const *in, int nin, const ti
     if (geometry(&g, in, a, td_tensor_data(out)) < 0)
         return -1;
     g.packed = td_tensor_data(in[nin - 2]);
-    g.dout = td_tensor_data(in[nin - 1]);
+    g.dout = in[nin - 1];
     td_parallel_for(g.n, 1, g.q->dtype == TIDE_FLOAT32 ? bwd_range_f32 : bwd_range_f64, &g);
     return finish(&g);
 }

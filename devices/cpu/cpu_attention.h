@@ -30,10 +30,11 @@ _Static_assert(ATTN_BQ_CAUSAL <= ATTN_BQ, "the forward's scratch is sized for AT
 typedef struct attn_geom {
     const tide_tensor *q, *k, *v, *mask; /* mask: NULL or additive, any strides */
     const void *packed;                  /* SDPA_GRAD: the forward's outputs and logsumexps */
-    const void *dout;                    /* SDPA_GRAD: contiguous [N, L, Ev] */
+    const tide_tensor *dout;             /* SDPA_GRAD: [B.., L, Ev], rows of stride 1 */
     void *out;                           /* SDPA: packed; SDPA_GRAD: dq, dk, dv */
     int nb;                              /* batch dims */
     int64_t n, L, S, E, Ev;
+    int64_t heads; /* heads-last outputs: the last batch dim (primitive.h); else 1 */
     int64_t q_rs, k_rs, v_rs, m_rs, m_cs; /* row strides; the mask's column stride */
     bool causal;
     double scale;
@@ -50,6 +51,20 @@ static inline int64_t attn_batch_offset(const attn_geom *g, const tide_tensor *t
         b /= t->shape[d];
     }
     return off;
+}
+
+/* Where row i of batch b's [rows, width] matrix of an output (SDPA's, or a gradient of
+ * SDPA_GRAD) starts, and the distance between its rows: heads-last, batch b = (outer, head) is
+ * stored as [outer, rows, heads, width]. */
+static inline int64_t attn_row_pos(const attn_geom *g, int64_t b, int64_t i, int64_t rows,
+                                   int64_t width)
+{
+    return ((b / g->heads * rows + i) * g->heads + b % g->heads) * width;
+}
+
+static inline int64_t attn_row_stride(const attn_geom *g, int64_t width)
+{
+    return g->heads * width;
 }
 
 static inline int64_t attn_min(int64_t a, int64_t b) { return a < b ? a : b; }

@@ -165,10 +165,11 @@ static void FN(fwd_block)(const attn_geom *g, int64_t b, int64_t i0, REAL *sc, R
         GEMM(false, false, nq, g->Ev, nk, 1, sc, ATTN_BK_FWD, v + j0 * g->v_rs, g->v_rs, 1, acc,
              g->Ev);
     }
-    REAL *out = (REAL *)g->out + (b * g->L + i0) * g->Ev;
+    REAL *out = (REAL *)g->out + attn_row_pos(g, b, i0, g->L, g->Ev);
     REAL *lse = (REAL *)g->out + g->n * g->L * g->Ev + b * g->L + i0;
+    int64_t out_rs = attn_row_stride(g, g->Ev);
     for (int64_t r = 0; r < nq; r++) {
-        FN(row_div)(out + r * g->Ev, acc + r * g->Ev, g->Ev, l[r]); /* l = 0 (all masked): NaN */
+        FN(row_div)(out + r * out_rs, acc + r * g->Ev, g->Ev, l[r]); /* l = 0 (all masked): NaN */
         lse[r] = m[r] + (REAL)log((double)l[r]);
     }
 }
@@ -196,6 +197,7 @@ typedef struct FN(bwd_ops) {
     const REAL *q, *k, *v, *mask, *o, *lse, *dout;
     REAL *dq, *dk, *dv, *D;
     REAL *kt, *vt; /* the key block's K and V transposed: E x BK and Ev x BK */
+    int64_t o_rs, dout_rs, dq_rs, dk_rs, dv_rs; /* row strides (attn_row_stride, dout's) */
 } FN(bwd_ops);
 
 /* The dot product of two rows, in the lanes of row_sum. */
@@ -239,16 +241,23 @@ static void FN(bwd_pair)(const attn_geom *g, const FN(bwd_ops) *p, int64_t i0, i
         FN(row_sub)(s, nk, p->lse[i0 + r]);
         g->exp_fn(nk, s, s); /* P */
     }
-    const REAL *dout = p->dout + i0 * g->Ev;
-    GEMM(true, false, nk, g->Ev, nq, 1, sc, ATTN_BK, dout, g->Ev, kv_beta, p->dv + j0 * g->Ev,
-         g->Ev);
-    GEMM(false, false, nq, nk, g->Ev, 1, dout, g->Ev, p->vt, ATTN_BK, 0, dp, ATTN_BK);
+    const REAL *dout = p->dout + i0 * p->dout_rs;
+    GEMM(true, false, nk, g->Ev, nq, 1, sc, ATTN_BK, dout, p->dout_rs, kv_beta,
+         p->dv + j0 * p->dv_rs, p->dv_rs);
+    GEMM(false, false, nq, nk, g->Ev, 1, dout, p->dout_rs, p->vt, ATTN_BK, 0, dp, ATTN_BK);
     for (int64_t r = 0; r < nq; r++)
         FN(row_grad)(dp + r * ATTN_BK, sc + r * ATTN_BK, nk, p->D[i0 + r]);
     GEMM(false, false, nq, g->E, nk, scale, dp, ATTN_BK, p->k + j0 * g->k_rs, g->k_rs, q_beta,
-         p->dq + i0 * g->E, g->E);
+         p->dq + i0 * p->dq_rs, p->dq_rs);
     GEMM(true, false, nk, g->E, nq, scale, dp, ATTN_BK, p->q + i0 * g->q_rs, g->q_rs, kv_beta,
-         p->dk + j0 * g->E, g->E);
+         p->dk + j0 * p->dk_rs, p->dk_rs);
+}
+
+/* Rows [r0, r1) of a [rows, width] gradient (rows rs apart) set to zero. */
+static void FN(zero_rows)(REAL *m, int64_t rs, int64_t r0, int64_t r1, int64_t width)
+{
+    for (int64_t r = r0; r < r1; r++)
+        memset(m + r * rs, 0, sizeof(REAL) * (size_t)width);
 }
 
 static void FN(bwd_batch)(const attn_geom *g, int64_t b, REAL *sc, REAL *dp, REAL *D, REAL *kt)
@@ -261,17 +270,20 @@ static void FN(bwd_batch)(const attn_geom *g, int64_t b, REAL *sc, REAL *dp, REA
         (const REAL *)td_tensor_data(g->k) + attn_batch_offset(g, g->k, b),
         (const REAL *)td_tensor_data(g->v) + attn_batch_offset(g, g->v, b),
         g->mask ? (const REAL *)td_tensor_data(g->mask) + attn_batch_offset(g, g->mask, b) : NULL,
-        packed + b * L * Ev, packed + N * L * Ev + b * L, (const REAL *)g->dout + b * L * Ev,
-        out + b * L * E, out + N * L * E + b * S * E, out + N * L * E + N * S * E + b * S * Ev, D,
-        kt, kt + E * ATTN_BK};
+        packed + attn_row_pos(g, b, 0, L, Ev), packed + N * L * Ev + b * L,
+        (const REAL *)td_tensor_data(g->dout) + attn_batch_offset(g, g->dout, b),
+        out + attn_row_pos(g, b, 0, L, E), out + N * L * E + attn_row_pos(g, b, 0, S, E),
+        out + N * L * E + N * S * E + attn_row_pos(g, b, 0, S, Ev), D, kt, kt + E * ATTN_BK,
+        attn_row_stride(g, Ev), g->dout->strides[g->nb], attn_row_stride(g, E),
+        attn_row_stride(g, E), attn_row_stride(g, Ev)};
     for (int64_t i = 0; i < L; i++)
-        D[i] = FN(row_dot)(p.dout + i * Ev, p.o + i * Ev, Ev);
+        D[i] = FN(row_dot)(p.dout + i * p.dout_rs, p.o + i * p.o_rs, Ev);
     if (S == 0) /* dQ rows are written by key block 0 */
-        memset(p.dq, 0, sizeof(REAL) * (size_t)(L * E));
+        FN(zero_rows)(p.dq, p.dq_rs, 0, L, E);
     /* key blocks no query row pairs with (causal, from row L; every block when L = 0) */
     int64_t paired = L == 0 ? 0 : g->causal ? attn_min(S, (L + ATTN_BK - 1) / ATTN_BK * ATTN_BK) : S;
-    memset(p.dk + paired * E, 0, sizeof(REAL) * (size_t)((S - paired) * E));
-    memset(p.dv + paired * Ev, 0, sizeof(REAL) * (size_t)((S - paired) * Ev));
+    FN(zero_rows)(p.dk, p.dk_rs, paired, S, E);
+    FN(zero_rows)(p.dv, p.dv_rs, paired, S, Ev);
     for (int64_t j0 = 0; j0 < S; j0 += ATTN_BK) { /* causal: queries before j0 see none of it */
         int64_t i0 = g->causal ? j0 : 0, nk = attn_min(ATTN_BK, S - j0);
         if (i0 >= L)

@@ -17,11 +17,12 @@ typedef struct ref_attn {
     const tide_attrs *a;
     int nb;
     int64_t n, L, S, E, Ev;
+    int64_t heads; /* heads-last outputs (core/primitive.h): the last batch dim; else 1 */
 } ref_attn;
 
 static ref_attn attn_dims(tide_tensor *const *in, const tide_attrs *a)
 {
-    ref_attn r = {in, a, in[0]->ndim - 2, 0, 0, 0, 0, 0};
+    ref_attn r = {in, a, in[0]->ndim - 2, 0, 0, 0, 0, 0, 1};
     r.n = 1;
     for (int d = 0; d < r.nb; d++)
         r.n *= in[0]->shape[d];
@@ -29,7 +30,16 @@ static ref_attn attn_dims(tide_tensor *const *in, const tide_attrs *a)
     r.E = in[0]->shape[r.nb + 1];
     r.S = in[1]->shape[r.nb];
     r.Ev = in[2]->shape[r.nb + 1];
+    if (a->nints > 2 && a->ints[2] && r.nb > 0)
+        r.heads = in[0]->shape[r.nb - 1];
     return r;
+}
+
+/* Where element (i, e) of batch b's [rows, width] output matrix is stored. */
+static int64_t out_pos(const ref_attn *r, int64_t b, int64_t i, int64_t e, int64_t rows,
+                       int64_t width)
+{
+    return ((b / r->heads * rows + i) * r->heads + b % r->heads) * width + e;
 }
 
 /* Element (b, i, j) of a [batch.., rows, cols] tensor. */
@@ -74,7 +84,7 @@ int ref_sdpa(tide_tensor *out, tide_tensor *const *in, const tide_attrs *a)
                 double o = 0;
                 for (int64_t j = 0; j < r.S; j++)
                     o += p[j] * at(&r, in[2], b, j, e);
-                ref_set_f(out, (b * r.L + i) * r.Ev + e, o / sum);
+                ref_set_f(out, out_pos(&r, b, i, e, r.L, r.Ev), o / sum);
             }
             ref_set_f(out, r.n * r.L * r.Ev + b * r.L + i, mx + log(sum));
         }
@@ -93,11 +103,11 @@ static void grad_scores(const ref_attn *r, const tide_tensor *packed, const tide
     for (int64_t i = 0; i < L; i++) {
         double lse = ref_get_f(packed, r->n * L * Ev + b * L + i), D = 0;
         for (int64_t e = 0; e < Ev; e++) /* sum_j P_ij dP_ij = dO_i . O_i */
-            D += ref_get_f(dout, (b * L + i) * Ev + e) * ref_get_f(packed, (b * L + i) * Ev + e);
+            D += at(r, dout, b, i, e) * ref_get_f(packed, out_pos(r, b, i, e, L, Ev));
         for (int64_t j = 0; j < S; j++) {
             double p = exp(score(r, b, i, j) - lse), dp = 0;
             for (int64_t e = 0; e < Ev; e++) {
-                double g = ref_get_f(dout, (b * L + i) * Ev + e);
+                double g = at(r, dout, b, i, e);
                 dp += g * at(r, r->in[2], b, j, e);
                 dv[j * Ev + e] += p * g;
             }
@@ -119,19 +129,20 @@ int ref_sdpa_grad(tide_tensor *out, tide_tensor *const *in, int nin, const tide_
     for (int64_t b = 0; b < r.n; b++) {
         grad_scores(&r, in[nin - 2], in[nin - 1], b, ds);
         for (int64_t o = 0; o < S * Ev; o++)
-            ref_set_f(out, r.n * L * E + r.n * S * E + b * S * Ev + o, ds[2 * L * S + o]);
+            ref_set_f(out, r.n * L * E + r.n * S * E + out_pos(&r, b, o / Ev, o % Ev, S, Ev),
+                      ds[2 * L * S + o]);
         for (int64_t e = 0; e < E; e++) {
             for (int64_t i = 0; i < L; i++) {
                 double s = 0;
                 for (int64_t j = 0; j < S; j++)
                     s += ds[i * S + j] * at(&r, in[1], b, j, e);
-                ref_set_f(out, (b * L + i) * E + e, scale * s);
+                ref_set_f(out, out_pos(&r, b, i, e, L, E), scale * s);
             }
             for (int64_t j = 0; j < S; j++) {
                 double s = 0;
                 for (int64_t i = 0; i < L; i++)
                     s += ds[i * S + j] * at(&r, in[0], b, i, e);
-                ref_set_f(out, r.n * L * E + (b * S + j) * E + e, scale * s);
+                ref_set_f(out, r.n * L * E + out_pos(&r, b, j, e, S, E), scale * s);
             }
         }
     }
