@@ -539,21 +539,6 @@ bool ag_stored_transposed(const tide_tensor *t)
            t->strides[d - 1] == t->shape[d - 2];
 }
 
-/* part (a 1-D slice of SDPA_GRAD's result) as a gradient of shape [batch.., rows, width]: with
- * heads-last outputs (core/primitive.h) stored [batch.. but the last, rows, heads, width]. */
-static tide_tensor *sdpa_part(scope *S, tide_tensor *part, const ag_input *a, bool heads_last)
-{
-    int nb = a->ndim - 2;
-    if (!part || !heads_last || nb == 0)
-        return part ? K(tide_reshape(part, a->ndim, a->shape)) : NULL;
-    int64_t shape[TIDE_MAX_DIMS];
-    memcpy(shape, a->shape, sizeof(int64_t) * (size_t)a->ndim);
-    shape[nb - 1] = a->shape[nb];
-    shape[nb] = a->shape[nb - 1];
-    tide_tensor *stored = K(tide_reshape(part, a->ndim, shape));
-    return stored ? K(tide_transpose(stored, nb - 1, nb)) : NULL;
-}
-
 /* Attention (ops/attention.c): SDPA_GRAD recomputes the scores block by block from q, k and the
  * logsumexps kept in the packed forward (the node's last input) and gives dq, dk, dv in one
  * flat tensor; each is a view of it. The broadcast batch dims were expands, summed by theirs.
@@ -580,7 +565,7 @@ static int sdpa_grad(scope *S, const ag_node *n, tide_tensor *g, tide_tensor **g
         tide_tensor *part = flat && ag_input_needed(a)
                                 ? K(tide_slice(flat, 0, start, start + sizes[i], 1))
                                 : NULL;
-        tide_tensor *grad = sdpa_part(S, part, a, heads_last);
+        tide_tensor *grad = part ? K(td_sdpa_unpack(part, a->ndim, a->shape, heads_last)) : NULL;
         if (grad)
             gi[i] = give(S, grad);
         start += sizes[i];

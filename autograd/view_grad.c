@@ -132,44 +132,64 @@ static tide_tensor *join_by_copies(const ag_node *p, const ag_pieces *ps)
  * traced step in two: more parts than this are copied into zeros instead. */
 #define CAT_MAX_PARTS 6
 
+/* The parts that tile p's gradient along the pieces' dim, in order: piece i as i, the gap
+ * [lo, hi) before or after pieces as -1 with its bounds in gap_lo, gap_hi. Returns the count. */
+static int tile_parts(const ag_node *p, const ag_pieces *ps, int *part, int64_t *gap_lo,
+                      int64_t *gap_hi)
+{
+    int np = 0;
+    int64_t at = 0;
+    for (int i = 0; i <= ps->n; i++) {
+        int64_t next = i < ps->n ? ps->lo[i] : p->out_shape[ps->dim];
+        if (next > at) {
+            gap_lo[np] = at;
+            gap_hi[np] = next;
+            part[np++] = -1;
+        }
+        if (i < ps->n) {
+            part[np++] = i;
+            at = ps->hi[i];
+        }
+    }
+    return np;
+}
+
+/* The pieces joined by one cat, zeros made for the gaps. */
+static tide_tensor *join_by_cat(const ag_pieces *ps, const int *part, const int64_t *gap_lo,
+                                const int64_t *gap_hi, int np)
+{
+    tide_tensor *parts[2 * AG_PIECES + 1], *zeros[AG_PIECES + 1];
+    int nz = 0;
+    bool ok = true;
+    for (int k = 0; k < np; k++) {
+        if (part[k] >= 0)
+            parts[k] = ps->g[part[k]];
+        else if (!(parts[k] = zeros[nz++] = gap_zeros(ps, gap_lo[k], gap_hi[k])))
+            ok = false;
+    }
+    tide_tensor *joined = !ok        ? NULL
+                          : np == 1  ? tide_retain(parts[0])
+                                     : tide_cat(parts, np, ps->dim);
+    for (int k = 0; k < nz; k++)
+        tide_release(zeros[k]);
+    return joined;
+}
+
 int ag_view_grad_join(ag_node *p)
 {
     ag_pieces *ps = p->pieces;
     if (!ps)
         return 0;
-    tide_tensor *parts[2 * AG_PIECES + 1], *zeros[AG_PIECES + 1] = {0};
-    int np = 0, nz = 0, rc = 0;
-    int64_t at = 0;
-    int gaps = ps->lo[0] > 0;
-    for (int i = 0; i < ps->n; i++)
-        gaps += ps->hi[i] < (i + 1 < ps->n ? ps->lo[i + 1] : p->out_shape[ps->dim]);
-    if (ps->n + gaps > CAT_MAX_PARTS) {
-        tide_tensor *joined = join_by_copies(p, ps);
-        ag_view_grad_drop(p);
-        p->grad = joined;
-        p->grad_owned = true;
-        return joined ? 0 : -1;
-    }
-    for (int i = 0; i <= ps->n && rc == 0; i++) {
-        int64_t next = i < ps->n ? ps->lo[i] : p->out_shape[ps->dim];
-        if (next > at && !(parts[np++] = zeros[nz++] = gap_zeros(ps, at, next)))
-            rc = -1;
-        if (i < ps->n) {
-            parts[np++] = ps->g[i];
-            at = ps->hi[i];
-        }
-    }
-    tide_tensor *joined = NULL;
-    if (rc == 0)
-        joined = np == 1 ? tide_retain(parts[0]) : tide_cat(parts, np, ps->dim);
-    for (int i = 0; i < nz; i++)
-        tide_release(zeros[i]);
-    p->grad_owned = np > 1; /* a lone piece is the gradient as it came */
+    int part[2 * AG_PIECES + 1];
+    int64_t gap_lo[2 * AG_PIECES + 1], gap_hi[2 * AG_PIECES + 1];
+    int np = tile_parts(p, ps, part, gap_lo, gap_hi);
+    tide_tensor *joined = np > CAT_MAX_PARTS ? join_by_copies(p, ps)
+                                             : join_by_cat(ps, part, gap_lo, gap_hi, np);
+    /* a lone piece is the gradient as it came; a cat's or the copies' result is the engine's */
+    p->grad_owned = np > 1;
     ag_view_grad_drop(p);
-    if (!joined)
-        return -1;
     p->grad = joined;
-    return 0;
+    return joined ? 0 : -1;
 }
 
 int ag_view_grad_add(ag_node *n, tide_tensor *g)

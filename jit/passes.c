@@ -236,19 +236,48 @@ typedef struct cse_table {
     size_t mask;
 } cse_table;
 
-static bool cse_pass(jit_compiled *c, cse_table *t, int i, const char *written, bool enter_only)
+/* The slot of t where node i's hash h is entered, after any equal unwritten node that would
+ * be found first: *found is that node, or -1. */
+static size_t cse_probe(const jit_compiled *c, const cse_table *t, int i, uint64_t h,
+                        const char *written, int *found)
 {
-    const jit_node *nd = &c->nodes[i];
-    if (nd->op == TIDE_OP_RANDOM)
-        return false;
-    uint64_t h = node_hash(nd);
     size_t s = h & t->mask;
+    *found = -1;
     for (; t->e[s].node >= 0; s = (s + 1) & t->mask)
-        if (!enter_only && t->e[s].h == h && node_equal(&c->nodes[t->e[s].node], nd) &&
+        if (t->e[s].h == h && node_equal(&c->nodes[t->e[s].node], &c->nodes[i]) &&
             !written[t->e[s].node]) {
-            c->alias[i] = t->e[s].node;
-            return true;
+            *found = t->e[s].node;
+            return s;
         }
+    return s;
+}
+
+/* Enters node i, which must stay itself (an output): later equal nodes may become its alias. */
+static void cse_enter(jit_compiled *c, cse_table *t, int i, const char *written)
+{
+    if (c->nodes[i].op == TIDE_OP_RANDOM)
+        return;
+    uint64_t h = node_hash(&c->nodes[i]);
+    int found;
+    size_t s = cse_probe(c, t, i, h, written, &found);
+    if (found < 0) {
+        t->e[s].h = h;
+        t->e[s].node = i;
+    }
+}
+
+/* Node i becomes an alias of an equal earlier node (true), or is entered. */
+static bool cse_pass(jit_compiled *c, cse_table *t, int i, const char *written)
+{
+    if (c->nodes[i].op == TIDE_OP_RANDOM)
+        return false;
+    uint64_t h = node_hash(&c->nodes[i]);
+    int found;
+    size_t s = cse_probe(c, t, i, h, written, &found);
+    if (found >= 0) {
+        c->alias[i] = found;
+        return true;
+    }
     t->e[s].h = h;
     t->e[s].node = i;
     return false;
@@ -333,12 +362,12 @@ int jit_run_passes(jit_compiled *c, char *live, char *is_output, char *written)
         /* an output stays its own node, but a later equal node may read it: backward's
          * recomputation of a forward value (gelu(x) for gelu's gradient) in the same trace */
         if (protected_node && !f && !written[i] && nd->kind == JN_OP)
-            cse_pass(c, &cse, i, written, true);
+            cse_enter(c, &cse, i, written);
         if (f || protected_node)
             continue;
         if (simplify_identity(c, i, written))
             simplified++;
-        else if (cse_pass(c, &cse, i, written, false))
+        else if (cse_pass(c, &cse, i, written))
             merged++;
     }
     free(cse.e);

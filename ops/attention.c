@@ -181,6 +181,22 @@ static tide_tensor *additive_mask(nn_scope *s, const tide_tensor *mask, const ti
     return nn_keep(s, tide_expand(m, d->nb + 2, shape));
 }
 
+tide_tensor *td_sdpa_unpack(const tide_tensor *flat, int ndim, const int64_t *shape,
+                            bool heads_last)
+{
+    int nb = ndim - 2;
+    if (!heads_last || nb == 0)
+        return tide_reshape(flat, ndim, shape);
+    int64_t stored_shape[TIDE_MAX_DIMS];
+    memcpy(stored_shape, shape, sizeof(int64_t) * (size_t)ndim);
+    stored_shape[nb - 1] = shape[nb];
+    stored_shape[nb] = shape[nb - 1];
+    tide_tensor *stored = tide_reshape(flat, ndim, stored_shape);
+    tide_tensor *view = stored ? tide_transpose(stored, nb - 1, nb) : NULL;
+    tide_release(stored);
+    return view;
+}
+
 /* packed's first N*L*Ev elements as [batch.., L, Ev] (a view). With a batch dim, the outputs
  * are stored heads-last (core/primitive.h): as [batch.. but the last, L, heads, Ev], so that
  * out:transpose(-3, -2):reshape(.., L, heads * Ev), how a model joins its heads, is a view. */
@@ -191,12 +207,7 @@ static tide_tensor *output_view(nn_scope *s, tide_tensor *packed, const sdpa_dim
     shape[d->nb] = d->L;
     shape[d->nb + 1] = d->Ev;
     tide_tensor *head = nn_keep(s, tide_slice(packed, 0, 0, d->n * d->L * d->Ev, 1));
-    if (!head || d->nb == 0)
-        return head ? nn_keep(s, tide_reshape(head, d->nb + 2, shape)) : NULL;
-    shape[d->nb - 1] = d->L; /* [batch.., L, heads, Ev] */
-    shape[d->nb] = d->batch[d->nb - 1];
-    tide_tensor *stored = nn_keep(s, tide_reshape(head, d->nb + 2, shape));
-    return stored ? nn_keep(s, tide_transpose(stored, d->nb - 1, d->nb)) : NULL;
+    return head ? nn_keep(s, td_sdpa_unpack(head, d->nb + 2, shape, d->nb > 0)) : NULL;
 }
 
 /* SDPA with grad mode off, the output view, then the node recorded by hand with packed as a

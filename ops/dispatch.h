@@ -120,6 +120,11 @@ static inline int td_run_primitive(tide_device *dev, tide_op op, tide_tensor *ou
 tide_tensor *td_to_device(const tide_tensor *t, tide_device *dev);
 /* The exact GELU primitive, x * Phi(x) (elementwise.c; tide_gelu in nn_activation.c). */
 tide_tensor *td_gelu_exact(const tide_tensor *x);
+/* A 1-D run of SDPA's or SDPA_GRAD's packed result (core/primitive.h) as [batch.., rows, width]
+ * (ndim, shape): a reshape; with heads-last storage a reshape of [batch.. but the last, rows,
+ * heads, width] then a transpose (attention.c). A new reference, or NULL. */
+tide_tensor *td_sdpa_unpack(const tide_tensor *flat, int ndim, const int64_t *shape,
+                            bool heads_last);
 
 /* Creation (creation.c): the calling thread's default device (the CPU unless set); the device
  * named name for op (NULL: the default), or NULL with an error naming op and the device. */

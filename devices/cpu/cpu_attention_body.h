@@ -281,7 +281,9 @@ static void FN(bwd_batch)(const attn_geom *g, int64_t b, REAL *sc, REAL *dp, REA
     if (S == 0) /* dQ rows are written by key block 0 */
         FN(zero_rows)(p.dq, p.dq_rs, 0, L, E);
     /* key blocks no query row pairs with (causal, from row L; every block when L = 0) */
-    int64_t paired = L == 0 ? 0 : g->causal ? attn_min(S, (L + ATTN_BK - 1) / ATTN_BK * ATTN_BK) : S;
+    int64_t paired = L == 0      ? 0
+                     : g->causal ? attn_min(S, (L + ATTN_BK - 1) / ATTN_BK * ATTN_BK)
+                                 : S;
     FN(zero_rows)(p.dk, p.dk_rs, paired, S, E);
     FN(zero_rows)(p.dv, p.dv_rs, paired, S, Ev);
     for (int64_t j0 = 0; j0 < S; j0 += ATTN_BK) { /* causal: queries before j0 see none of it */
@@ -298,8 +300,8 @@ static void FN(bwd_batch)(const attn_geom *g, int64_t b, REAL *sc, REAL *dp, REA
 static void FN(bwd_range)(void *ctx, int64_t begin, int64_t end)
 {
     attn_geom *g = ctx;
-    REAL *scratch = td_malloc(sizeof(REAL) *
-                              (size_t)(2 * ATTN_BQ_BWD * ATTN_BK + g->L + (g->E + g->Ev) * ATTN_BK));
+    size_t n = (size_t)(2 * ATTN_BQ_BWD * ATTN_BK + g->L + (g->E + g->Ev) * ATTN_BK);
+    REAL *scratch = td_malloc(sizeof(REAL) * n);
     if (!scratch) {
         __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
         return;
