@@ -200,6 +200,25 @@ int td_vk_bind_tensor(vk_state *s, tide_tensor *t, vk_binding *b, int32_t *base)
 uint32_t td_vk_opcode(tide_op op);   /* the shaders' op code (vk_opcodes.h) */
 bool td_vk_int_op_ok(uint32_t code); /* whether the integer shaders have the op */
 
+/* vk_run.c: an operand bound for a shader; a host tensor (a wrapped number, say) is copied
+ * into the command stream first and freed by td_vk_release_operands */
+typedef struct vk_operand {
+    vk_binding b;
+    int32_t base;   /* element index of the tensor's offset inside the binding */
+    vk_buf *upload; /* a host operand's temporary device copy */
+} vk_operand;
+/* Binds t read with (shape, strides): 1 bound, 0 cannot (declined: too large for one
+ * binding), -1 error. */
+int td_vk_bind_operand(vk_state *s, tide_tensor *t, int nd, const int64_t *shape,
+                       const int64_t *st, vk_operand *op);
+void td_vk_release_operands(vk_state *s, vk_operand *ops, int n);
+/* vk_run_nn.c: pooling, convolution and indexing; 1 ran, 0 declined (why_not set), -1 error */
+int td_vk_run_pool(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *x,
+                   const tide_attrs *a);
+int td_vk_run_conv(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in,
+                   const tide_attrs *a);
+int td_vk_run_index(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in,
+                    const tide_attrs *a);
 /* vk_run.c: run_eltwise and its reason for declining, for vk_half.c */
 int td_vk_eltwise(vk_state *s, tide_op op, tide_tensor *out, tide_tensor *const *in, int nin,
                   const tide_attrs *attrs);
