@@ -9,11 +9,13 @@
 -- At construction every rank takes rank 0's parameters and buffers. The parameters are split
 -- into buckets of about bucket_cap_mb MB, last parameters first (backward produces their
 -- gradients first). During backward, the moment every gradient of a bucket is final
--- (tide.autograd.set_backward_hooks), the bucket is copied into one flat buffer and its all_reduce
--- starts without blocking, so it runs on tide's communication thread while backward goes on;
--- buckets start in the same order on every rank. When backward ends, each bucket is waited and
--- its mean written back into the gradients. Under tide.jit the same code is traced: each bucket's
--- all_reduce is a step of the compiled graph (blocking there: nothing is overlapped).
+-- (tide.autograd.set_backward_hooks), its gradients go into one flat buffer, divided by the
+-- world size, and its all_reduce (a sum) starts without blocking, so it runs on tide's
+-- communication thread while backward goes on; buckets start in the same order on every rank.
+-- When backward ends, each bucket is waited and the gradients become views of it. Under
+-- tide.jit the same code is traced: each bucket's all_reduce is a step of the compiled graph
+-- (blocking there: nothing is overlapped), and the division is the epilogue of the product
+-- that makes the gradient.
 local tide = require "tide"
 
 local parallel = {}
@@ -128,11 +130,21 @@ function parallel.install(nn)
       function() self:_finish_backward() end)
   end
 
+  -- Puts parameter i's gradient into its bucket, divided by the world size on the way (one
+  -- pass; the all_reduce then sums: PyTorch's default hook also divides before reducing). Under
+  -- the jit the division joins the pass that produced the gradient.
+  function DDP:_fill_slot(b, i)
+    local p = self.params[i]
+    -- in the gradient's shape, so that under the jit the product making it writes it
+    local slot = b.buffer:narrow(1, b.offsets[i] + 1, p:numel()):view(p.shape)
+    if p.grad == nil then slot:zero_()
+    elseif self.world == 1 then slot:copy_(p.grad)
+    else slot:copy_(p.grad:mul(1 / self.world)) end
+  end
+
   function DDP:_grad_ready(i)
     local b = self.buckets[self.bucket_of[i]]
-    local p = self.params[i]
-    local slot = b.buffer:narrow(1, b.offsets[i] + 1, p:numel())
-    if p.grad ~= nil then slot:copy_(p.grad:reshape(-1)) else slot:zero_() end
+    self:_fill_slot(b, i)
     b.got[i] = true
     b.pending = b.pending - 1
     b.ready = b.pending == 0
@@ -145,7 +157,7 @@ function parallel.install(nn)
     local buckets = self.buckets
     while buckets[self.next_bucket] and buckets[self.next_bucket].ready do
       local b = buckets[self.next_bucket]
-      b.work = dist.all_reduce(b.buffer, "mean", { async_op = true })
+      b.work = dist.all_reduce(b.buffer, "sum", { async_op = true })
       self.timeline.started[#self.timeline.started + 1] = tide.clock()
       rawset(self, "next_bucket", self.next_bucket + 1)
     end
@@ -161,10 +173,7 @@ function parallel.install(nn)
     for _, b in ipairs(self.buckets) do
       if not b.ready then
         for _, i in ipairs(b.members) do
-          local p = self.params[i]
-          local slot = b.buffer:narrow(1, b.offsets[i] + 1, p:numel())
-          if b.got[i] then -- copied already
-          elseif p.grad ~= nil then slot:copy_(p.grad:reshape(-1)) else slot:zero_() end
+          if not b.got[i] then self:_fill_slot(b, i) end -- the others are in already
         end
         b.ready = true
       end
