@@ -31,22 +31,24 @@ int64_t td_layout_span(int ndim, const int64_t *shape, const int64_t *strides)
     return reach + 1;
 }
 
-/* Row-major order with no gaps; size-1 dims may have any stride, and an empty tensor is
+/* Row-major order with no gaps; size-1 dims may have any stride, and an empty layout is
  * contiguous whatever its strides (PyTorch agrees on both). */
-bool td_is_contiguous(const tide_tensor *t)
+bool td_dense_layout(int ndim, const int64_t *shape, const int64_t *strides)
 {
     int64_t expected = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] == 0)
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] == 0)
             return true;
-        if (t->shape[i] == 1)
+        if (shape[i] == 1)
             continue;
-        if (t->strides[i] != expected)
+        if (strides[i] != expected)
             return false;
-        expected *= t->shape[i];
+        expected *= shape[i];
     }
     return true;
 }
+
+bool td_is_contiguous(const tide_tensor *t) { return td_dense_layout(t->ndim, t->shape, t->strides); }
 
 int td_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout,
                        int64_t *out)

@@ -92,6 +92,8 @@ void td_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 /* The elements a layout spans from its offset: one past its last element (0 when empty). Its
  * caller keeps shapes and strides non-negative and small enough not to overflow. */
 int64_t td_layout_span(int ndim, const int64_t *shape, const int64_t *strides);
+/* Row-major with no gaps, whatever the strides of size-1 dims (td_is_contiguous: a tensor's). */
+bool td_dense_layout(int ndim, const int64_t *shape, const int64_t *strides);
 bool td_is_contiguous(const tide_tensor *t);
 /* Broadcast shapes a and b into out (ndim in *nout). -1 with no error set when they don't. */
 int td_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout,

@@ -330,16 +330,14 @@ static void assign_args(jit_group *g, const jit_compiled *c)
         if (!sl->member || sl->output || sl->into >= 0)
             sl->arg = g->nargs++;
     }
-    /* inputs read in place: contiguous with the domain's shape (every layout is in the key) */
+    /* inputs read in place: contiguous with the domain's shape (every layout is in the key;
+     * a size-1 dim's stride moves nothing, as in a [64, 1, 256] tensor read as [1, 64, 256]) */
     for (int s = 0; s < g->nslots; s++) {
         jit_slot *sl = &g->slots[s];
         const jit_node *nd = &c->nodes[sl->node];
-        if (!sl->member && sl->vkind == JV_FULL) {
-            int64_t cs[TIDE_MAX_DIMS];
-            td_contiguous_strides(nd->ndim, nd->shape, cs);
+        if (!sl->member && sl->vkind == JV_FULL)
             sl->direct = jit_same_shape(nd->ndim, nd->shape, g->ndim, g->domain) &&
-                         memcmp(cs, nd->strides, sizeof(int64_t) * nd->ndim) == 0;
-        }
+                         td_dense_layout(nd->ndim, nd->shape, nd->strides);
     }
 }
 
@@ -440,9 +438,7 @@ static bool fuse_writeback(grouper *gp, int w)
     bool op_result = d->kind == JN_OP && d->root == dst && gp->group_of[dst] != gp->open;
     if (d->kind != JN_EXTERN && !(d->kind == JN_VIEW && droot->kind == JN_EXTERN) && !op_result)
         return false;
-    int64_t cs[TIDE_MAX_DIMS];
-    td_contiguous_strides(d->ndim, d->shape, cs);
-    if (d->kind != JN_OP && memcmp(cs, d->strides, sizeof(int64_t) * d->ndim) != 0)
+    if (d->kind != JN_OP && !td_dense_layout(d->ndim, d->shape, d->strides))
         return false;
     for (int k = 0; k < gp->nmem; k++) {
         const jit_node *m = &c->nodes[gp->mem[k]];

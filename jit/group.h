@@ -78,7 +78,13 @@ typedef struct jit_slot {
     int into;     /* a member written back into this node's tensor (a fused COPY), or -1 */
     int arg;      /* the group's operands and results in order (members not kept inside), or -1 */
     int es;       /* element size */
-    int direct;   /* an input (FULL) that is contiguous with the domain's shape */
+    int direct;   /* an input (FULL) read in place: 1 contiguous with the domain's shape (set by
+                   * the jit); 2 (set by a device's jit_compile) a contiguous vector of period
+                   * elements repeated along the domain, each row or tile inside one repeat, so
+                   * a row starting at element s0 reads it from element s0 % period (a bias, a
+                   * norm's weight); 3 (the CPU's) such a vector whose period divides the tile:
+                   * every tile reads the same elements, gathered once per call */
+    int64_t period;
     /* The device's layout of the slot, set by its jit_compile (the CPU's scratch plan:
      * devices/cpu/cpu_jit.c); the jit leaves them -1. */
     int64_t scratch;  /* byte offset of its buffer in the per-call scratch, or -1 */

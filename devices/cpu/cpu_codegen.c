@@ -294,15 +294,22 @@ int td_cpu_group_interpret(const jit_plan *c, const jit_group *g, void **args, i
         if (ms->splat >= 0)
             td_jit_splat(ms->es, scratch + ms->splat, p[g->members[k]], g->rowlen);
     }
+    for (int s = 0; s < g->nslots; s++) { /* vectors repeated within every tile: once */
+        const jit_slot *sl = &g->slots[s];
+        if (!sl->member && sl->direct == 3) {
+            p[s] = scratch + sl->scratch;
+            td_jit_gather(args[sl->arg], p[s], 0, g->numel < g->rowlen ? g->numel : g->rowlen);
+        }
+    }
     for (int64_t r = r0; r < r1; r++) {
         int64_t s0 = r * g->rowlen;
         int64_t n = g->numel - s0 < g->rowlen ? g->numel - s0 : g->rowlen;
         for (int s = 0; s < g->nslots; s++) {
             const jit_slot *sl = &g->slots[s];
-            if (sl->member || sl->vkind == JV_SCALAR)
+            if (sl->member || sl->vkind == JV_SCALAR || sl->direct == 3)
                 continue;
             if (sl->direct) {
-                p[s] = (char *)args[sl->arg] + s0 * sl->es;
+                p[s] = (char *)args[sl->arg] + (sl->direct == 2 ? s0 % sl->period : s0) * sl->es;
                 continue;
             }
             p[s] = scratch + sl->scratch;
@@ -470,7 +477,7 @@ static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
     int64_t ahead = g->row_mode ? 1 : 2; /* rows: 4096 elements and more */
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
-        bool in = !sl->member && sl->vkind == JV_FULL && sl->direct;
+        bool in = !sl->member && sl->vkind == JV_FULL && sl->direct == 1;
         bool out = sl->member && sl->output && sl->vkind == JV_FULL;
         if (!in && !out)
             continue;
@@ -565,14 +572,33 @@ static void emit_scalars(td_sbuf *b, const jit_plan *c, const jit_group *g,
     }
 }
 
+/* Before the rows: the vectors repeated within every tile (direct 3), gathered once. */
+static void emit_tile_constants(td_sbuf *b, const jit_group *g)
+{
+    for (int s = 0; s < g->nslots; s++) {
+        const jit_slot *sl = &g->slots[s];
+        if (sl->member || sl->direct != 3)
+            continue;
+        td_emit(b, "    p%d = ", s);
+        emit_at(b, g, s, AT_SCRATCH);
+        td_emit(b, ";\n    jg(A[%d], p%d, 0, N < %lldL ? N : %lldL);\n", sl->arg, s,
+                (long long)g->rowlen, (long long)g->rowlen);
+    }
+}
+
 /* In a row: the pointers to its non-scalar inputs, read in place or gathered into scratch. */
 static void emit_row_inputs(td_sbuf *b, const jit_plan *c, const jit_group *g,
                             const tile_pair *pairs)
 {
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
-        if (sl->member || sl->vkind == JV_SCALAR)
+        if (sl->member || sl->vkind == JV_SCALAR || sl->direct == 3)
             continue;
+        if (sl->direct == 2) { /* a repeated vector: a row's stretch of it (a bias) */
+            td_emit(b, "        p%d = (char *)A[%d] + s0 %% %lldL * %d;\n", s, sl->arg,
+                    (long long)sl->period, sl->es);
+            continue;
+        }
         if (sl->direct) {
             td_emit(b, "        p%d = (char *)A[%d] + s0 * %d;\n", s, sl->arg, sl->es);
             continue;
@@ -708,6 +734,7 @@ static char *render(const jit_plan *c, const jit_group *g, int index, const tile
     td_emit(&b, "    I far = N >= %lldL; /* operands come from memory, not cache */\n",
             (long long)(TD_JIT_PREFETCH_BYTES / 4));
     emit_scalars(&b, c, g, pairs);
+    emit_tile_constants(&b, g);
     td_emit(&b, "    for (r = r0; r < r1; r++) {\n        s0 = r * ");
     emit_len(&b, g);
     td_emit(&b, ";\n");

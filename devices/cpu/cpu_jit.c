@@ -69,9 +69,46 @@ static void choose_tile(const jit_plan *c, jit_group *g)
         }
 }
 
+/* Slot sl, an input read through a broadcast, as a vector repeated along the domain (direct 2
+ * or 3, jit/group.h): its dims that are not broadcast are the domain's last ones, dense, and
+ * their element count (the period) a multiple of the row or tile, so every row reads one
+ * stretch of it in place instead of gathering it (a bias over tiles of its length, a norm's
+ * weight over rows), or a divisor of the tile, so every tile is the same, gathered once. */
+static void find_period(const jit_plan *c, const jit_group *g, jit_slot *sl)
+{
+    const jit_node *nd = &c->nodes[sl->node];
+    int lead = g->ndim - nd->ndim, first = g->ndim;
+    if (lead < 0)
+        return;
+    for (int k = g->ndim - 1; k >= 0; k--) { /* the trailing dims it spans */
+        int d = k - lead;
+        if (d < 0 || (nd->shape[d] == 1 && g->domain[k] != 1))
+            break;
+        if (nd->shape[d] != g->domain[k])
+            return;
+        first = k;
+    }
+    for (int k = lead > 0 ? lead : 0; k < first; k++) /* and it is broadcast along the others */
+        if (nd->shape[k - lead] != 1)
+            return;
+    int64_t period = 1;
+    for (int k = first; k < g->ndim; k++)
+        period *= g->domain[k];
+    if (first == g->ndim || period < 2 || (period % g->rowlen != 0 && g->rowlen % period != 0) ||
+        !td_dense_layout(g->ndim - first, nd->shape + first - lead, nd->strides + first - lead))
+        return;
+    sl->direct = period % g->rowlen == 0 ? 2 : 3;
+    sl->period = period;
+}
+
 void td_cpu_jit_layout(const jit_plan *c, jit_group *g)
 {
     choose_tile(c, g);
+    for (int s = 0; s < g->nslots && !g->symbolic; s++) {
+        jit_slot *sl = &g->slots[s];
+        if (!sl->member && sl->vkind == JV_FULL && !sl->direct)
+            find_period(c, g, sl);
+    }
     int64_t off = 0;
 #define TAKE(bytes) (off += ((bytes) + 63) / 64 * 64, off - ((bytes) + 63) / 64 * 64)
     for (int s = 0; s < g->nslots; s++) {
@@ -81,7 +118,7 @@ void td_cpu_jit_layout(const jit_plan *c, jit_group *g)
             continue; /* full-size member buffers are shared by liveness, below */
         if (sl->member && (!sl->output || sl->vkind == JV_SCALAR)) /* scalars: stored after */
             sl->scratch = TAKE(elems * sl->es);
-        else if (!sl->member && !sl->direct)
+        else if (!sl->member && !td_cpu_slot_in_place(sl))
             sl->scratch = TAKE(elems * sl->es);
         if (sl->member && sl->output && sl->vkind == JV_FULL)
             sl->stream = TAKE(elems * sl->es); /* used when the output is large (codegen) */

@@ -268,7 +268,7 @@ static void merge_gather_dims(jit_gather *d)
  * through strides or broadcast. */
 static void *slot_arg(const jit_group *g, const jit_slot *sl, tide_tensor *t, jit_gather *d)
 {
-    if (sl->member || sl->vkind == JV_SCALAR || sl->direct)
+    if (sl->member || sl->vkind == JV_SCALAR || td_cpu_slot_in_place(sl))
         return td_tensor_data(t);
     d->es = sl->es;
     d->base = td_tensor_data(t);
@@ -319,7 +319,7 @@ static void fill_args(const jit_group *g, tide_tensor *const *t, void **args, ji
         const jit_slot *sl = &g->slots[s];
         if (sl->arg < 0)
             continue;
-        bool gathered = !sl->member && !sl->direct && sl->vkind != JV_SCALAR;
+        bool gathered = !sl->member && !td_cpu_slot_in_place(sl) && sl->vkind != JV_SCALAR;
         args[sl->arg] = slot_arg(g, sl, t[s], gathered ? &gathers[gi++] : NULL);
     }
     args[g->nargs] = (void *)&g->numel;
@@ -340,7 +340,8 @@ int td_cpu_jit_run(tide_device *dev, const void *plan, const void *group, tide_t
     void **args = g->nargs < 64 ? argbuf : td_malloc(sizeof(void *) * (size_t)(g->nargs + 3));
     int ngathers = 0; /* operands read through strides: one descriptor each */
     for (int s = 0; s < g->nslots; s++)
-        ngathers += !g->slots[s].member && !g->slots[s].direct && g->slots[s].vkind != JV_SCALAR;
+        ngathers += !g->slots[s].member && !td_cpu_slot_in_place(&g->slots[s]) &&
+                    g->slots[s].vkind != JV_SCALAR;
     jit_gather *gathers = ngathers <= 32 ? gbuf : td_malloc(sizeof *gathers * (size_t)ngathers);
     int rc = 0;
     if (!args || !gathers) {

@@ -106,6 +106,23 @@ local more = {
     end, function()
       return tide.randn(6, 7) * 4, (tide.randn(7) * 2):round(), tide.randint(-9, 10, { 6, 7 })
     end },
+  -- inputs read in place though not laid out as the domain (devices/cpu/cpu_jit.c): a vector
+  -- repeated along the domain (a row's or tile's stretch of it, or a tile holding whole copies,
+  -- with a last tile cut short), a size-1 dim with any stride; and layouts that must still be
+  -- gathered (a strided vector, one broadcast along an inner dim)
+  { "repeated vectors and size-1 dims read in place", 0, function(x, g, b, y, c, d, e)
+      local F = require "tide.nn.functional"
+      local ln = F.layer_norm(x:transpose(1, 2) + 1, { 256 }, g, b)   -- [1, 3, 256] from [3, 1, 256]
+      local t1 = (y + c):relu()                                      -- [2, 1024] + [1024]
+      local t2 = (y:reshape(8, 256) + b):relu() * 3                  -- tiles of 1024, period 256
+      local t3 = (x:reshape(3, 256) + d:narrow(1, 1, 256)) * 2       -- 768: a tile cut short
+      local t4 = F.gelu(e + c:reshape(2, 512):narrow(2, 1, 256):reshape(-1):narrow(1, 1, 384))
+      local t5 = (y:reshape(2, 4, 256) + g:reshape(1, 1, 256)) - d:narrow(1, 1, 512):reshape(2, 1, 256)
+      return ln, t1, t2, t3, t4, t5
+    end, function()
+      return tide.randn(3, 1, 256), tide.randn(256), tide.randn(256), tide.randn(2, 1024),
+        tide.randn(1024), tide.randn(600), tide.randn(5, 384)
+    end },
   { "mse bce losses", 0, function(x, y)
       local F = require "tide.nn.functional"
       return F.mse_loss(x, y) + F.binary_cross_entropy_with_logits(x, y:sigmoid())
