@@ -3,7 +3,11 @@
 -- each rank of an MPI launch through DistributedDataParallel on its share of the batch. Run by
 -- bench/bench_ddp.sh, which alternates 1 rank x 2 threads with 2 ranks x 1 thread:
 --
---   tide bench/bench_ddp.lua [--ddp] [--eager] [--seconds S] [--batch GLOBAL]
+--   tide bench/bench_ddp.lua [--ddp] [--eager] [--seconds S] [--batch GLOBAL] [--bucket-mb MB]
+--
+-- The buckets are DistributedDataParallel's default (25 MB: the whole MLP in one, as
+-- examples/fashion_mnist.lua --ddp runs it) unless --bucket-mb sets them (bench_ddp.sh: 0.5 MB,
+-- four buckets, for the share hidden under backward).
 --
 -- Prints (rank 0): `ddp_samples_per_s: N samples/s` (or `single_...`), and with --ddp --eager
 -- the all_reduce time a step spends waiting after backward against the time the same buckets
@@ -13,11 +17,12 @@ local nn = require "tide.nn"
 local F = require "tide.nn.functional"
 local optim = require "tide.optim"
 
-local use_ddp, eager, seconds, GLOBAL = false, false, 3, 128
+local use_ddp, eager, seconds, GLOBAL, bucket_mb = false, false, 3, 128, 25
 for i, a in ipairs(arg) do
   if a == "--ddp" then use_ddp = true
   elseif a == "--eager" then eager = true
   elseif a == "--seconds" then seconds = tonumber(arg[i + 1])
+  elseif a == "--bucket-mb" then bucket_mb = tonumber(arg[i + 1])
   elseif a == "--batch" then GLOBAL = tonumber(arg[i + 1]) end
 end
 
@@ -29,7 +34,7 @@ local batch = GLOBAL // world
 tide.manual_seed(0)
 local model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
                             nn.Linear(256, 10))
-local ddp = use_ddp and nn.parallel.DistributedDataParallel(model, { bucket_cap_mb = 0.5 }) or nil
+local ddp = use_ddp and nn.parallel.DistributedDataParallel(model, { bucket_cap_mb = bucket_mb }) or nil
 local net = ddp or model
 local opt = optim.SGD(model:parameters(), { lr = 0.01, momentum = 0.9 })
 tide.manual_seed(1 + rank)
