@@ -337,7 +337,9 @@ static void assign_args(jit_group *g, const jit_compiled *c)
         const jit_node *nd = &c->nodes[sl->node];
         if (!sl->member && sl->vkind == JV_FULL)
             sl->direct = jit_same_shape(nd->ndim, nd->shape, g->ndim, g->domain) &&
-                         td_dense_layout(nd->ndim, nd->shape, nd->strides);
+                                 td_dense_layout(nd->ndim, nd->shape, nd->strides)
+                             ? JIT_IN_PLACE
+                             : JIT_GATHERED;
     }
 }
 
@@ -595,7 +597,8 @@ static bool epilogue_fits(const jit_compiled *c, const jit_group *g, int pi)
         g->numel < 1)
         return false;
     int s = jit_slot_of(g, pi);
-    if (s < 0 || g->slots[s].member || g->slots[s].vkind != JV_FULL || !g->slots[s].direct)
+    if (s < 0 || g->slots[s].member || g->slots[s].vkind != JV_FULL ||
+        g->slots[s].direct != JIT_IN_PLACE)
         return false;
     /* the group's write-backs land while other blocks of the product are still being computed:
      * none may go into the storage of an operand */

@@ -69,6 +69,17 @@ typedef struct jit_node {
 /* Where a group member's value lives while a group runs. */
 typedef enum jit_vkind { JV_SCALAR, JV_ROW, JV_FULL } jit_vkind;
 
+/* How a group reads an input slot (jit_slot.direct). */
+typedef enum jit_direct {
+    JIT_GATHERED,   /* through its strides or broadcast, into scratch, per row or tile */
+    JIT_IN_PLACE,   /* contiguous with the domain's shape (set by the jit) */
+    JIT_PERIODIC,   /* (set by a device's jit_compile) a contiguous vector of `period` elements
+                     * repeated along the domain, each row or tile inside one repeat: a row
+                     * starting at element s0 reads it from s0 % period (a bias, a norm's weight) */
+    JIT_TILE_CONST  /* (the CPU's) such a vector whose period divides the tile: every tile reads
+                     * the same elements, gathered once per call */
+} jit_direct;
+
 /* One operand or member of a fusion group, in the group's own numbering (slot). */
 typedef struct jit_slot {
     int node;     /* the graph node */
@@ -78,13 +89,8 @@ typedef struct jit_slot {
     int into;     /* a member written back into this node's tensor (a fused COPY), or -1 */
     int arg;      /* the group's operands and results in order (members not kept inside), or -1 */
     int es;       /* element size */
-    int direct;   /* an input (FULL) read in place: 1 contiguous with the domain's shape (set by
-                   * the jit); 2 (set by a device's jit_compile) a contiguous vector of period
-                   * elements repeated along the domain, each row or tile inside one repeat, so
-                   * a row starting at element s0 reads it from element s0 % period (a bias, a
-                   * norm's weight); 3 (the CPU's) such a vector whose period divides the tile:
-                   * every tile reads the same elements, gathered once per call */
-    int64_t period;
+    int direct;   /* how an input (FULL) is read: jit_direct */
+    int64_t period; /* JIT_PERIODIC, JIT_TILE_CONST: the repeated vector's element count */
     /* The device's layout of the slot, set by its jit_compile (the CPU's scratch plan:
      * devices/cpu/cpu_jit.c); the jit leaves them -1. */
     int64_t scratch;  /* byte offset of its buffer in the per-call scratch, or -1 */

@@ -296,7 +296,7 @@ int td_cpu_group_interpret(const jit_plan *c, const jit_group *g, void **args, i
     }
     for (int s = 0; s < g->nslots; s++) { /* vectors repeated within every tile: once */
         const jit_slot *sl = &g->slots[s];
-        if (!sl->member && sl->direct == 3) {
+        if (!sl->member && sl->direct == JIT_TILE_CONST) {
             p[s] = scratch + sl->scratch;
             td_jit_gather(args[sl->arg], p[s], 0, g->numel < g->rowlen ? g->numel : g->rowlen);
         }
@@ -306,10 +306,11 @@ int td_cpu_group_interpret(const jit_plan *c, const jit_group *g, void **args, i
         int64_t n = g->numel - s0 < g->rowlen ? g->numel - s0 : g->rowlen;
         for (int s = 0; s < g->nslots; s++) {
             const jit_slot *sl = &g->slots[s];
-            if (sl->member || sl->vkind == JV_SCALAR || sl->direct == 3)
+            if (sl->member || sl->vkind == JV_SCALAR || sl->direct == JIT_TILE_CONST)
                 continue;
-            if (sl->direct) {
-                p[s] = (char *)args[sl->arg] + (sl->direct == 2 ? s0 % sl->period : s0) * sl->es;
+            if (td_cpu_slot_in_place(sl)) {
+                int64_t at = sl->direct == JIT_PERIODIC ? s0 % sl->period : s0;
+                p[s] = (char *)args[sl->arg] + at * sl->es;
                 continue;
             }
             p[s] = scratch + sl->scratch;
@@ -477,7 +478,7 @@ static void emit_prefetch(td_sbuf *b, const jit_group *g, int nparts, int part)
     int64_t ahead = g->row_mode ? 1 : 2; /* rows: 4096 elements and more */
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
-        bool in = !sl->member && sl->vkind == JV_FULL && sl->direct == 1;
+        bool in = !sl->member && sl->vkind == JV_FULL && sl->direct == JIT_IN_PLACE;
         bool out = sl->member && sl->output && sl->vkind == JV_FULL;
         if (!in && !out)
             continue;
@@ -572,12 +573,12 @@ static void emit_scalars(td_sbuf *b, const jit_plan *c, const jit_group *g,
     }
 }
 
-/* Before the rows: the vectors repeated within every tile (direct 3), gathered once. */
+/* Before the rows: the vectors repeated within every tile (JIT_TILE_CONST), gathered once. */
 static void emit_tile_constants(td_sbuf *b, const jit_group *g)
 {
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
-        if (sl->member || sl->direct != 3)
+        if (sl->member || sl->direct != JIT_TILE_CONST)
             continue;
         td_emit(b, "    p%d = ", s);
         emit_at(b, g, s, AT_SCRATCH);
@@ -592,14 +593,14 @@ static void emit_row_inputs(td_sbuf *b, const jit_plan *c, const jit_group *g,
 {
     for (int s = 0; s < g->nslots; s++) {
         const jit_slot *sl = &g->slots[s];
-        if (sl->member || sl->vkind == JV_SCALAR || sl->direct == 3)
+        if (sl->member || sl->vkind == JV_SCALAR || sl->direct == JIT_TILE_CONST)
             continue;
-        if (sl->direct == 2) { /* a repeated vector: a row's stretch of it (a bias) */
+        if (sl->direct == JIT_PERIODIC) { /* a repeated vector: a row's stretch of it (a bias) */
             td_emit(b, "        p%d = (char *)A[%d] + s0 %% %lldL * %d;\n", s, sl->arg,
                     (long long)sl->period, sl->es);
             continue;
         }
-        if (sl->direct) {
+        if (sl->direct == JIT_IN_PLACE) {
             td_emit(b, "        p%d = (char *)A[%d] + s0 * %d;\n", s, sl->arg, sl->es);
             continue;
         }

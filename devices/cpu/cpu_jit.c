@@ -69,8 +69,8 @@ static void choose_tile(const jit_plan *c, jit_group *g)
         }
 }
 
-/* Slot sl, an input read through a broadcast, as a vector repeated along the domain (direct 2
- * or 3, jit/group.h): its dims that are not broadcast are the domain's last ones, dense, and
+/* Slot sl, an input read through a broadcast, as a vector repeated along the domain
+ * (JIT_PERIODIC or JIT_TILE_CONST, jit/group.h): its dims that are not broadcast are the domain's last ones, dense, and
  * their element count (the period) a multiple of the row or tile, so every row reads one
  * stretch of it in place instead of gathering it (a bias over tiles of its length, a norm's
  * weight over rows), or a divisor of the tile, so every tile is the same, gathered once. */
@@ -88,7 +88,7 @@ static void find_period(const jit_plan *c, const jit_group *g, jit_slot *sl)
             return;
         first = k;
     }
-    for (int k = lead > 0 ? lead : 0; k < first; k++) /* and it is broadcast along the others */
+    for (int k = lead; k < first; k++) /* and it is broadcast along the others */
         if (nd->shape[k - lead] != 1)
             return;
     int64_t period = 1;
@@ -97,7 +97,7 @@ static void find_period(const jit_plan *c, const jit_group *g, jit_slot *sl)
     if (first == g->ndim || period < 2 || (period % g->rowlen != 0 && g->rowlen % period != 0) ||
         !td_dense_layout(g->ndim - first, nd->shape + first - lead, nd->strides + first - lead))
         return;
-    sl->direct = period % g->rowlen == 0 ? 2 : 3;
+    sl->direct = period % g->rowlen == 0 ? JIT_PERIODIC : JIT_TILE_CONST;
     sl->period = period;
 }
 
@@ -106,7 +106,7 @@ void td_cpu_jit_layout(const jit_plan *c, jit_group *g)
     choose_tile(c, g);
     for (int s = 0; s < g->nslots && !g->symbolic; s++) {
         jit_slot *sl = &g->slots[s];
-        if (!sl->member && sl->vkind == JV_FULL && !sl->direct)
+        if (!sl->member && sl->vkind == JV_FULL && sl->direct == JIT_GATHERED)
             find_period(c, g, sl);
     }
     int64_t off = 0;

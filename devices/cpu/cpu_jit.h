@@ -59,11 +59,11 @@ void td_jit_prefetch(const void *base, int64_t begin, int64_t n, int64_t total, 
                      int write);
 void td_jit_reduce(int op, int dtype, int odtype, void *out, const void *x, int64_t n);
 void td_jit_cast(int64_t n, void *out, int odtype, const void *x, int idtype);
-/* Whether input slot sl is read in place (jit_slot.direct 1 or 2); the others are gathered
- * into scratch, per tile or (direct 3) once per call. */
+/* Whether input slot sl is read in place; the others are gathered into scratch, per tile or
+ * (JIT_TILE_CONST) once per call. */
 static inline bool td_cpu_slot_in_place(const jit_slot *sl)
 {
-    return sl->direct == 1 || sl->direct == 2;
+    return sl->direct == JIT_IN_PLACE || sl->direct == JIT_PERIODIC;
 }
 /* The kernel pointers a group member calls (NULL when the op has no tile kernel). */
 void *td_jit_tile_kernel(int op, int dtype);

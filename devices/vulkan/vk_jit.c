@@ -99,19 +99,11 @@ static bool is_compare(int op)
            op == TIDE_OP_LOGICAL_OR || op == TIDE_OP_LOGICAL_NOT;
 }
 
-/* The index expression of element `i` of the domain in a tensor of layout (nd, shape, st)
- * broadcast to the domain (dims aligned at the right). */
 /* Whether the layout is the domain's, contiguous: element i is at index i. */
 static bool is_direct(const jit_group *g, int nd, const int64_t *shape, const int64_t *st)
 {
-    int64_t contig = 1;
-    bool direct = nd == g->ndim;
-    for (int d = g->ndim - 1; d >= 0 && direct; d--) {
-        int64_t s = shape[d] == 1 ? 0 : st[d];
-        direct = shape[d] == g->domain[d] && (g->domain[d] == 1 || s == contig);
-        contig *= g->domain[d];
-    }
-    return direct;
+    return nd == g->ndim && memcmp(shape, g->domain, sizeof(int64_t) * (size_t)nd) == 0 &&
+           td_dense_layout(nd, shape, st);
 }
 
 /* The same for a symbolic group (binding bi): the domain's sizes and the binding's strides
