@@ -189,6 +189,28 @@ static const conv_case PHASE_CASES[] = {
 };
 #define NPHASE ((int)(sizeof PHASE_CASES / sizeof PHASE_CASES[0]))
 
+/* Float32 weight gradients that the AVX2 and AVX-512 tiers sum in registers without
+ * columns (cpu_conv_wgrad.c: at least one image per thread, output channels filling at least
+ * half of each vector): channels that leave a partial vector or a partial tile of vectors (20,
+ * 40 in two groups, 72), sums K that are no multiple of the tile's rows (72, 18, 50), planes
+ * longer than a chunk of positions, dilation with asymmetric padding, a 1-D row (conv1d), more
+ * images than threads, and strides. */
+static const conv_case WGRAD_CASES[] = {
+    {4, 8, 10, 12, 20, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+    {5, 6, 9, 7, 40, 2, 3, {1, 1}, {0, 2}, {2, 1}, 2, false},
+    {3, 10, 1, 30, 72, 1, 5, {1, 1}, {0, 2}, {1, 1}, 1, false},
+    {6, 16, 12, 12, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+    {2, 24, 20, 20, 32, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1, false},
+    /* strides, read as stride phases: dividing the kernel, not dividing it, along one dim, a
+     * stride of 3 with dilation 2, and a stride longer than the kernel (phases never read) */
+    {4, 8, 16, 16, 24, 4, 4, {2, 2}, {1, 1}, {1, 1}, 1, false},
+    {3, 6, 11, 13, 16, 3, 3, {2, 2}, {1, 0}, {1, 1}, 1, false},
+    {2, 5, 9, 17, 20, 3, 5, {1, 2}, {1, 2}, {1, 1}, 1, false},
+    {3, 4, 20, 19, 18, 3, 3, {3, 3}, {2, 1}, {2, 2}, 2, false},
+    {2, 3, 12, 13, 16, 2, 2, {3, 4}, {0, 1}, {1, 1}, 1, false},
+};
+#define NWGRAD ((int)(sizeof WGRAD_CASES / sizeof WGRAD_CASES[0]))
+
 static void conv_shapes(const conv_case *k, int64_t xs[4], int64_t ws[4], int64_t os[4])
 {
     xs[0] = k->n, xs[1] = k->c, xs[2] = k->h, xs[3] = k->w;
@@ -342,6 +364,14 @@ static void test_conv_grid(void)
             for (int layout = 0; layout < NL; layout++) {
                 ref_seed((uint64_t)(9000 + ci * 10 + layout + pass * 100));
                 test_conv_case(&DIRECT_CASES[ci], TIDE_FLOAT32, layout);
+            }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        tide_set_num_threads(pass ? 1 : 2);
+        for (int ci = 0; ci < NWGRAD; ci++)
+            for (int layout = 0; layout < NL; layout++) {
+                ref_seed((uint64_t)(9500 + ci * 10 + layout + pass * 100));
+                test_conv_case(&WGRAD_CASES[ci], TIDE_FLOAT32, layout);
             }
     }
     tide_set_num_threads(1);

@@ -582,6 +582,9 @@ int td_cpu_conv2d_grad_weight(tide_tensor *out, const tide_tensor *x, const tide
         return -1;
     j.x = td_nchw_of(x);
     j.gout = td_nchw_of(grad_out);
+    if (td_conv_wgrad_fits(d))
+        return td_conv_wgrad(d, (float *)(void *)j.out, &j.x, &j.gout) < 0 ? out_of_memory(op)
+                                                                            : 0;
     plan_blocks(pl, pointwise(pl) && plane_matrix(&j.x, d->g.H, d->g.W, d->Cg));
     if (check_blas_range(op, pl) < 0)
         return -1;

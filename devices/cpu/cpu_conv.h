@@ -104,6 +104,10 @@ const td_direct_tile_fns *td_direct_tile(void);
 void td_direct_pack_rows(const float *rows, int64_t ldr, int64_t nrows, int64_t K, float *dst);
 /* Every tile of c over tide's threads, in chunks of at least grain tiles. */
 void td_direct_run(const td_direct_conv *c, int64_t grain);
+/* Image n's float32 channels of group g, zero-padded, to xp[c*plane + r*Wp + col] (plane =
+ * padded rows * Wp), then slack zeros. */
+void td_conv_pad_input(const td_conv_dims *d, const td_nchw *x, int64_t n, int64_t g, int64_t Wp,
+                       int64_t plane, int64_t slack, float *xp);
 
 #define TD_DIRECT_DECLARE(isa)                                                                     \
     int td_conv_direct_mr_##isa(void);                                                             \
@@ -115,6 +119,39 @@ TD_DIRECT_DECLARE(baseline)
 TD_DIRECT_DECLARE(avx2)
 TD_DIRECT_DECLARE(avx512)
 #undef TD_DIRECT_DECLARE
+
+/* ---- cpu_conv_wgrad.c: stride-1 float32 weight gradients without columns ---- */
+
+/* One image's group, as cpu_conv_wgrad_isa.c's tiles read it. */
+typedef struct td_wgrad_tile {
+    const float *x;          /* zero-padded input planes: channel c at x + c*plane */
+    const float *gt;         /* the output gradient transposed: gt[q*ldg + o] at position
+                              * q = oh*Wp + ow, zero where ow >= OW or o >= Og */
+    const int64_t *k_offset; /* Kp: where row k = (c*kh + i)*kw + j reads, c*plane + i*dh*Wp +
+                              * j*dw (0 for the rows past K that pad the last tile) */
+    float *dwt;              /* [Kp, ldg] sums, added to */
+    int64_t ldg, Q, Kp;      /* ldg: Og rounded up to whole vectors; Q = (OH-1)*Wp + OW */
+} td_wgrad_tile;
+
+/* Whether the columnless weight gradient suits d on this CPU: float32, stride 1, an AVX2 or
+ * AVX-512 tier, enough images for every thread, and shapes where it was measured faster. */
+bool td_conv_wgrad_fits(const td_conv_dims *d);
+/* dw (contiguous [O, Cg, kh, kw]) = the weight gradient of x and gout. 0, or -1 when out of
+ * memory (no error set: the caller names the op). */
+int td_conv_wgrad(const td_conv_dims *d, float *dw, const td_nchw *x, const td_nchw *gout);
+/* The tile's functions at an AVX tier (cpu_conv_wgrad_isa.c). transpose: gt[(oh*Wp + ow)*ldg +
+ * o] = g[o*so + oh*sh + ow] for o < Og, oh < OH, ow < OW (rows of g contiguous). */
+
+#define TD_WGRAD_DECLARE(isa)                                                                      \
+    int td_conv_wgrad_kr_##isa(void);                                                              \
+    int td_conv_wgrad_lanes_##isa(void);                                                           \
+    void td_conv_wgrad_run_##isa(const td_wgrad_tile *c);                                          \
+    void td_conv_wgrad_transpose_##isa(const float *g, int64_t so, int64_t sh, int64_t Og,         \
+                                       int64_t OH, int64_t OW, int64_t Wp, int64_t ldg, float *gt);
+TD_WGRAD_DECLARE(baseline)
+TD_WGRAD_DECLARE(avx2)
+TD_WGRAD_DECLARE(avx512)
+#undef TD_WGRAD_DECLARE
 
 /* col[r][q] (row-major, P columns) = x[n, c0 + c, ih, iw] at position p0 + q for row
  * r = (c * kh + i) * kw + j, c < nc, where ih = oh*sh - ph + i*dh and iw = ow*sw - pw + j*dw;

@@ -23,6 +23,7 @@
 
 #include "cpu_conv.h"
 #include "cpu_isa.h"
+#include "cpu_transpose_isa.h"
 
 #ifndef TD_ISA
 #error "cpu_conv_direct_isa.c is compiled with TD_ISA set (see CMakeLists.txt)"
@@ -140,39 +141,9 @@ static inline __attribute__((always_inline)) void tile(const td_direct_conv *c, 
 }
 
 #if defined(__AVX512F__)
-/* dst[i*8 + m] = r[m][i] for i, m < 8 */
-static inline void transpose_block(const float *const *r, int64_t k, float *dst)
-{
-    __m256 a[8], t[8], u[8];
-    for (int m = 0; m < 8; m++)
-        a[m] = _mm256_loadu_ps(r[m] + k);
-    for (int m = 0; m < 8; m += 2) {
-        t[m] = _mm256_unpacklo_ps(a[m], a[m + 1]);
-        t[m + 1] = _mm256_unpackhi_ps(a[m], a[m + 1]);
-    }
-    for (int h = 0; h < 8; h += 4) {
-        u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
-        u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
-        u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
-        u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
-    }
-    for (int i = 0; i < 4; i++) {
-        _mm256_storeu_ps(dst + i * 8, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
-        _mm256_storeu_ps(dst + (i + 4) * 8, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
-    }
-}
+#define transpose_block(r, k, dst) td_transpose8(r, k, dst, 8)
 #else
-/* dst[i*4 + m] = r[m][i] for i, m < 4 */
-static inline void transpose_block(const float *const *r, int64_t k, float *dst)
-{
-    __m128 a0 = _mm_loadu_ps(r[0] + k), a1 = _mm_loadu_ps(r[1] + k);
-    __m128 a2 = _mm_loadu_ps(r[2] + k), a3 = _mm_loadu_ps(r[3] + k);
-    _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
-    _mm_storeu_ps(dst, a0);
-    _mm_storeu_ps(dst + 4, a1);
-    _mm_storeu_ps(dst + 8, a2);
-    _mm_storeu_ps(dst + 12, a3);
-}
+#define transpose_block(r, k, dst) td_transpose4(r, k, dst, 4)
 #endif
 
 /* One block of weights as the tile reads it: dst[k*MR + m] = rows[m][k] for m < n, 0 past. */
