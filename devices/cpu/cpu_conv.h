@@ -52,7 +52,7 @@ bool td_conv_shift_fits(const td_conv_dims *d);
  * operand the direction does not use may be NULL. 0, or -1 when out of memory (no error set:
  * the caller names the op). */
 int td_conv_shift(int which, const td_conv_dims *d, char *out, const td_nchw *x,
-                  const td_nchw *gout, const tide_tensor *w);
+                  const td_nchw *gout, const td_nchw *w);
 
 /* ---- cpu_conv_phase.c: strided convolutions as stride-1 ones over the input's phases ---- */
 
@@ -86,7 +86,7 @@ typedef struct td_direct_conv {
 bool td_conv_direct_fits(const td_conv_dims *d);
 /* out (contiguous NCHW) = conv(x, w) + bias (O values, or NULL), then relu's max(0, .) when
  * relu. 0, or -1 when out of memory (no error set: the caller names the op). */
-int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w,
+int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const td_nchw *w,
                    const float *bias, bool relu);
 
 /* The tile's functions at this CPU's tier (cpu_conv_direct_isa.c), or NULL at the baseline

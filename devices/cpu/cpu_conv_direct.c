@@ -33,11 +33,13 @@ const td_direct_tile_fns *td_direct_tile(void)
 }
 
 /* Padded input of one image and group past which the GEMM paths win: the tiles then read it
- * from L2 or memory once per block of output channels. Measured (1 thread, AVX-512): 256
- * channels at 16x16 padded (262 KB) direct 1.6 ms against 2.0; 16 at 66x66 (279 KB) 0.12
- * against 0.26; 128 at 30x30 (460 KB) 1.61 against 1.41; 64 at 58x58 (861 KB) 1.63 against
- * 1.43. */
-#define MAX_INPUT_BYTES (320 << 10)
+ * from L2 or memory once per block of output channels. Measured on the AMX Xeon (2 MB of L2;
+ * 1 thread, AVX-512): 256 channels at 16x16 padded (262 KB) direct 1.6 ms against 2.0; 16 at
+ * 66x66 (279 KB) 0.12 against 0.26; 128 at 30x30 (460 KB) 1.61 against 1.41; 64 at 58x58
+ * (861 KB) 1.63 against 1.43. On the Ice Lake Xeon (1.25 MB of L2; 1 and 2 threads, AVX2 and
+ * AVX-512) direct won at every size up to 861 KB, by 20-40% at 96 channels of 30x30 (338 KB):
+ * the limit sits between the sizes measured faster on both and the 460 KB measured slower. */
+#define MAX_INPUT_BYTES (400 << 10)
 /* Input channels up to which a large plane still goes direct (a tile's rows of every channel
  * stay in L1): 3 channels at 230x230 (635 KB), 7x7 to 64 channels, 4.8 ms against 7.1. */
 #define FEW_CHANNELS 16
@@ -63,18 +65,18 @@ bool td_conv_direct_fits(const td_conv_dims *d)
 }
 
 /* Whether w [O, Cg, kh, kw] is laid out as rows w[o*K + k], k = (c*kh + i)*kw + j. */
-static bool weight_rows(const td_conv_dims *d, const tide_tensor *w)
+static bool weight_rows(const td_conv_dims *d, const td_nchw *w)
 {
-    const int64_t *s = w->strides;
+    const int64_t *s = w->s;
     return (d->g.kw == 1 || s[3] == 1) && (d->g.kh == 1 || s[2] == d->g.kw) &&
            (d->Cg == 1 || s[1] == d->g.kh * d->g.kw);
 }
 
 /* w's rows (weight_rows) for a weight with other strides: rows[o*K + k]. */
-static void copy_weight_rows(const td_conv_dims *d, const tide_tensor *w, float *rows)
+static void copy_weight_rows(const td_conv_dims *d, const td_nchw *w, float *rows)
 {
-    const float *base = td_tensor_data(w);
-    const int64_t *s = w->strides;
+    const float *base = (const float *)(const void *)w->base;
+    const int64_t *s = w->s;
     for (int64_t o = 0; o < d->O; o++)
         for (int64_t c = 0; c < d->Cg; c++)
             for (int64_t i = 0; i < d->g.kh; i++)
@@ -158,7 +160,7 @@ static void image_range(void *ctx, int64_t n0, int64_t n1)
 }
 
 /* Every group's weights packed (wp, group_w floats a group), from the tensor's rows or a copy. */
-static float *pack_weights(const td_conv_dims *d, const tide_tensor *w, int64_t group_w,
+static float *pack_weights(const td_conv_dims *d, const td_nchw *w, int64_t group_w,
                            size_t *bytes)
 {
     bool in_place = weight_rows(d, w);
@@ -168,8 +170,8 @@ static float *pack_weights(const td_conv_dims *d, const tide_tensor *w, int64_t 
     if (wp && (in_place || wr)) {
         if (!in_place)
             copy_weight_rows(d, w, wr);
-        const float *rows = in_place ? td_tensor_data(w) : wr;
-        int64_t ldr = in_place ? w->strides[0] : d->K;
+        const float *rows = in_place ? (const float *)(const void *)w->base : wr;
+        int64_t ldr = in_place ? w->s[0] : d->K;
         for (int64_t gr = 0; gr < d->groups; gr++)
             td_direct_pack_rows(rows + gr * d->Og * ldr, ldr, d->Og, d->K, wp + gr * group_w);
     } else {
@@ -180,7 +182,7 @@ static float *pack_weights(const td_conv_dims *d, const tide_tensor *w, int64_t 
     return wp;
 }
 
-int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const tide_tensor *w,
+int td_conv_direct(const td_conv_dims *d, char *out, const td_nchw *x, const td_nchw *w,
                    const float *bias, bool relu)
 {
     const td_direct_tile_fns *k = td_direct_tile();

@@ -220,10 +220,10 @@ static void unpack_grad_input(const shift_plan *sp, const shift_block *k, const 
 }
 
 /* The weight as taps: wt[(i*kw + j)*O + o][c] = w[o, c, i, j]. */
-static void pack_weight(const td_conv_dims *d, const tide_tensor *w, char *wt)
+static void pack_weight(const td_conv_dims *d, const td_nchw *w, char *wt)
 {
-    const char *base = td_tensor_data(w);
-    const int64_t *s = w->strides;
+    const char *base = w->base;
+    const int64_t *s = w->s;
     size_t es = d->es;
     int64_t kk = d->g.kh * d->g.kw;
     for (int64_t t = 0; t < kk; t++)
@@ -235,7 +235,7 @@ static void pack_weight(const td_conv_dims *d, const tide_tensor *w, char *wt)
 }
 
 int td_conv_shift(int which, const td_conv_dims *d, char *out, const td_nchw *x,
-                  const td_nchw *gout, const tide_tensor *w)
+                  const td_nchw *gout, const td_nchw *w)
 {
     shift_plan sp;
     make_plan(d, &sp);
