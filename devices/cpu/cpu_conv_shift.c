@@ -199,10 +199,12 @@ static void add_row(tide_dtype dt, char *dst, const char *src, int64_t n)
         ADD_ROW(double);
 }
 
-/* Adds the padded gradient of group g for block k into dx (contiguous), padding dropped. */
+/* Adds the padded gradient of group g for block k into dx (contiguous), padding dropped; or,
+ * with whole images in each block (each dx row written by one block), copies it. */
 static void unpack_grad_input(const shift_plan *sp, const shift_block *k, const char *dxs,
                               int64_t g, char *dx)
 {
+    bool copy = sp->rows == sp->d->g.OH;
     const td_conv_dims *d = sp->d;
     const td_conv_geom *gm = &d->g;
     size_t es = d->es;
@@ -214,8 +216,11 @@ static void unpack_grad_input(const shift_plan *sp, const shift_block *k, const 
                     continue;
                 char *dst = dx + (size_t)((((k->n0 + b) * d->C + g * d->Cg + c) * gm->H + ih) *
                                           gm->W) * es;
-                add_row(d->dt, dst,
-                        dxs + (size_t)(c * sp->S + b * sp->seg + r * sp->Wp + gm->pw) * es, gm->W);
+                const char *src = dxs + (size_t)(c * sp->S + b * sp->seg + r * sp->Wp + gm->pw) * es;
+                if (copy)
+                    memcpy(dst, src, (size_t)gm->W * es);
+                else
+                    add_row(d->dt, dst, src, gm->W);
             }
 }
 
@@ -254,7 +259,7 @@ int td_conv_shift(int which, const td_conv_dims *d, char *out, const td_nchw *x,
         return -1;
     }
     pack_weight(d, w, wt);
-    if (which == TD_CONV_GRAD_INPUT)
+    if (which == TD_CONV_GRAD_INPUT && sp.rows != g->OH) /* bands overlap: their rows add up */
         memset(out, 0, (size_t)(d->N * d->C * g->H * g->W) * es);
     int64_t nblocks = block_count(&sp);
     for (int64_t b = 0; b < nblocks; b++) {
@@ -262,7 +267,10 @@ int td_conv_shift(int which, const td_conv_dims *d, char *out, const td_nchw *x,
         for (int64_t gr = 0; gr < d->groups; gr++) {
             if (which == TD_CONV_GRAD_INPUT) {
                 pack_gout(&sp, &k, gout, gr, wide);
-                memset(pad, 0, (size_t)(d->Cg * sp.S) * es);
+                /* the first tap (no shift) writes [0, ncols) of each row, the others add */
+                for (int64_t c = 0; c < d->Cg; c++)
+                    memset(pad + (size_t)(c * sp.S + k.ncols) * es, 0,
+                           (size_t)(sp.S - k.ncols) * es);
             } else {
                 pack_input(&sp, &k, x, gr, pad);
             }
@@ -275,7 +283,7 @@ int td_conv_shift(int which, const td_conv_dims *d, char *out, const td_nchw *x,
                                  sp.S, t > 0, wide, k.ncols);
                 else
                     td_conv_gemm(d->dt, true, false, d->Cg, k.ncols, d->Og, wt_t, d->Cg, wide,
-                                 k.ncols, 1, pad_t, sp.S);
+                                 k.ncols, t > 0, pad_t, sp.S);
             }
             if (which == TD_CONV_FORWARD)
                 unpack_output(&sp, &k, wide, gr, out);
