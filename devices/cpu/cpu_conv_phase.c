@@ -15,10 +15,10 @@
  * element. Groups keep their channels together (group g's channels c*S + phase stay in
  * [g*Cg*S, (g+1)*Cg*S)).
  *
- * Taken where it was measured faster (td_conv_phase_fits). The gradients keep the strided
- * paths: through the phases the input gradient (a stride-1 grad input, then each element back
- * to its place) and the weight gradient both ran slower on conv_transpose2d's layer
- * (bench_conv_family: 0.75 -> 0.59 and 0.66 -> 0.60 of sgemm).
+ * Taken where it was measured faster (td_conv_phase_fits). The input gradient keeps the
+ * strided path: through these phases (a stride-1 grad input, then each element back to its
+ * place) it ran slower on conv_transpose2d's layer (bench_conv_family: 0.75 -> 0.59 of sgemm).
+ * The float32 weight gradient reads the input as stride phases itself (cpu_conv_wgrad.c).
  */
 #include <string.h>
 
