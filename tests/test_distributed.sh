@@ -27,7 +27,7 @@ bad() { echo "FAILED: $1"; failed=$((failed + 1)); }
 run() { # name, expected "N passed" lines, command...
   local name=$1 want=$2; shift 2
   local out; out=$(timeout 600 "$@" 2>&1); local rc=$?
-  local good; good=$(echo "$out" | grep -cE ': [0-9]+ passed, 0 failed')
+  local good; good=$(grep -cE ': [0-9]+ passed, 0 failed' <<< "$out")
   if [ $rc -eq 0 ] && [ "$good" -eq "$want" ]; then ok "$name"; else
     echo "$out" | tail -40; bad "$name (exit $rc, $good of $want clean summaries)"; fi
 }
@@ -42,11 +42,16 @@ fi
 start=$(date +%s)
 out=$(timeout 300 "${mpi[@]}" "$tide" "$here/dist/stall.lua" 2>&1); rc=$?
 took=$(( $(date +%s) - start ))
-if [ $rc -ne 0 ] && echo "$out" | grep -q "rank 0 of 2 waited 2.0 s" && [ $took -lt 45 ] &&
-   ! echo "$out" | grep -q "finished"; then
+# (here-strings, not pipes: under pipefail a grep -q that stops reading early can fail the echo)
+why=""
+[ $rc -ne 0 ] || why+=" the launch exited 0;"
+grep -q "rank 0 of 2 waited 2.0 s" <<< "$out" || why+=" no timeout error from rank 0;"
+[ $took -lt 45 ] || why+=" it took $took s;"
+grep -q "finished" <<< "$out" && why+=" a rank finished;"
+if [ -z "$why" ]; then
   ok "a stalled rank: timeout error on rank 0 after 2 s, launch over in $took s"
 else
-  echo "$out" | tail -30; bad "a stalled rank (exit $rc after $took s)"
+  echo "$out" | tail -30; bad "a stalled rank (exit $rc after $took s:$why)"
 fi
 # ---- the examples with --ddp -------------------------------------------------------------------
 src=$(cd "$here/.." && pwd)
