@@ -7,7 +7,10 @@
  * for each group g and each block of P output positions, with K = C/groups * kH * kW. Large
  * stride-1 convolutions skip the columns in the forward and grad-input directions
  * (cpu_conv_shift.c); a forward whose stride divides its kernel becomes a stride-1 one over the
- * input's stride phases (cpu_conv_phase.c).
+ * input's stride phases (cpu_conv_phase.c). On the AVX2/AVX-512 tiers, float32 forwards of the
+ * direct tile's shapes sum in registers (cpu_conv_direct.c), and so do stride-1 input
+ * gradients of a batch, as the forwards they are; most float32 weight gradients sum in
+ * registers without columns (cpu_conv_wgrad.c).
  *
  * Blocks keep the temporaries bounded and in cache: a large image is cut into tiles, and small
  * images are batched whole into one block so that the GEMM still gets a useful width (the
