@@ -104,10 +104,6 @@ const td_direct_tile_fns *td_direct_tile(void);
 void td_direct_pack_rows(const float *rows, int64_t ldr, int64_t nrows, int64_t K, float *dst);
 /* Every tile of c over tide's threads, in chunks of at least grain tiles. */
 void td_direct_run(const td_direct_conv *c, int64_t grain);
-/* Image n's float32 channels of group g, zero-padded, to xp[c*plane + r*Wp + col] (plane =
- * padded rows * Wp), then slack zeros. */
-void td_conv_pad_input(const td_conv_dims *d, const td_nchw *x, int64_t n, int64_t g, int64_t Wp,
-                       int64_t plane, int64_t slack, float *xp);
 
 #define TD_DIRECT_DECLARE(isa)                                                                     \
     int td_conv_direct_mr_##isa(void);                                                             \
@@ -124,7 +120,8 @@ TD_DIRECT_DECLARE(avx512)
 
 /* One image's group, as cpu_conv_wgrad_isa.c's tiles read it. */
 typedef struct td_wgrad_tile {
-    const float *x;          /* zero-padded input planes: channel c at x + c*plane */
+    const float *x;          /* the zero-padded input's stride phases: channel c's phase
+                              * (ri, rj) at x + (c*sh*sw + ri*sw + rj)*plane */
     const float *gt;         /* the output gradient transposed: gt[q*ldg + o] at position
                               * q = oh*Wp + ow, zero where ow >= OW or o >= Og */
     const int64_t *k_offset; /* Kp: where row k = (c*kh + i)*kw + j reads, c*plane + i*dh*Wp +

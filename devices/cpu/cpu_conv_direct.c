@@ -97,8 +97,9 @@ void td_direct_pack_rows(const float *rows, int64_t ldr, int64_t nrows, int64_t 
     }
 }
 
-void td_conv_pad_input(const td_conv_dims *d, const td_nchw *x, int64_t n, int64_t g, int64_t Wp,
-                      int64_t plane, int64_t slack, float *xp)
+/* Image n's channels of group g, zero-padded, to xp[c*plane + r*Wp + col]; slack zeros after. */
+static void pack_input(const td_conv_dims *d, const td_nchw *x, int64_t n, int64_t g,
+                       int64_t Wp, int64_t plane, int64_t slack, float *xp)
 {
     const td_conv_geom *gm = &d->g;
     memset(xp, 0, (size_t)(d->Cg * plane + slack) * sizeof(float));
@@ -149,7 +150,7 @@ static void image_range(void *ctx, int64_t n0, int64_t n1)
     td_direct_conv c = j->c;
     for (int64_t n = n0; n < n1; n++)
         for (int64_t gr = 0; gr < d->groups; gr++) {
-            td_conv_pad_input(d, j->x, n, gr, c.Wp, c.plane, j->k->slack(), xp);
+            pack_input(d, j->x, n, gr, c.Wp, c.plane, j->k->slack(), xp);
             c.x = xp;
             c.w = j->wp + gr * j->group_w;
             c.bias = j->bias ? j->bias + gr * d->Og : NULL;

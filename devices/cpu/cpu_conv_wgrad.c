@@ -48,9 +48,12 @@ static const wgrad_fns *wgrad_tile(void)
 /* The sizes one call works with. The input is read as stride phases: phase (ri, rj) holds the
  * padded input's rows ri, ri + sh, ... and columns rj, rj + sw, ..., so that tap (i, j) of
  * output (oh, ow) is phase ((i*dh) % sh, (j*dw) % sw) at (oh + i*dh / sh, ow + j*dw / sw): a
- * stride-1 sum over each phase. With stride 1 the one phase is the padded input. */
+ * stride-1 sum over each phase. With stride 1 the one phase is the padded input. The phases
+ * are an im2col whose window is one stride (as cpu_conv_phase.c's): channel c's phase (ri, rj)
+ * is plane c*phases + ri*sw + rj. */
 typedef struct wgrad_plan {
     int64_t Hp, Wp, plane, phases, Q, Kp, ldg, pieces; /* Hp x Wp: one phase's plane */
+    td_conv_geom window; /* the input -> its phases, Hp x Wp outputs a plane */
 } wgrad_plan;
 
 static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
@@ -63,6 +66,9 @@ static wgrad_plan plan_of(const td_conv_dims *d, const wgrad_fns *k)
     p.Wp = g->OW + (g->kw - 1) * g->dw / g->sw;
     p.plane = p.Hp * p.Wp;
     p.phases = g->sh * g->sw;
+    p.window = (td_conv_geom){.H = g->H, .W = g->W, .OH = p.Hp, .OW = p.Wp, .L = p.plane,
+                              .kh = g->sh, .kw = g->sw, .sh = g->sh, .sw = g->sw, .ph = g->ph,
+                              .pw = g->pw, .dh = 1, .dw = 1};
     p.Q = (g->OH - 1) * p.Wp + g->OW;
     p.Kp = round_up(d->K, k->kr());
     p.ldg = round_up(d->Og, k->lanes());
@@ -117,40 +123,6 @@ static void transpose_gout(const wgrad_job *j, int64_t n, int64_t gr, float *gt)
         }
 }
 
-/* Image n's channels of group g as phases (wgrad_plan) to xp[(phase*Cg + c)*plane + u*Wp + v],
- * zeros outside the input. */
-static void pack_input(const wgrad_job *j, int64_t n, int64_t gr, float *xp)
-{
-    const td_conv_dims *d = j->d;
-    const td_conv_geom *g = &d->g;
-    const wgrad_plan *p = &j->p;
-    if (p->phases == 1) {
-        td_conv_pad_input(d, j->x, n, gr, p->Wp, p->plane, 0, xp);
-        return;
-    }
-    memset(xp, 0, (size_t)(p->phases * d->Cg * p->plane) * sizeof(float));
-    const int64_t *s = j->x->s;
-    for (int64_t ri = 0; ri < g->sh; ri++)
-        for (int64_t rj = 0; rj < g->sw; rj++) {
-            /* columns v whose input column sw*v + rj - pw lies in [0, W) */
-            int64_t v0 = (g->pw - rj + g->sw - 1) / g->sw;
-            v0 = v0 > 0 ? v0 : 0;
-            int64_t last = g->W - 1 + g->pw - rj; /* sw * (v1 - 1) at most */
-            int64_t v1 = last < 0 ? 0 : last / g->sw + 1 < p->Wp ? last / g->sw + 1 : p->Wp;
-            for (int64_t c = 0; c < d->Cg; c++)
-                for (int64_t u = 0; u < p->Hp; u++) {
-                    int64_t ih = g->sh * u + ri - g->ph;
-                    if (ih < 0 || ih >= g->H || v1 <= v0)
-                        continue;
-                    int64_t e = n * s[0] + (gr * d->Cg + c) * s[1] + ih * s[2] +
-                                (g->sw * v0 + rj - g->pw) * s[3];
-                    float *dst = xp + ((ri * g->sw + rj) * d->Cg + c) * p->plane + u * p->Wp + v0;
-                    td_copy_strided((char *)dst, j->x->base + e * (int64_t)sizeof(float), v1 - v0,
-                                    g->sw * s[3], sizeof(float));
-                }
-        }
-}
-
 static void piece_range(void *ctx, int64_t begin, int64_t end)
 {
     wgrad_job *j = ctx;
@@ -171,7 +143,8 @@ static void piece_range(void *ctx, int64_t begin, int64_t end)
     for (int64_t piece = begin; piece < end; piece++)
         for (int64_t n = d->N * piece / p->pieces; n < d->N * (piece + 1) / p->pieces; n++)
             for (int64_t gr = 0; gr < d->groups; gr++) {
-                pack_input(j, n, gr, xp);
+                td_im2col(&p->window, j->x, gr * d->Cg, d->Cg, n * p->plane, p->plane, xp,
+                          sizeof(float));
                 transpose_gout(j, n, gr, gt);
                 c.dwt = j->partials + (piece * d->groups + gr) * p->Kp * p->ldg;
                 j->k->run(&c);
@@ -213,7 +186,8 @@ int td_conv_wgrad(const td_conv_dims *d, float *dw, const td_nchw *x, const td_n
     for (int64_t k = 0; k < j.p.Kp; k++) {
         int64_t c = k / (g->kh * g->kw), i = k / g->kw % g->kh * g->dh, jj = k % g->kw * g->dw;
         int64_t phase = i % g->sh * g->sw + jj % g->sw;
-        k_offset[k] = k < d->K ? (phase * d->Cg + c) * j.p.plane + i / g->sh * j.p.Wp + jj / g->sw
+        k_offset[k] = k < d->K ? (c * j.p.phases + phase) * j.p.plane + i / g->sh * j.p.Wp +
+                                     jj / g->sw
                                : 0;
     }
     j.k_offset = k_offset;

@@ -1,10 +1,11 @@
 /*
- * cpu_conv_wgrad_isa.c — the register tile of a stride-1 float32 weight gradient summed without
- * columns (cpu_conv_wgrad.c).
+ * cpu_conv_wgrad_isa.c — the register tile of a float32 weight gradient summed without columns
+ * (cpu_conv_wgrad.c).
  *
  * The gradient is dW^T[k, o] = sum over positions q of x_k[q] * g[q, o], where row k = (c, i, j)
- * of the would-be im2col matrix is the zero-padded input plane of channel c read from the tap's
- * offset: over positions q = oh*Wp + ow of the padded width, x_k[q] = xp[offset_k + q]. The
+ * of the would-be im2col matrix is a zero-padded plane of channel c (the plane itself at stride
+ * 1, the tap's stride phase otherwise) read from the tap's offset: over positions
+ * q = oh*Wp + ow of the plane's width, x_k[q] = xp[offset_k + q]. The
  * columns ow >= OW that this adds read real input, and the transposed output gradient g is zero
  * there, so they add nothing.
  *
