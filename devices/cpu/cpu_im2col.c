@@ -127,33 +127,6 @@ static void accumulate(tide_dtype dt, char *dst, const char *src, int64_t cnt, i
         ACCUMULATE(double);
 }
 
-/* Adds the columns of positions [pa, pb) (one image, n) of row (c, i, j) into dx; row holds
- * the block's columns from p0. */
-static void col2im_row(const td_conv_geom *g, const td_nchw *dx, tide_dtype dt, int64_t n,
-                       int64_t ch, int64_t i, int64_t j, int64_t p0, int64_t pa, int64_t pb,
-                       const char *row)
-{
-    const int64_t *s = dx->s;
-    size_t es = td_dtype_sizes[dt];
-    int64_t l = pa - n * g->L, oh = l / g->OW, ow = l % g->OW;
-    for (int64_t q = pa - p0; q < pb - p0;) {
-        int64_t len = min64(g->OW - ow, pb - p0 - q);
-        int64_t ih = oh * g->sh - g->ph + i * g->dh;
-        if (ih >= 0 && ih < g->H) {
-            int64_t iw0 = ow * g->sw - g->pw + j * g->dw, lo, hi;
-            valid_run(g, iw0, len, &lo, &hi);
-            if (hi > lo) {
-                int64_t e = n * s[0] + ch * s[1] + ih * s[2] + (iw0 + lo * g->sw) * s[3];
-                accumulate(dt, dx->base + e * (int64_t)es, row + (size_t)(q + lo) * es, hi - lo,
-                           g->sw * s[3]);
-            }
-        }
-        q += len;
-        ow = 0;
-        oh++;
-    }
-}
-
 /* d[2t] += a[t] and d[2t + 1] += b[t] for t < n: two taps of a stride-2 window one column
  * apart fill alternate columns of the same dx row, so their rows are added interleaved, in
  * vectors, where one tap at a time adds element by element with a step of 2. Each element still
@@ -175,35 +148,58 @@ static void accumulate_pair(float *d, const float *a, const float *b, int64_t n)
     }
 }
 
-/* col2im_row for taps (i, j) and (i, j + 1) of a float32 column matrix whose window has column
- * stride 2 and dilation 1, dx contiguous along rows: the run both taps reach in one
- * accumulate_pair, the ends each tap alone. */
-static void col2im_row_pair(const td_conv_geom *g, const td_nchw *dx, int64_t n, int64_t ch,
-                            int64_t i, int64_t j, int64_t p0, int64_t pa, int64_t pb,
-                            const float *row_a, const float *row_b)
+/* row[iw0 + 2t] += src[t] for t in [lo_t, hi_t) outside [lo, hi): one tap's ends of a paired run. */
+static void add_ends(float *row, int64_t iw0, const float *src, int64_t lo_t, int64_t hi_t,
+                     int64_t lo, int64_t hi)
+{
+    for (int64_t t = lo_t; t < min64(hi_t, lo); t++)
+        row[iw0 + 2 * t] += src[t];
+    for (int64_t t = max64(lo_t, hi); t < hi_t; t++)
+        row[iw0 + 2 * t] += src[t];
+}
+
+/* One run of len positions of taps j (a) and j + 1 (b) of a column-stride-2, dilation-1 window
+ * into a contiguous dx row: the part both taps reach in one accumulate_pair, the ends alone. */
+static void add_pair_run(const td_conv_geom *g, float *row, int64_t iw0, int64_t len,
+                         const float *a, const float *b)
+{
+    int64_t lo_a, hi_a, lo_b, hi_b;
+    valid_run(g, iw0, len, &lo_a, &hi_a);
+    valid_run(g, iw0 + 1, len, &lo_b, &hi_b);
+    int64_t lo = max64(lo_a, lo_b), hi = max64(lo, min64(hi_a, hi_b));
+    if (hi > lo)
+        accumulate_pair(row + iw0 + 2 * lo, a + lo, b + lo, hi - lo);
+    add_ends(row, iw0, a, lo_a, hi_a, lo, hi);
+    add_ends(row, iw0 + 1, b, lo_b, hi_b, lo, hi);
+}
+
+/* Adds the columns of positions [pa, pb) (one image, n) of row (c, i, j) into dx; row holds
+ * the block's columns from p0. row_b, when not NULL, is tap (i, j + 1)'s row of a float32
+ * window with column stride 2 and dilation 1 over rows of dx that are contiguous: both are
+ * added, interleaved (add_pair_run). */
+static void col2im_row(const td_conv_geom *g, const td_nchw *dx, tide_dtype dt, int64_t n,
+                       int64_t ch, int64_t i, int64_t j, int64_t p0, int64_t pa, int64_t pb,
+                       const char *row, const char *row_b)
 {
     const int64_t *s = dx->s;
+    size_t es = td_dtype_sizes[dt];
     int64_t l = pa - n * g->L, oh = l / g->OW, ow = l % g->OW;
     for (int64_t q = pa - p0; q < pb - p0;) {
         int64_t len = min64(g->OW - ow, pb - p0 - q);
         int64_t ih = oh * g->sh - g->ph + i * g->dh;
         if (ih >= 0 && ih < g->H) {
-            int64_t iw0 = ow * 2 - g->pw + j, lo_a, hi_a, lo_b, hi_b;
-            valid_run(g, iw0, len, &lo_a, &hi_a);
-            valid_run(g, iw0 + 1, len, &lo_b, &hi_b);
-            int64_t lo = max64(lo_a, lo_b), hi = max64(lo, min64(hi_a, hi_b));
-            float *rowp = (float *)(void *)dx->base + n * s[0] + ch * s[1] + ih * s[2];
-            if (hi > lo)
-                accumulate_pair(rowp + iw0 + 2 * lo, row_a + q + lo, row_b + q + lo, hi - lo);
-            /* the ends of each tap's run outside [lo, hi) */
-            for (int64_t t = lo_a; t < min64(hi_a, lo); t++)
-                rowp[iw0 + 2 * t] += row_a[q + t];
-            for (int64_t t = max64(lo_a, hi); t < hi_a; t++)
-                rowp[iw0 + 2 * t] += row_a[q + t];
-            for (int64_t t = lo_b; t < min64(hi_b, lo); t++)
-                rowp[iw0 + 2 * t + 1] += row_b[q + t];
-            for (int64_t t = max64(lo_b, hi); t < hi_b; t++)
-                rowp[iw0 + 2 * t + 1] += row_b[q + t];
+            int64_t iw0 = ow * g->sw - g->pw + j * g->dw, lo, hi;
+            char *dxrow = dx->base + (n * s[0] + ch * s[1] + ih * s[2]) * (int64_t)es;
+            if (row_b) {
+                add_pair_run(g, (float *)(void *)dxrow, iw0, len,
+                             (const float *)(const void *)row + q,
+                             (const float *)(const void *)row_b + q);
+            } else {
+                valid_run(g, iw0, len, &lo, &hi);
+                if (hi > lo)
+                    accumulate(dt, dxrow + (iw0 + lo * g->sw) * s[3] * (int64_t)es,
+                               row + (size_t)(q + lo) * es, hi - lo, g->sw * s[3]);
+            }
         }
         q += len;
         ow = 0;
@@ -222,14 +218,9 @@ void td_col2im(const td_conv_geom *g, const td_nchw *dx, tide_dtype dt, int64_t 
         for (int64_t r = 0; r < nc * kk; r++) {
             int64_t ch = r / kk, ij = r % kk;
             const char *row = (const char *)col + (size_t)(r * P) * es;
-            if (pairs && ij % g->kw + 1 < g->kw) {
-                col2im_row_pair(g, dx, n, c0 + ch, ij / g->kw, ij % g->kw, p0, pa, pb,
-                                (const float *)(const void *)row,
-                                (const float *)(const void *)(row + (size_t)P * es));
-                r++;
-                continue;
-            }
-            col2im_row(g, dx, dt, n, c0 + ch, ij / g->kw, ij % g->kw, p0, pa, pb, row);
+            const char *row_b = pairs && ij % g->kw + 1 < g->kw ? row + (size_t)P * es : NULL;
+            col2im_row(g, dx, dt, n, c0 + ch, ij / g->kw, ij % g->kw, p0, pa, pb, row, row_b);
+            r += row_b != NULL;
         }
     }
 }
